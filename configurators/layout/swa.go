@@ -1,0 +1,161 @@
+package layout
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/kvhost/kvhost/sdk"
+	"github.com/kvhost/kvhost/sdk/guest"
+)
+
+// SWARatio is swa_full_tokens_ratio, the window pool's share of the full
+// pool's tokens (spec §3 "Hybrid SWA", default 0.8).
+const SWARatio = 0.8
+
+// SWA configures sliding-window models: a full-attention pool and a window
+// pool, layers assigned from layer_types, sliding_window_pattern or
+// per-architecture rules.
+type SWA struct{}
+
+var _ guest.Configurator = SWA{}
+
+// Describe implements guest.Configurator.
+func (SWA) Describe() sdk.Descriptor {
+	return sdk.Descriptor{
+		Name: "swa", Version: "1.0.0", Kind: sdk.KindConfigurator, ABI: sdk.ABIVersion,
+		Architectures: []string{
+			"GptOssForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM",
+			"Gemma3ForConditionalGeneration", "Cohere2ForCausalLM",
+		},
+		KVDTypes: []string{sdk.KVBF16, sdk.KVFP16, sdk.KVFP8E4M3, sdk.KVFP8E5M2},
+	}
+}
+
+// Configure implements guest.Configurator.
+func (c SWA) Configure(in sdk.ConfigureInput) (guest.Plan, error) { return c.Plan(in) }
+
+// SlidingLayers returns, per layer, whether it uses the sliding window.
+// Order of evidence: layer_types, sliding_window_pattern (layer i slides
+// unless (i+1) % pattern == 0), then the architecture's published rule
+// (gpt-oss and Gemma-2 alternate starting with a sliding layer; Gemma-3 is
+// 5 sliding : 1 full), and otherwise every layer slides (Mistral-style).
+func SlidingLayers(m *Model, layers int64) ([]bool, error) {
+	out := make([]bool, layers)
+	types, err := m.Strings("layer_types")
+	if err != nil {
+		return nil, err
+	}
+	if types != nil {
+		if int64(len(types)) != layers {
+			return nil, fmt.Errorf("layout: model config layer_types has %d entries for %d layers", len(types), layers)
+		}
+		for i, t := range types {
+			switch t {
+			case "sliding_attention":
+				out[i] = true
+			case "full_attention":
+			default:
+				return nil, fmt.Errorf("layout: model config layer_types[%d] = %q: want sliding_attention or full_attention", i, t)
+			}
+		}
+		return out, nil
+	}
+	pattern, ok, err := m.Int("sliding_window_pattern")
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		switch m.Architecture() {
+		case "GptOssForCausalLM", "Gemma2ForCausalLM":
+			pattern, ok = 2, true
+		case "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration":
+			pattern, ok = 6, true
+		}
+	}
+	if ok && pattern < 1 {
+		return nil, fmt.Errorf("layout: model config sliding_window_pattern = %d: want >= 1", pattern)
+	}
+	for i := range out {
+		out[i] = !ok || (int64(i)+1)%pattern != 0
+	}
+	return out, nil
+}
+
+// Plan is Configure with the concrete result type.
+func (SWA) Plan(in sdk.ConfigureInput) (*Plan, error) {
+	m, err := ParseModel(in.Model)
+	if err != nil {
+		return nil, err
+	}
+	_, dtype, err := kvStorage("swa", in.Host.KVDType, SWA{}.Describe().KVDTypes...)
+	if err != nil {
+		return nil, err
+	}
+	window, ok, err := m.Int("sliding_window")
+	if err != nil {
+		return nil, err
+	}
+	if !ok || window < 1 {
+		return nil, fmt.Errorf("layout: swa configurator: model config has no positive sliding_window; use the mha configurator")
+	}
+	a, err := AttentionOf(m, in.Host.TPSize)
+	if err != nil {
+		return nil, err
+	}
+	sliding, err := SlidingLayers(m, a.Layers)
+	if err != nil {
+		return nil, err
+	}
+	full, swa := newPool(PoolFull, sdk.UnitToken), newPool(PoolSWA, sdk.UnitToken)
+	for l, s := range sliding {
+		p := full
+		if s {
+			p = swa
+		}
+		addMHALayer(p, a, int64(l), dtype, false)
+	}
+	// Draft layers are full-attention layers (spec §3: F·(nf + draft_full)).
+	for l := range in.Host.DraftLayers {
+		addMHALayer(full, a, a.Layers+l, dtype, false)
+	}
+	page := in.Host.PageSize
+	fp, err := full.done()
+	if err != nil {
+		return nil, err
+	}
+	sp, err := swa.done()
+	if err != nil {
+		return nil, err
+	}
+	if len(sp.Buffers) == 0 {
+		return nil, fmt.Errorf("layout: swa configurator: no layer uses the sliding window; use the mha configurator")
+	}
+	if len(fp.Buffers) == 0 {
+		// All-SWA: cell S·ns, one pool.
+		return tokenPlan(swa, page)
+	}
+	pools := []sdk.Pool{fp, sp}
+	return &Plan{pools: pools, size: func(avail, tokenCap, _ int64) (map[string]int64, error) {
+		return swaSize(fp.BytesPerUnit, sp.BytesPerUnit, window, page, avail, tokenCap)
+	}}, nil
+}
+
+// swaSize is spec §3's hybrid rule: cell = F·(nf+draft) + r·S·ns (float),
+// full = page_floor(floor(budget/cell)), swa = page_floor(int(full·r)).
+func swaSize(fullBytes, swaBytes, window, page, avail, tokenCap int64) (map[string]int64, error) {
+	cell := float64(fullBytes) + SWARatio*float64(swaBytes)
+	t := int64(math.Floor(float64(avail) / cell))
+	if tokenCap > 0 && t > tokenCap {
+		t = tokenCap
+	}
+	fullT := t / page * page
+	swaT := int64(float64(fullT)*SWARatio) / page * page
+	if fullT == 0 {
+		return nil, fmt.Errorf("layout: not enough memory: %d bytes at %.1f bytes per token hold no page of %d tokens", avail, cell, page)
+	}
+	if window+page >= swaT {
+		return nil, fmt.Errorf("layout: swa pool of %d tokens cannot hold sliding_window %d + page %d; give the KV cache more memory",
+			swaT, window, page)
+	}
+	return map[string]int64{PoolFull: fullT, PoolSWA: swaT}, nil
+}

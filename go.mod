@@ -1,0 +1,14 @@
+module github.com/kvhost/kvhost
+
+go 1.26.8
+
+require (
+	github.com/NVIDIA/go-nvml v0.13.4-1
+	github.com/ardanlabs/jinja v1.8.0
+	github.com/edsrzf/mmap-go v1.2.0
+	github.com/go-chi/chi/v5 v5.5.0
+	github.com/prometheus/client_golang v1.25.0
+	github.com/tetratelabs/wazero v1.12.0
+	golang.org/x/sys v0.50.0
+	gorgonia.org/cu v0.9.6
+)

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/kvhost/kvhost/host/model/synth"
+)
+
+func genModel(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("gen-model", stderr)
+	arch := fs.String("arch", "llama", "architecture (llama)")
+	size := fs.String("size", "small", "tiny | small (≈15M params) | medium (≈110M params)")
+	dtype := fs.String("dtype", "f32", "weight type: f32 | f16")
+	out := fs.String("out", "", "output GGUF file (required)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *arch != "llama" {
+		return fmt.Errorf("gen-model: architecture %q is not supported (llama)", *arch)
+	}
+	if *out == "" {
+		return fmt.Errorf("gen-model: --out is required")
+	}
+	spec, err := synth.Preset(*size, *dtype)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
+		return err
+	}
+	tmp := *out + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	last := start
+	fmt.Fprintf(stdout, "generating %s (%d parameters, %s) ...\n", spec.Name, spec.Params(), *dtype)
+	w := bufio.NewWriterSize(f, 1<<20)
+	err = synth.Write(w, spec, func(done, total int) {
+		if now := time.Now(); now.Sub(last) > time.Second || done == total && now.Sub(start) > time.Second {
+			last = now
+			fmt.Fprintf(stdout, "  %3d%% (%d/%d tensors)\n", 100*done/total, done, total)
+		}
+	})
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("gen-model: %w", err)
+	}
+	if err := os.Rename(tmp, *out); err != nil {
+		return err
+	}
+	st, _ := os.Stat(*out)
+	fmt.Fprintf(stdout, "wrote %s (%.1f MiB) in %s\n", *out, float64(st.Size())/(1<<20), time.Since(start).Round(time.Millisecond))
+	return nil
+}

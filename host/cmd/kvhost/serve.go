@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/kvhost/kvhost/host/boot"
+	"github.com/kvhost/kvhost/host/device"
+	_ "github.com/kvhost/kvhost/host/device/cpu" // the embedded default device
+	"github.com/kvhost/kvhost/host/engine"
+	"github.com/kvhost/kvhost/host/model/chat"
+	"github.com/kvhost/kvhost/host/server"
+)
+
+type serveFlags struct {
+	model          string
+	addr           string
+	dev            string
+	devMemory      byteSize
+	threads        int
+	maxRunning     int
+	maxQueue       int
+	chunkedPrefill int
+	pageSize       int
+	maxTotalTokens int
+	maxTokensCap   int
+	maxBody        byteSize
+	logLevel       string
+	shutdownWait   time.Duration
+}
+
+func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
+	var f serveFlags
+	fs := newFlagSet("serve", stderr)
+	fs.StringVar(&f.model, "model", "", "model to serve: a GGUF file or a Hugging Face directory (required)")
+	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "listen address")
+	fs.StringVar(&f.dev, "device", "cpu", "device kind: "+strings.Join(device.Kinds(), ", "))
+	fs.Var(&f.devMemory, "device-memory", "CPU device memory capacity, e.g. 6GiB (default: 8 GiB or half of RAM, whichever is smaller)")
+	fs.IntVar(&f.threads, "threads", 0, "CPU kernel threads (default: all cores)")
+	fs.IntVar(&f.maxRunning, "max-running-requests", 32, "sequences decoded together at most")
+	fs.IntVar(&f.maxQueue, "max-queue", 256, "requests waiting for admission at most; more get 429")
+	fs.IntVar(&f.chunkedPrefill, "chunked-prefill-size", 512, "new tokens in one forward at most (bounds the activation peak)")
+	fs.IntVar(&f.pageSize, "page-size", 16, "KV cache page size in tokens")
+	fs.IntVar(&f.maxTotalTokens, "max-total-tokens", 0, "cap on KV pool tokens (0: as many as memory allows)")
+	fs.IntVar(&f.maxTokensCap, "max-tokens-cap", 0, "largest max_tokens a request may ask for (0: the context window)")
+	f.maxBody = 4 << 20
+	fs.Var(&f.maxBody, "max-body", "largest request body")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug | info | warn | error")
+	fs.DurationVar(&f.shutdownWait, "shutdown-timeout", 30*time.Second, "how long running streams may finish on shutdown")
+	if err := fs.Parse(args); err != nil {
+		return f, err
+	}
+	if f.model == "" {
+		return f, errors.New("serve: --model is required (try: make run, which generates a demo model)")
+	}
+	return f, nil
+}
+
+func newLogger(level string, w io.Writer) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+// backend adapts the stack to the server's Backend interface.
+type backend struct{ s *boot.Stack }
+
+func (b backend) ModelName() string           { return b.s.Model.Name }
+func (b backend) ContextLen() int             { return b.s.Model.Config.ContextLen }
+func (b backend) Tokenizer() server.Tokenizer { return b.s.Model.Tokenizer }
+func (b backend) Chat() *chat.Template        { return b.s.Chat }
+func (b backend) Submit(ctx context.Context, r engine.Request) (*engine.Stream, error) {
+	return b.s.Engine.Submit(ctx, r)
+}
+
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, err := parseServeFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(f.logLevel, stderr)
+	if err != nil {
+		return err
+	}
+	s, err := boot.Build(boot.Config{
+		Model: f.model, Device: f.dev, DeviceMemory: int64(f.devMemory), Threads: f.threads,
+		MaxRunning: f.maxRunning, MaxQueue: f.maxQueue, ChunkedPrefill: f.chunkedPrefill,
+		PageSize: f.pageSize, MaxTotalTokens: f.maxTotalTokens,
+	}, log, stdout)
+	if err != nil {
+		return err
+	}
+	h := server.New(backend{s}, server.Options{MaxBodyBytes: int64(f.maxBody), MaxTokensCap: f.maxTokensCap, Logger: log})
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		s.Close(context.Background())
+		return err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	log.Info("ready", "url", "http://"+ln.Addr().String(), "model", s.Model.Name)
+	fmt.Fprintf(stdout, "kvhost is serving %s at http://%s (OpenAI API under /v1)\n", s.Model.Name, ln.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		s.Close(context.Background())
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down", "grace", f.shutdownWait)
+	sctx, cancel := context.WithTimeout(context.Background(), f.shutdownWait)
+	defer cancel()
+	err = srv.Shutdown(sctx)
+	s.Close(sctx)
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	_ = os.Stdout.Sync()
+	return nil
+}

@@ -1,0 +1,496 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kvhost/kvhost/host/device"
+	"github.com/kvhost/kvhost/host/kv"
+	"github.com/kvhost/kvhost/host/model"
+	"github.com/kvhost/kvhost/host/sampling"
+)
+
+// Config bounds the engine's concurrency and per-step work.
+type Config struct {
+	// MaxRunning caps sequences in the running batch.
+	MaxRunning int
+	// MaxQueue caps requests waiting for admission; beyond it Submit fails
+	// with ErrQueueFull.
+	MaxQueue int
+	// ChunkedPrefill caps the new tokens of one forward.
+	ChunkedPrefill int
+	Logger         *slog.Logger
+}
+
+// Validate names the bad field.
+func (c Config) Validate() error {
+	switch {
+	case c.MaxRunning <= 0:
+		return fmt.Errorf("engine: max running requests %d must be positive", c.MaxRunning)
+	case c.MaxQueue < 0:
+		return fmt.Errorf("engine: max queue %d must be >= 0", c.MaxQueue)
+	case c.ChunkedPrefill < 1:
+		return fmt.Errorf("engine: chunked prefill size %d must be positive", c.ChunkedPrefill)
+	}
+	return nil
+}
+
+// Forwarder is the part of a model the engine drives.
+type Forwarder interface {
+	Forward(pool *kv.Pool, seqs []model.Seq, logits []float32) error
+}
+
+// seq is one request's state, owned by the engine goroutine once admitted.
+type seq struct {
+	id      uint64
+	ctx     context.Context
+	req     Request
+	out     chan Event
+	tokens  []int32 // prompt, then generated
+	prompt  int
+	cached  int // tokens whose K/V are in the pool
+	pages   []int32
+	seed    uint64
+	step    uint64
+	done    bool
+	arrival uint64
+	topBuf  []sampling.TokenLogprob
+}
+
+// Stats is a snapshot for /health and metrics.
+type Stats struct {
+	Running, Waiting int
+	KVPagesTotal     int
+	KVPagesFree      int
+	Preemptions      int64
+	Steps            int64
+}
+
+// Engine schedules requests onto a model.
+type Engine struct {
+	cfg     Config
+	fwd     Forwarder
+	pool    *kv.Pool
+	vocab   int
+	ctxLen  int
+	eog     func(int32) bool
+	log     *slog.Logger
+	sampler sampling.Sampler
+
+	mu      sync.Mutex
+	waiting []*seq
+	closed  bool
+	wake    chan struct{}
+	nextID  uint64
+	seeds   uint64
+
+	running     []*seq
+	preemptions atomic.Int64
+	steps       atomic.Int64
+	nRunning    atomic.Int64
+
+	logits []float32
+	batch  []model.Seq
+	owners []*seq
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// New starts an engine over m and pool. eog reports end-of-generation tokens.
+func New(cfg Config, fwd Forwarder, pool *kv.Pool, mc model.Config, eog func(int32) bool) (*Engine, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	e := &Engine{
+		cfg: cfg, fwd: fwd, pool: pool, vocab: mc.Vocab, ctxLen: mc.ContextLen, eog: eog, log: cfg.Logger,
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		seeds: uint64(time.Now().UnixNano()),
+	}
+	go e.loop()
+	return e, nil
+}
+
+// Submit admits a request without blocking. The stream ends with a Done or
+// Err event; cancelling ctx ends it early and frees its pages.
+func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
+	if err := e.validate(req); err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil, ErrShuttingDown
+	}
+	if free := max(0, e.cfg.MaxRunning-int(e.nRunning.Load())); len(e.waiting) >= e.cfg.MaxQueue+free {
+		return nil, fmt.Errorf("%w: %d requests waiting (limit %d)", ErrQueueFull, len(e.waiting), e.cfg.MaxQueue)
+	}
+	e.nextID++
+	s := &seq{id: e.nextID, arrival: e.nextID, ctx: ctx, req: req, out: make(chan Event, req.MaxTokens+2), prompt: len(req.Prompt)}
+	s.tokens = append(make([]int32, 0, len(req.Prompt)+req.MaxTokens), req.Prompt...)
+	if req.Sampling.Seed != nil {
+		s.seed = *req.Sampling.Seed
+	} else {
+		e.seeds = e.seeds*6364136223846793005 + 1442695040888963407
+		s.seed = e.seeds
+	}
+	e.waiting = append(e.waiting, s)
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+	return &Stream{Events: s.out}, nil
+}
+
+func (e *Engine) validate(req Request) error {
+	if len(req.Prompt) == 0 {
+		return &InvalidRequestError{Field: "prompt", Problem: "the prompt is empty"}
+	}
+	for _, t := range req.Prompt {
+		if t < 0 || int(t) >= e.vocab {
+			return &InvalidRequestError{Field: "prompt", Problem: fmt.Sprintf("token id %d is outside the vocabulary of %d", t, e.vocab)}
+		}
+	}
+	if len(req.Prompt) >= e.ctxLen {
+		return &InvalidRequestError{Field: "prompt", Problem: fmt.Sprintf("the prompt has %d tokens; the context holds %d, so at most %d prompt tokens leave room for one new token", len(req.Prompt), e.ctxLen, e.ctxLen-1)}
+	}
+	if req.MaxTokens < 1 {
+		return &InvalidRequestError{Field: "max_tokens", Problem: fmt.Sprintf("%d must be at least 1", req.MaxTokens)}
+	}
+	if room := e.ctxLen - len(req.Prompt); req.MaxTokens > room {
+		return &InvalidRequestError{Field: "max_tokens", Problem: fmt.Sprintf("%d new tokens do not fit: the prompt has %d tokens and the context %d, so at most %d", req.MaxTokens, len(req.Prompt), e.ctxLen, room)}
+	}
+	capTokens := e.pool.Spec().NumPages * e.pool.Spec().PageSize
+	if need := len(req.Prompt) + req.MaxTokens; need > capTokens {
+		return &InvalidRequestError{Field: "max_tokens", Problem: fmt.Sprintf("prompt plus max_tokens is %d tokens, more than the whole KV pool holds (%d)", need, capTokens)}
+	}
+	if req.TopLogprobs < 0 || req.TopLogprobs > 20 {
+		return &InvalidRequestError{Field: "top_logprobs", Problem: fmt.Sprintf("%d out of range [0, 20]", req.TopLogprobs)}
+	}
+	if err := req.Sampling.Validate(); err != nil {
+		return &InvalidRequestError{Field: "sampling", Problem: err.Error()}
+	}
+	return nil
+}
+
+// Stats returns a snapshot of the engine's load.
+func (e *Engine) Stats() Stats {
+	e.mu.Lock()
+	w := len(e.waiting)
+	e.mu.Unlock()
+	return Stats{
+		Running: int(e.nRunning.Load()), Waiting: w,
+		KVPagesTotal: e.pool.Spec().NumPages, KVPagesFree: e.pool.FreePages(),
+		Preemptions: e.preemptions.Load(), Steps: e.steps.Load(),
+	}
+}
+
+// Close stops admitting, ends every open stream with ErrShuttingDown and
+// waits for the engine goroutine to exit (or ctx to expire).
+func (e *Engine) Close(ctx context.Context) error {
+	e.mu.Lock()
+	if !e.closed {
+		e.closed = true
+		close(e.stop)
+	}
+	e.mu.Unlock()
+	select {
+	case <-e.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (e *Engine) loop() {
+	defer close(e.done)
+	for {
+		select {
+		case <-e.stop:
+			e.shutdown()
+			return
+		default:
+		}
+		e.admit()
+		if len(e.running) == 0 {
+			select {
+			case <-e.wake:
+			case <-e.stop:
+			}
+			continue
+		}
+		e.safeStep()
+	}
+}
+
+func (e *Engine) shutdown() {
+	e.mu.Lock()
+	all := append(e.running, e.waiting...)
+	e.waiting = nil
+	e.mu.Unlock()
+	for _, s := range all {
+		e.finish(s, Event{Done: true, Err: ErrShuttingDown})
+	}
+	e.running = nil
+	e.nRunning.Store(0)
+}
+
+// admit moves waiting requests into the running set, oldest first.
+func (e *Engine) admit() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for len(e.waiting) > 0 && len(e.running) < e.cfg.MaxRunning {
+		s := e.waiting[0]
+		e.waiting = e.waiting[1:]
+		e.running = append(e.running, s)
+	}
+	e.nRunning.Store(int64(len(e.running)))
+}
+
+// safeStep turns a panic anywhere in a step into an error for the step's
+// sequences, so the engine keeps serving the others.
+func (e *Engine) safeStep() {
+	defer func() {
+		if r := recover(); r != nil {
+			e.log.Error("engine: panic in step", "panic", r, "stack", string(debug.Stack()))
+			err := fmt.Errorf("engine: internal error: %v", r)
+			for _, s := range e.owners {
+				e.finish(s, Event{Done: true, Err: err})
+			}
+			e.compact()
+		}
+	}()
+	e.step()
+}
+
+// finish sends the final event, frees pages and closes the stream.
+func (e *Engine) finish(s *seq, ev Event) {
+	if s.done {
+		return
+	}
+	s.done = true
+	e.pool.Release(s.pages)
+	s.pages = nil
+	ev.PromptTokens, ev.CompletionTokens = s.prompt, len(s.tokens)-s.prompt
+	s.out <- ev
+	close(s.out)
+}
+
+// compact drops finished sequences from the running set.
+func (e *Engine) compact() {
+	kept := e.running[:0]
+	for _, s := range e.running {
+		if !s.done {
+			kept = append(kept, s)
+		}
+	}
+	for i := len(kept); i < len(e.running); i++ {
+		e.running[i] = nil
+	}
+	e.running = kept
+	e.nRunning.Store(int64(len(kept)))
+}
+
+// evict preempts victim: its pages return to the pool and it waits at the
+// head of the queue to be recomputed from its tokens.
+func (e *Engine) evict(victim *seq) {
+	e.pool.Release(victim.pages)
+	victim.pages, victim.cached = nil, 0
+	for i, s := range e.running {
+		if s == victim {
+			e.running = append(e.running[:i], e.running[i+1:]...)
+			break
+		}
+	}
+	e.mu.Lock()
+	e.waiting = append([]*seq{victim}, e.waiting...)
+	e.mu.Unlock()
+	e.preemptions.Add(1)
+	e.log.Debug("engine: preempted", "seq", victim.id, "tokens", len(victim.tokens))
+}
+
+var errCancelled = errors.New("engine: request cancelled")
+
+func (e *Engine) step() {
+	for _, s := range e.running {
+		if s.ctx.Err() != nil {
+			e.finish(s, Event{Done: true, Err: errCancelled})
+		}
+	}
+	e.compact()
+	e.batch, e.owners = e.batch[:0], e.owners[:0]
+	budget := e.cfg.ChunkedPrefill
+	// Decodes first: each running sequence with everything cached but its
+	// last token contributes that token.
+	for i := 0; i < len(e.running); i++ {
+		s := e.running[i]
+		if s.done || len(s.tokens)-s.cached != 1 {
+			continue
+		}
+		if !e.reserve(s, len(s.tokens)) {
+			continue
+		}
+		e.add(s, 1)
+		budget--
+	}
+	// Then prompt chunks in arrival order.
+	for i := 0; i < len(e.running) && budget > 0; i++ {
+		s := e.running[i]
+		rest := len(s.tokens) - s.cached
+		if s.done || rest <= 1 && s.cached > 0 || e.inBatch(s) {
+			continue
+		}
+		n := min(rest, budget)
+		if !e.reserve(s, s.cached+n) {
+			continue
+		}
+		e.add(s, n)
+		budget -= n
+	}
+	if len(e.batch) == 0 {
+		e.compact()
+		return
+	}
+	e.run()
+	e.compact()
+}
+
+func (e *Engine) inBatch(s *seq) bool {
+	for _, o := range e.owners {
+		if o == s {
+			return true
+		}
+	}
+	return false
+}
+
+// reserve grows s's pages to cover n tokens, preempting newer sequences if
+// the pool is full. It fails the request if even an empty pool is too small.
+func (e *Engine) reserve(s *seq, n int) bool {
+	for {
+		pages, err := e.pool.Grow(s.pages, n)
+		if err == nil {
+			s.pages = pages
+			return true
+		}
+		if e.inBatch(s) || !e.preemptOther(s) {
+			if len(e.owners) == 0 && len(e.running) == 1 {
+				e.finish(s, Event{Done: true, Err: fmt.Errorf("engine: the KV pool cannot hold %d tokens", n)})
+			}
+			return false
+		}
+	}
+}
+
+// preemptOther evicts the newest running sequence that arrived after s and
+// is not in this step's batch; older requests are never evicted for newer.
+func (e *Engine) preemptOther(s *seq) bool {
+	var victim *seq
+	for _, r := range e.running {
+		if r != s && !r.done && !e.inBatch(r) && (victim == nil || r.arrival > victim.arrival) {
+			victim = r
+		}
+	}
+	if victim == nil || victim.arrival < s.arrival {
+		return false
+	}
+	e.evict(victim)
+	return true
+}
+
+func (e *Engine) add(s *seq, n int) {
+	rows := 0
+	if s.cached+n == len(s.tokens) {
+		rows = 1
+	}
+	e.batch = append(e.batch, model.Seq{Tokens: s.tokens[s.cached : s.cached+n], Start: s.cached, Pages: s.pages, LogitRows: rows})
+	e.owners = append(e.owners, s)
+}
+
+// run executes the batch; if it fails for lack of memory, each sequence is
+// retried alone so only those that cannot run even alone fail.
+func (e *Engine) run() {
+	e.steps.Add(1)
+	if err := e.forward(e.batch, e.owners); err != nil {
+		if len(e.batch) == 1 || !errors.Is(err, device.ErrOutOfMemory) {
+			for _, s := range e.owners {
+				e.finish(s, Event{Done: true, Err: err})
+			}
+			return
+		}
+		e.log.Warn("engine: batch forward out of memory; retrying sequences one by one", "seqs", len(e.batch), "err", err)
+		for i := range e.batch {
+			if err := e.forward(e.batch[i:i+1], e.owners[i:i+1]); err != nil {
+				e.finish(e.owners[i], Event{Done: true, Err: err})
+			}
+		}
+	}
+}
+
+func (e *Engine) forward(batch []model.Seq, owners []*seq) error {
+	rows := 0
+	for _, b := range batch {
+		rows += b.LogitRows
+	}
+	if need := rows * e.vocab; cap(e.logits) < need {
+		e.logits = make([]float32, need)
+	}
+	logits := e.logits[:rows*e.vocab]
+	if err := e.fwd.Forward(e.pool, batch, logits); err != nil {
+		return err
+	}
+	r := 0
+	for i, b := range batch {
+		s := owners[i]
+		s.cached += len(b.Tokens)
+		if b.LogitRows == 0 {
+			continue
+		}
+		e.emit(s, logits[r*e.vocab:(r+1)*e.vocab])
+		r++
+	}
+	return nil
+}
+
+// emit samples s's next token from its logits row and streams it.
+func (e *Engine) emit(s *seq, row []float32) {
+	p := sampling.Params{Temperature: s.req.Sampling.Temperature, TopK: s.req.Sampling.TopK, TopP: s.req.Sampling.TopP, MinP: s.req.Sampling.MinP}
+	tok := e.sampler.Sample(row, p, s.seed, s.step)
+	s.step++
+	ev := Event{Token: tok}
+	if s.req.Logprobs {
+		var lp float32
+		lp, s.topBuf = sampling.LogSoftmaxAt(row, tok, s.req.TopLogprobs, s.topBuf)
+		ev.Logprob = lp
+		for _, c := range s.topBuf {
+			ev.TopLogprobs = append(ev.TopLogprobs, TokenLogprob{Token: c.Token, Logprob: c.Logprob})
+		}
+	}
+	s.tokens = append(s.tokens, tok)
+	s.out <- ev
+	generated := len(s.tokens) - s.prompt
+	switch {
+	case !s.req.IgnoreEOS && e.eog(tok), isStop(tok, s.req.StopTokens):
+		e.finish(s, Event{Done: true, FinishReason: "stop"})
+	case generated >= s.req.MaxTokens || len(s.tokens) >= e.ctxLen:
+		e.finish(s, Event{Done: true, FinishReason: "length"})
+	}
+}
+
+func isStop(tok int32, stops []int32) bool {
+	for _, s := range stops {
+		if s == tok {
+			return true
+		}
+	}
+	return false
+}

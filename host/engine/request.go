@@ -1,0 +1,94 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+)
+
+// SamplingParams are the per-request knobs the engine's sampler honours. Zero
+// Temperature means greedy (argmax), which never looks past the best logit.
+type SamplingParams struct {
+	Temperature float32 `json:"temperature"`
+	TopP        float32 `json:"top_p"` // 0 or 1 disables
+	TopK        int     `json:"top_k"` // 0 disables
+	MinP        float32 `json:"min_p"` // 0 disables
+	// Seed makes sampling reproducible; nil draws one from the engine's source.
+	Seed *uint64 `json:"seed,omitempty"`
+}
+
+// Validate names the first field out of range.
+func (p SamplingParams) Validate() error {
+	switch {
+	case p.Temperature < 0 || p.Temperature > 100:
+		return fmt.Errorf("engine: temperature %v out of range [0, 100]", p.Temperature)
+	case p.TopP < 0 || p.TopP > 1:
+		return fmt.Errorf("engine: top_p %v out of range [0, 1]", p.TopP)
+	case p.TopK < 0:
+		return fmt.Errorf("engine: top_k %d must be >= 0", p.TopK)
+	case p.MinP < 0 || p.MinP > 1:
+		return fmt.Errorf("engine: min_p %v out of range [0, 1]", p.MinP)
+	}
+	return nil
+}
+
+// Request is one generation: a tokenized prompt and how to continue it.
+type Request struct {
+	Prompt    []int32
+	MaxTokens int // new tokens to generate at most; must be >= 1
+	Sampling  SamplingParams
+	// StopTokens end generation when sampled, in addition to the model's
+	// end-of-generation tokens (unless IgnoreEOS).
+	StopTokens []int32
+	IgnoreEOS  bool
+	// Logprobs asks for the chosen token's logprob and the TopLogprobs best
+	// alternatives at every generated position (0..20).
+	Logprobs    bool
+	TopLogprobs int
+}
+
+// TokenLogprob is one candidate at one position.
+type TokenLogprob struct {
+	Token   int32
+	Logprob float32
+}
+
+// Event is one step of a stream: a token, or the end (Done) with its reason
+// ("stop": end-of-generation or stop token, "length": max_tokens or context),
+// or a failure (Err, which also ends the stream).
+type Event struct {
+	Token        int32
+	Logprob      float32
+	TopLogprobs  []TokenLogprob
+	Done         bool
+	FinishReason string
+	Err          error
+	// PromptTokens and CompletionTokens are set on the final event.
+	PromptTokens     int
+	CompletionTokens int
+}
+
+// Stream delivers a request's events in order; the channel closes after the
+// final event (Done or Err). Cancelling the context passed to Submit ends the
+// request and frees its KV pages.
+type Stream struct {
+	Events <-chan Event
+}
+
+// Typed errors the server maps to HTTP statuses.
+var (
+	// ErrQueueFull: admission refused because the waiting queue is at its limit (429).
+	ErrQueueFull = errors.New("engine: request queue is full")
+	// ErrShuttingDown: the engine no longer admits requests (503).
+	ErrShuttingDown = errors.New("engine: shutting down")
+)
+
+// InvalidRequestError is a request the engine can never serve as given (400),
+// e.g. a prompt longer than the context window.
+type InvalidRequestError struct {
+	Field   string
+	Problem string
+}
+
+func (e *InvalidRequestError) Error() string {
+	return fmt.Sprintf("engine: invalid %s: %s", e.Field, e.Problem)
+}

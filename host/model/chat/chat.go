@@ -1,0 +1,125 @@
+package chat
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/ardanlabs/jinja"
+)
+
+// Message is one turn of a conversation. Role is passed to the template as is
+// ("system", "user", "assistant", "tool", ...); templates decide which roles
+// they accept.
+type Message struct {
+	Role    string
+	Content string
+}
+
+// FallbackTemplate is the template used for models that ship none; see the
+// package documentation for why it has this shape.
+const FallbackTemplate = `{%- for message in messages -%}
+{{- message.role }}: {{ message.content }}
+{% endfor -%}
+{%- if add_generation_prompt -%}
+assistant:
+{%- endif -%}`
+
+// ErrNoMessages is returned by Render for an empty conversation: every real
+// template indexes messages[0].
+var ErrNoMessages = errors.New("chat: no messages to render")
+
+// CompileError is a template that does not parse.
+type CompileError struct {
+	Err error
+}
+
+func (e *CompileError) Error() string {
+	return fmt.Sprintf("chat: compile template: %v", e.Err)
+}
+
+func (e *CompileError) Unwrap() error { return e.Err }
+
+// RenderError is a failure while rendering: most often the template called
+// raise_exception because the messages break its rules (roles out of order,
+// an unsupported role). Panicked reports a panic inside the template engine
+// that Render recovered.
+type RenderError struct {
+	Err      error
+	Panicked bool
+}
+
+func (e *RenderError) Error() string {
+	if e.Panicked {
+		return fmt.Sprintf("chat: render template: template engine panicked: %v", e.Err)
+	}
+	return fmt.Sprintf("chat: render template: %v", e.Err)
+}
+
+func (e *RenderError) Unwrap() error { return e.Err }
+
+// Template is a compiled chat template plus the special-token texts it is
+// rendered with. It is immutable and safe for concurrent use.
+type Template struct {
+	tmpl     *jinja.Template
+	bos, eos string
+	fallback bool
+}
+
+// New compiles template. An empty (or all-whitespace) template selects
+// FallbackTemplate. bos and eos are the texts of the model's BOS and EOS
+// tokens, bound to bos_token and eos_token.
+func New(template string, bos, eos string) (*Template, error) {
+	fallback := strings.TrimSpace(template) == ""
+	if fallback {
+		template = FallbackTemplate
+	}
+	t, err := jinja.Compile(template)
+	if err != nil {
+		return nil, &CompileError{Err: err}
+	}
+	return &Template{tmpl: t, bos: bos, eos: eos, fallback: fallback}, nil
+}
+
+// BOS is the BOS token text the template renders with ("" when the model has
+// none). Callers use it to decide whether the rendered prompt already carries
+// the BOS token.
+func (t *Template) BOS() string { return t.bos }
+
+// EOS is the EOS token text the template renders with.
+func (t *Template) EOS() string { return t.eos }
+
+// IsFallback reports whether t is FallbackTemplate (the model had none).
+func (t *Template) IsFallback() bool { return t.fallback }
+
+// Render renders msgs. addGenerationPrompt asks the template to end with the
+// header of an assistant turn, which is what a server wants before generating.
+func (t *Template) Render(msgs []Message, addGenerationPrompt bool) (out string, err error) {
+	if len(msgs) == 0 {
+		return "", ErrNoMessages
+	}
+	list := make([]jinja.Value, len(msgs))
+	for i, m := range msgs {
+		d := jinja.NewDict()
+		dict := d.AsDict()
+		dict.Set("role", jinja.NewString(m.Role))
+		dict.Set("content", jinja.NewString(m.Content))
+		list[i] = d
+	}
+	data := map[string]jinja.Value{
+		"messages":              jinja.NewList(list),
+		"bos_token":             jinja.NewString(t.bos),
+		"eos_token":             jinja.NewString(t.eos),
+		"add_generation_prompt": jinja.NewBool(addGenerationPrompt),
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = "", &RenderError{Err: fmt.Errorf("%v", r), Panicked: true}
+		}
+	}()
+	out, err = t.tmpl.RenderValues(data)
+	if err != nil {
+		return "", &RenderError{Err: err}
+	}
+	return out, nil
+}

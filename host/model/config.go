@@ -1,0 +1,84 @@
+package model
+
+import (
+	"fmt"
+
+	"github.com/kvhost/kvhost/host/device"
+)
+
+// Config is an architecture's hyper-parameters, whatever file they came from.
+type Config struct {
+	Arch         string          `json:"arch"` // llama, mistral, qwen2, qwen3
+	Hidden       int             `json:"hidden_size"`
+	Layers       int             `json:"num_layers"`
+	Heads        int             `json:"num_heads"`
+	KVHeads      int             `json:"num_kv_heads"`
+	HeadDim      int             `json:"head_dim"`
+	Intermediate int             `json:"intermediate_size"`
+	Vocab        int             `json:"vocab_size"`
+	ContextLen   int             `json:"context_length"`
+	RMSEps       float32         `json:"rms_norm_eps"`
+	Rope         device.RopeSpec `json:"rope"`
+	QKVBias      bool            `json:"qkv_bias"`
+	QKNorm       bool            `json:"qk_norm"`
+	Tied         bool            `json:"tied_embeddings"`
+}
+
+// maxDim bounds every dimension so a lying header cannot request absurd
+// buffers; the largest real models stay far below it.
+const maxDim = 1 << 20
+
+// Validate names the first field that cannot describe a working model.
+func (c Config) Validate() error {
+	checks := []struct {
+		name string
+		v    int
+	}{
+		{"hidden_size", c.Hidden}, {"num_layers", c.Layers}, {"num_heads", c.Heads},
+		{"num_kv_heads", c.KVHeads}, {"head_dim", c.HeadDim}, {"intermediate_size", c.Intermediate},
+		{"vocab_size", c.Vocab}, {"context_length", c.ContextLen},
+	}
+	for _, ch := range checks {
+		if ch.v <= 0 || ch.v > maxDim*16 {
+			return fmt.Errorf("model: %s = %d is out of range [1, %d]", ch.name, ch.v, maxDim*16)
+		}
+	}
+	switch {
+	case c.Layers > 1024:
+		return fmt.Errorf("model: num_layers = %d is out of range [1, 1024]", c.Layers)
+	case c.Heads%c.KVHeads != 0:
+		return fmt.Errorf("model: num_heads %d is not a multiple of num_kv_heads %d", c.Heads, c.KVHeads)
+	case c.HeadDim%2 != 0:
+		return fmt.Errorf("model: head_dim %d must be even for rotary embeddings", c.HeadDim)
+	case c.Rope.RotDim <= 0 || c.Rope.RotDim > c.HeadDim || c.Rope.RotDim%2 != 0:
+		return fmt.Errorf("model: rope dimension %d must be even and in [2, head_dim %d]", c.Rope.RotDim, c.HeadDim)
+	case !(c.Rope.Theta > 0):
+		return fmt.Errorf("model: rope theta %v must be positive", c.Rope.Theta)
+	case !(c.RMSEps > 0 && c.RMSEps < 1):
+		return fmt.Errorf("model: rms_norm_eps %v out of range (0, 1)", c.RMSEps)
+	}
+	return nil
+}
+
+// KVRow is the number of floats one token occupies in one layer's K (or V).
+func (c Config) KVRow() int { return c.KVHeads * c.HeadDim }
+
+// QRow is the width of the query projection.
+func (c Config) QRow() int { return c.Heads * c.HeadDim }
+
+// Params counts the parameters the architecture implies.
+func (c Config) Params() int64 {
+	h, q, kv, i := int64(c.Hidden), int64(c.QRow()), int64(c.KVRow()), int64(c.Intermediate)
+	per := h + h*q + 2*h*kv + q*h + h + 3*h*i
+	if c.QKVBias {
+		per += q + 2*kv
+	}
+	if c.QKNorm {
+		per += 2 * int64(c.HeadDim)
+	}
+	n := int64(c.Layers)*per + int64(c.Vocab)*h + h
+	if !c.Tied {
+		n += int64(c.Vocab) * h
+	}
+	return n
+}

@@ -1,0 +1,274 @@
+package model
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/kvhost/kvhost/host/alloc"
+	"github.com/kvhost/kvhost/host/device"
+	"github.com/kvhost/kvhost/host/kv"
+)
+
+// layer holds one decoder block's weights. Biases and q/k norms are zero
+// Weights when the architecture has none.
+type layer struct {
+	attnNorm, wq, wk, wv, wo device.Weight
+	bq, bk, bv               device.Weight
+	qNorm, kNorm             device.Weight
+	ffnNorm, gate, up, down  device.Weight
+}
+
+// Seq is one sequence's part of a forward: Tokens new tokens at positions
+// Start.., written into the pages of Pages (which must already cover
+// Start+len(Tokens) positions). LogitRows trailing positions get logits.
+type Seq struct {
+	Tokens    []int32
+	Start     int
+	Pages     []int32
+	LogitRows int
+}
+
+// scope tracks the activations of one forward so an error anywhere frees
+// them all; it holds no Go-heap allocations of its own.
+type scope struct {
+	a    *alloc.Allocator
+	live [16]device.Ptr
+	n    int
+}
+
+func (s *scope) buf(floats int) (device.Buf, error) {
+	if floats <= 0 {
+		floats = 1
+	}
+	p, err := s.a.Alloc(int64(floats)*4, alloc.Activations)
+	if err != nil {
+		return device.Buf{}, err
+	}
+	if s.n == len(s.live) {
+		_ = s.a.Free(p)
+		return device.Buf{}, fmt.Errorf("model: more than %d live activations", len(s.live))
+	}
+	s.live[s.n] = p
+	s.n++
+	return device.Buf{Ptr: p, N: floats}, nil
+}
+
+func (s *scope) free(b device.Buf) {
+	for i := s.n - 1; i >= 0; i-- {
+		if s.live[i] == b.Ptr {
+			_ = s.a.Free(b.Ptr)
+			s.n--
+			s.live[i] = s.live[s.n]
+			return
+		}
+	}
+}
+
+func (s *scope) release() {
+	for i := 0; i < s.n; i++ {
+		_ = s.a.Free(s.live[i])
+	}
+	s.n = 0
+}
+
+// Forward runs one batched forward over seqs and writes Σ LogitRows × Vocab
+// logits (in sequence order) into logits. It is not safe for concurrent use:
+// one goroutine owns the device.
+func (m *Model) Forward(pool *kv.Pool, seqs []Seq, logits []float32) error {
+	c := m.Config
+	total, rows := 0, 0
+	for i, s := range seqs {
+		if len(s.Tokens) == 0 {
+			return fmt.Errorf("model: sequence %d has no tokens", i)
+		}
+		if s.LogitRows < 0 || s.LogitRows > len(s.Tokens) {
+			return fmt.Errorf("model: sequence %d asks logits for %d of %d rows", i, s.LogitRows, len(s.Tokens))
+		}
+		if end := s.Start + len(s.Tokens); end > c.ContextLen {
+			return fmt.Errorf("model: sequence %d reaches position %d past the context of %d", i, end, c.ContextLen)
+		}
+		total += len(s.Tokens)
+		rows += s.LogitRows
+	}
+	if len(logits) < rows*c.Vocab {
+		return fmt.Errorf("model: logits buffer holds %d floats, needs %d", len(logits), rows*c.Vocab)
+	}
+	m.prepareHost(seqs, total, rows)
+	sc := scope{a: m.act}
+	defer sc.release()
+
+	x, err := sc.buf(total * c.Hidden)
+	if err != nil {
+		return err
+	}
+	if err := m.k.Embedding(x, m.tokEmbd, m.ids); err != nil {
+		return err
+	}
+	for l := range m.layers {
+		if err := m.block(&sc, pool, l, seqs, x, total); err != nil {
+			return fmt.Errorf("model: layer %d: %w", l, err)
+		}
+	}
+	if rows == 0 {
+		return nil
+	}
+	return m.head(&sc, x, rows, logits[:rows*c.Vocab])
+}
+
+// prepareHost fills the reusable host-side index arrays.
+func (m *Model) prepareHost(seqs []Seq, total, rows int) {
+	m.ids = m.ids[:0]
+	m.positions = m.positions[:0]
+	m.lastRows = m.lastRows[:0]
+	off := 0
+	for _, s := range seqs {
+		m.ids = append(m.ids, s.Tokens...)
+		for i := range s.Tokens {
+			m.positions = append(m.positions, int32(s.Start+i))
+		}
+		for r := len(s.Tokens) - s.LogitRows; r < len(s.Tokens); r++ {
+			m.lastRows = append(m.lastRows, int32(off+r))
+		}
+		off += len(s.Tokens)
+	}
+}
+
+func (m *Model) block(sc *scope, pool *kv.Pool, l int, seqs []Seq, x device.Buf, total int) error {
+	c, L := m.Config, &m.layers[l]
+	k := m.k
+	h, err := sc.buf(total * c.Hidden)
+	if err != nil {
+		return err
+	}
+	if err := k.RMSNorm(h, x, L.attnNorm, total, c.Hidden, c.RMSEps); err != nil {
+		return err
+	}
+	q, err := sc.buf(total * c.QRow())
+	if err != nil {
+		return err
+	}
+	kk, err := sc.buf(total * c.KVRow())
+	if err != nil {
+		return err
+	}
+	vv, err := sc.buf(total * c.KVRow())
+	if err != nil {
+		return err
+	}
+	for _, p := range []struct {
+		out  device.Buf
+		w, b device.Weight
+	}{{q, L.wq, L.bq}, {kk, L.wk, L.bk}, {vv, L.wv, L.bv}} {
+		if err := k.MatMul(p.out, h, total, p.w); err != nil {
+			return err
+		}
+		if p.b.Ptr != 0 {
+			if err := k.AddBias(p.out, p.b, total); err != nil {
+				return err
+			}
+		}
+	}
+	if c.QKNorm {
+		if err := k.RMSNorm(q, q, L.qNorm, total*c.Heads, c.HeadDim, c.RMSEps); err != nil {
+			return err
+		}
+		if err := k.RMSNorm(kk, kk, L.kNorm, total*c.KVHeads, c.HeadDim, c.RMSEps); err != nil {
+			return err
+		}
+	}
+	if err := k.ApplyRope(m.rope, q, total, c.Heads, m.positions); err != nil {
+		return err
+	}
+	if err := k.ApplyRope(m.rope, kk, total, c.KVHeads, m.positions); err != nil {
+		return err
+	}
+	att, err := sc.buf(total * c.QRow())
+	if err != nil {
+		return err
+	}
+	scale := float32(1 / math.Sqrt(float64(c.HeadDim)))
+	kvl := pool.Layer(l)
+	off := 0
+	for _, s := range seqs {
+		n := len(s.Tokens)
+		ks, vs := kk.Slice(off*c.KVRow(), n*c.KVRow()), vv.Slice(off*c.KVRow(), n*c.KVRow())
+		if err := k.WriteKV(kvl, ks, vs, n, s.Pages, s.Start); err != nil {
+			return err
+		}
+		scratch, err := sc.buf(k.AttentionScratch(n, s.Start))
+		if err != nil {
+			return err
+		}
+		err = k.Attention(att.Slice(off*c.QRow(), n*c.QRow()), q.Slice(off*c.QRow(), n*c.QRow()), n, c.Heads, kvl, s.Pages, s.Start, scale, scratch)
+		sc.free(scratch)
+		if err != nil {
+			return err
+		}
+		off += n
+	}
+	sc.free(q)
+	sc.free(kk)
+	sc.free(vv)
+	if err := k.MatMul(h, att, total, L.wo); err != nil {
+		return err
+	}
+	sc.free(att)
+	if err := k.Add(x, x, h); err != nil {
+		return err
+	}
+	if err := k.RMSNorm(h, x, L.ffnNorm, total, c.Hidden, c.RMSEps); err != nil {
+		return err
+	}
+	g, err := sc.buf(total * c.Intermediate)
+	if err != nil {
+		return err
+	}
+	u, err := sc.buf(total * c.Intermediate)
+	if err != nil {
+		return err
+	}
+	if err := k.MatMul(g, h, total, L.gate); err != nil {
+		return err
+	}
+	if err := k.MatMul(u, h, total, L.up); err != nil {
+		return err
+	}
+	if err := k.SiLUMul(g, g, u); err != nil {
+		return err
+	}
+	sc.free(u)
+	if err := k.MatMul(h, g, total, L.down); err != nil {
+		return err
+	}
+	sc.free(g)
+	if err := k.Add(x, x, h); err != nil {
+		return err
+	}
+	sc.free(h)
+	return nil
+}
+
+// head gathers the rows whose logits are wanted before the final norm and
+// the LM head, so a prefill of T tokens costs one row of logits, not T.
+func (m *Model) head(sc *scope, x device.Buf, rows int, logits []float32) error {
+	c, k := m.Config, m.k
+	xl, err := sc.buf(rows * c.Hidden)
+	if err != nil {
+		return err
+	}
+	if err := k.GatherRows(xl, x, c.Hidden, m.lastRows); err != nil {
+		return err
+	}
+	sc.free(x)
+	if err := k.RMSNorm(xl, xl, m.outNorm, rows, c.Hidden, c.RMSEps); err != nil {
+		return err
+	}
+	out, err := sc.buf(rows * c.Vocab)
+	if err != nil {
+		return err
+	}
+	if err := k.MatMul(out, xl, rows, m.output); err != nil {
+		return err
+	}
+	return k.CopyToHost(logits, out)
+}

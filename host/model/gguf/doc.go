@@ -1,0 +1,34 @@
+// Package gguf reads and writes GGUF model files (versions 2 and 3), the
+// container format of llama.cpp.
+//
+// A GGUF file is a little-endian header ("GGUF", version, tensor count, KV
+// count), a list of typed key/value metadata pairs, a list of tensor infos
+// (name, dims with ne0 first, GGML type, offset), padding to the alignment
+// (general.alignment, default 32) and the tensor data section.
+//
+// Model files are untrusted input. The reader upholds these invariants:
+//
+//   - Every length, count and offset is checked against the bytes that remain
+//     before anything is allocated, so a lying header can make the reader
+//     allocate at most a small constant multiple of the file size. A KV or
+//     tensor count larger than the rest of the file could hold is rejected
+//     before the first entry is read.
+//   - Arrays nest at most MaxArrayDepth levels.
+//   - Tensor types must be known GGML types, dims at most 4, ne0 a multiple
+//     of the type's block size, the element count and byte size must not
+//     overflow, offsets must be multiples of the alignment, every tensor's
+//     bytes must lie inside the file and no two tensors may overlap.
+//   - general.alignment must be a non-zero power of two.
+//   - Keys and tensor names are unique.
+//   - Nothing panics on any input; every rejection is a *FormatError naming
+//     the file, the field, the byte offset and the problem.
+//
+// Parse works on a byte slice; Open memory-maps a file and parses it. Tensor
+// returns zero-copy views into the mapping, valid until Close. Metadata
+// values are copied out of the mapping, so they outlive Close. A parsed File
+// is immutable and safe for concurrent readers; Close must not race with them.
+//
+// Write produces version 3 files in the layout llama.cpp and the Python gguf
+// package write and read: KVs, tensor infos, padding, then each tensor's data
+// at an aligned offset.
+package gguf

@@ -1,0 +1,194 @@
+package model
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/kvhost/kvhost/host/device"
+	"github.com/kvhost/kvhost/host/model/hf"
+	"github.com/kvhost/kvhost/host/model/safetensors"
+	"github.com/kvhost/kvhost/host/model/tokenizer"
+)
+
+// hfArchs maps config.json architectures to kvhost's. Hugging Face keeps
+// q/k in the half-split layout, so every one rotates NeoX-style.
+var hfArchs = map[string]struct {
+	arch         string
+	bias, qkNorm bool
+}{
+	"LlamaForCausalLM":   {arch: "llama"},
+	"MistralForCausalLM": {arch: "mistral"},
+	"Qwen2ForCausalLM":   {arch: "qwen2", bias: true},
+	"Qwen3ForCausalLM":   {arch: "qwen3", qkNorm: true},
+}
+
+// ConfigFromHF derives the configuration from a parsed config.json.
+func ConfigFromHF(hc hf.Config, path string) (Config, error) {
+	if len(hc.Architectures) == 0 {
+		return Config{}, fmt.Errorf("model: %s: config.json has no architectures", path)
+	}
+	t, ok := hfArchs[hc.Architectures[0]]
+	if !ok {
+		return Config{}, fmt.Errorf("model: %s: architecture %q is not supported (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)", path, hc.Architectures[0])
+	}
+	c := Config{
+		Arch: t.arch, Hidden: hc.HiddenSize, Layers: hc.NumHiddenLayers, Heads: hc.NumAttentionHeads,
+		KVHeads: hc.KVHeads(), HeadDim: hc.HeadDimension(), Intermediate: hc.IntermediateSize,
+		Vocab: hc.VocabSize, ContextLen: hc.MaxPositionEmbeddings, RMSEps: float32(hc.RMSNormEps),
+		QKVBias: t.bias || hc.AttentionBias, QKNorm: t.qkNorm, Tied: hc.TieWordEmbeddings,
+	}
+	if c.RMSEps == 0 {
+		c.RMSEps = 1e-6
+	}
+	theta := hc.RopeTheta
+	if theta == 0 {
+		theta = 10000
+	}
+	c.Rope = device.RopeSpec{HeadDim: c.HeadDim, RotDim: c.HeadDim, Theta: theta, Neox: true}
+	if rs := hc.RopeScaling; rs != nil {
+		switch rs.Type {
+		case "", "default":
+		case "linear", "llama3":
+			c.Rope.Scaling, c.Rope.Factor = rs.Type, rs.Factor
+			c.Rope.LowFreqFactor, c.Rope.HighFreqFactor = rs.LowFreqFactor, rs.HighFreqFactor
+			c.Rope.OriginalMaxPos = rs.OriginalMaxPositionEmbeddings
+		default:
+			return Config{}, fmt.Errorf("model: %s: rope_scaling type %q is not supported (linear, llama3)", path, rs.Type)
+		}
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// hfNames maps canonical (GGUF) tensor names to Hugging Face names.
+func hfName(canon string) string {
+	switch canon {
+	case "token_embd.weight":
+		return "model.embed_tokens.weight"
+	case "output_norm.weight":
+		return "model.norm.weight"
+	case "output.weight":
+		return "lm_head.weight"
+	}
+	rest, ok := strings.CutPrefix(canon, "blk.")
+	if !ok {
+		return canon
+	}
+	layer, part, _ := strings.Cut(rest, ".")
+	repl := map[string]string{
+		"attn_norm.weight": "input_layernorm.weight", "ffn_norm.weight": "post_attention_layernorm.weight",
+		"attn_q.weight": "self_attn.q_proj.weight", "attn_k.weight": "self_attn.k_proj.weight",
+		"attn_v.weight": "self_attn.v_proj.weight", "attn_output.weight": "self_attn.o_proj.weight",
+		"attn_q.bias": "self_attn.q_proj.bias", "attn_k.bias": "self_attn.k_proj.bias", "attn_v.bias": "self_attn.v_proj.bias",
+		"attn_q_norm.weight": "self_attn.q_norm.weight", "attn_k_norm.weight": "self_attn.k_norm.weight",
+		"ffn_gate.weight": "mlp.gate_proj.weight", "ffn_up.weight": "mlp.up_proj.weight", "ffn_down.weight": "mlp.down_proj.weight",
+	}
+	return "model.layers." + layer + "." + repl[part]
+}
+
+type hfSource struct {
+	set  *safetensors.Set
+	path string
+}
+
+var stTypes = map[safetensors.DType]device.DType{
+	safetensors.F32: device.F32, safetensors.F16: device.F16, safetensors.BF16: device.BF16,
+}
+
+func (s hfSource) tensor(canon string) ([]byte, device.DType, []int, bool, error) {
+	name := hfName(canon)
+	if _, ok := s.set.Info(name); !ok {
+		return nil, 0, nil, false, nil
+	}
+	ti, raw, err := s.set.Tensor(name)
+	if err != nil {
+		return nil, 0, nil, false, fmt.Errorf("model: %s: %w", s.path, err)
+	}
+	typ, ok := stTypes[ti.DType]
+	if !ok {
+		return nil, 0, nil, false, fmt.Errorf("model: %s: tensor %s has dtype %s; supported: F32, F16, BF16", s.path, name, ti.DType)
+	}
+	// safetensors shapes are row-major [rows, cols]; canonical dims put the
+	// row length first, as GGUF does.
+	dims := make([]int, len(ti.Shape))
+	for i, d := range ti.Shape {
+		if d > 1<<31 {
+			return nil, 0, nil, false, fmt.Errorf("model: %s: tensor %s dimension %d is absurd", s.path, name, d)
+		}
+		dims[len(dims)-1-i] = int(d)
+	}
+	return raw, typ, dims, true, nil
+}
+
+func (s hfSource) progressTotal() int64 {
+	var n int64
+	for _, name := range s.set.Names() {
+		if ti, ok := s.set.Info(name); ok {
+			n += int64(ti.End - ti.Begin)
+		}
+	}
+	return n
+}
+
+// eogTokenizer adds config.json's end-of-sequence ids to a tokenizer's own.
+type eogTokenizer struct {
+	tokenizer.Tokenizer
+	extra []int32
+}
+
+func (t eogTokenizer) EOG(id int32) bool {
+	for _, e := range t.extra {
+		if e == id {
+			return true
+		}
+	}
+	return t.Tokenizer.EOG(id)
+}
+
+// LoadHF loads a Hugging Face model directory onto o.Device.
+func LoadHF(dir string, o Options) (*Model, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	hm, err := hf.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := ConfigFromHF(hm.Config, filepath.Join(dir, "config.json"))
+	if err != nil {
+		return nil, err
+	}
+	if hm.TokenizerJSON == nil {
+		return nil, fmt.Errorf("model: %s: tokenizer.json is missing", dir)
+	}
+	tok, err := tokenizer.FromHFJSON(hm.TokenizerJSON, hm.TokenizerConfigJSON)
+	if err != nil {
+		return nil, fmt.Errorf("model: %s: %w", dir, err)
+	}
+	if tok.VocabSize() > cfg.Vocab {
+		return nil, fmt.Errorf("model: %s: tokenizer has %d tokens, more than vocab_size %d", dir, tok.VocabSize(), cfg.Vocab)
+	}
+	var extra []int32
+	for _, id := range hm.Config.EOSTokenID {
+		extra = append(extra, int32(id))
+	}
+	set, err := hm.OpenWeights()
+	if err != nil {
+		return nil, err
+	}
+	defer set.Close()
+	m := &Model{Name: filepath.Base(filepath.Clean(dir)), Path: dir, Config: cfg, Tokenizer: eogTokenizer{tok, extra}, ChatTemplate: hm.ChatTemplate}
+	if bos := tok.BOS(); bos >= 0 {
+		m.BOSText = tok.TokenText(bos)
+	}
+	if eos := tok.EOS(); eos >= 0 {
+		m.EOSText = tok.TokenText(eos)
+	}
+	if err := m.build(hfSource{set, dir}, o); err != nil {
+		return nil, err
+	}
+	return m, nil
+}

@@ -1,0 +1,256 @@
+package model
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/kvhost/kvhost/host/alloc"
+	"github.com/kvhost/kvhost/host/device"
+	"github.com/kvhost/kvhost/host/model/tokenizer"
+	kcpu "github.com/kvhost/kvhost/kernels/cpu"
+)
+
+// Model is a loaded model: its configuration, its weights in device memory,
+// its tokenizer and chat template.
+type Model struct {
+	Name         string
+	Path         string
+	Config       Config
+	Tokenizer    tokenizer.Tokenizer
+	ChatTemplate string // "" when the model ships none
+	BOSText      string
+	EOSText      string
+
+	dev     device.Device
+	k       device.Kernels
+	act     *alloc.Allocator
+	weights *alloc.Direct
+
+	tokEmbd, outNorm, output device.Weight
+	layers                   []layer
+	rope                     device.Rope
+	weightBytes              int64
+
+	// host-side scratch reused by every forward (one goroutine owns the model)
+	ids, positions, lastRows []int32
+}
+
+// Options say where a model's memory comes from.
+type Options struct {
+	Device device.Device
+	// Weights receives the weights (category weights); Activations serves
+	// every temporary of the forward.
+	Weights     *alloc.Direct
+	Activations *alloc.Allocator
+	// Progress, when set, is called as weights upload (bytes done, total).
+	Progress func(done, total int64)
+}
+
+func (o Options) validate() error {
+	if o.Device == nil || o.Weights == nil || o.Activations == nil {
+		return fmt.Errorf("model: options need a device, a weights allocator and an activation allocator")
+	}
+	return nil
+}
+
+// WeightBytes is the device memory the weights occupy.
+func (m *Model) WeightBytes() int64 { return m.weightBytes }
+
+// Close frees the weights.
+func (m *Model) Close() error {
+	var first error
+	for _, w := range m.allWeights() {
+		if w.Ptr != 0 {
+			if err := m.weights.Free(w.Ptr); err != nil && first == nil {
+				first = err
+			}
+		}
+	}
+	m.layers = nil
+	return first
+}
+
+func (m *Model) allWeights() []device.Weight {
+	ws := []device.Weight{m.tokEmbd, m.outNorm}
+	if !m.Config.Tied {
+		ws = append(ws, m.output)
+	}
+	for _, l := range m.layers {
+		ws = append(ws, l.attnNorm, l.wq, l.wk, l.wv, l.wo, l.bq, l.bk, l.bv, l.qNorm, l.kNorm, l.ffnNorm, l.gate, l.up, l.down)
+	}
+	return ws
+}
+
+// tensorSource yields raw tensors by canonical (GGUF) name.
+type tensorSource interface {
+	// tensor returns the raw bytes, element type and dims (GGUF order: the
+	// first dim is the row length) of a tensor, or ok=false when absent.
+	tensor(name string) (raw []byte, typ device.DType, dims []int, ok bool, err error)
+	progressTotal() int64
+}
+
+// uploader copies tensors into device memory, converting vectors to F32.
+type uploader struct {
+	m     *Model
+	src   tensorSource
+	o     Options
+	done  int64
+	total int64
+}
+
+func (u *uploader) matrix(name string, rows, cols int, required bool) (device.Weight, error) {
+	raw, typ, dims, ok, err := u.src.tensor(name)
+	if err != nil {
+		return device.Weight{}, err
+	}
+	if !ok {
+		if required {
+			return device.Weight{}, fmt.Errorf("model: tensor %s is missing", name)
+		}
+		return device.Weight{}, nil
+	}
+	if len(dims) != 2 || dims[0] != cols || dims[1] != rows {
+		return device.Weight{}, fmt.Errorf("model: tensor %s has shape %v, want [%d %d] (row length first)", name, dims, cols, rows)
+	}
+	want, err := kcpu.DType(typ).RowBytes(cols)
+	if err != nil {
+		return device.Weight{}, fmt.Errorf("model: tensor %s: %w", name, err)
+	}
+	if int64(len(raw)) != int64(want)*int64(rows) {
+		return device.Weight{}, fmt.Errorf("model: tensor %s holds %d bytes, %s [%d %d] needs %d", name, len(raw), typ, cols, rows, int64(want)*int64(rows))
+	}
+	return u.put(name, raw, device.Weight{Type: typ, Rows: rows, Cols: cols, Bytes: int64(len(raw))})
+}
+
+func (u *uploader) vector(name string, n int, required bool) (device.Weight, error) {
+	raw, typ, dims, ok, err := u.src.tensor(name)
+	if err != nil {
+		return device.Weight{}, err
+	}
+	if !ok {
+		if required {
+			return device.Weight{}, fmt.Errorf("model: tensor %s is missing", name)
+		}
+		return device.Weight{}, nil
+	}
+	if len(dims) != 1 || dims[0] != n {
+		return device.Weight{}, fmt.Errorf("model: tensor %s has shape %v, want [%d]", name, dims, n)
+	}
+	f32 := make([]float32, n)
+	switch typ {
+	case device.F32:
+		if len(raw) != 4*n {
+			return device.Weight{}, fmt.Errorf("model: tensor %s holds %d bytes, want %d", name, len(raw), 4*n)
+		}
+		for i := range f32 {
+			f32[i] = math.Float32frombits(le32(raw[4*i:]))
+		}
+	case device.F16, device.BF16:
+		if len(raw) != 2*n {
+			return device.Weight{}, fmt.Errorf("model: tensor %s holds %d bytes, want %d", name, len(raw), 2*n)
+		}
+		for i := range f32 {
+			h := uint16(raw[2*i]) | uint16(raw[2*i+1])<<8
+			if typ == device.F16 {
+				f32[i] = kcpu.F16ToF32(h)
+			} else {
+				f32[i] = kcpu.BF16ToF32(h)
+			}
+		}
+	default:
+		return device.Weight{}, fmt.Errorf("model: vector %s stored as %s; only f32, f16 and bf16 vectors are supported", name, typ)
+	}
+	bytes := make([]byte, 4*n)
+	for i, f := range f32 {
+		b := math.Float32bits(f)
+		bytes[4*i], bytes[4*i+1], bytes[4*i+2], bytes[4*i+3] = byte(b), byte(b>>8), byte(b>>16), byte(b>>24)
+	}
+	return u.put(name, bytes, device.Weight{Type: device.F32, Rows: 1, Cols: n, Bytes: int64(len(bytes))})
+}
+
+func le32(b []byte) uint32 {
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+}
+
+func (u *uploader) put(name string, raw []byte, w device.Weight) (device.Weight, error) {
+	p, err := u.o.Weights.Alloc(int64(len(raw)), alloc.Weights)
+	if err != nil {
+		return device.Weight{}, fmt.Errorf("model: upload %s (%d bytes): %w", name, len(raw), err)
+	}
+	if err := u.o.Device.Kernels().Upload(p, raw); err != nil {
+		_ = u.o.Weights.Free(p)
+		return device.Weight{}, fmt.Errorf("model: upload %s: %w", name, err)
+	}
+	w.Ptr = p
+	u.m.weightBytes += int64(len(raw))
+	u.done += int64(len(raw))
+	if u.o.Progress != nil {
+		u.o.Progress(u.done, u.total)
+	}
+	return w, nil
+}
+
+// build uploads every weight by canonical name and prepares the rope. On
+// error everything uploaded so far is freed.
+func (m *Model) build(src tensorSource, o Options) (err error) {
+	c := m.Config
+	m.dev, m.k, m.act, m.weights = o.Device, o.Device.Kernels(), o.Activations, o.Weights
+	u := &uploader{m: m, src: src, o: o, total: src.progressTotal()}
+	defer func() {
+		if err != nil {
+			_ = m.Close()
+		}
+	}()
+	if m.tokEmbd, err = u.matrix("token_embd.weight", c.Vocab, c.Hidden, true); err != nil {
+		return err
+	}
+	if m.outNorm, err = u.vector("output_norm.weight", c.Hidden, true); err != nil {
+		return err
+	}
+	if c.Tied {
+		m.output = m.tokEmbd
+	} else if m.output, err = u.matrix("output.weight", c.Vocab, c.Hidden, true); err != nil {
+		return err
+	}
+	m.layers = make([]layer, c.Layers)
+	for i := range m.layers {
+		L := &m.layers[i]
+		p := fmt.Sprintf("blk.%d.", i)
+		steps := []struct {
+			dst        *device.Weight
+			name       string
+			rows, cols int
+			vec, need  bool
+		}{
+			{&L.attnNorm, "attn_norm.weight", 1, c.Hidden, true, true},
+			{&L.wq, "attn_q.weight", c.QRow(), c.Hidden, false, true},
+			{&L.wk, "attn_k.weight", c.KVRow(), c.Hidden, false, true},
+			{&L.wv, "attn_v.weight", c.KVRow(), c.Hidden, false, true},
+			{&L.wo, "attn_output.weight", c.Hidden, c.QRow(), false, true},
+			{&L.bq, "attn_q.bias", 1, c.QRow(), true, c.QKVBias},
+			{&L.bk, "attn_k.bias", 1, c.KVRow(), true, c.QKVBias},
+			{&L.bv, "attn_v.bias", 1, c.KVRow(), true, c.QKVBias},
+			{&L.qNorm, "attn_q_norm.weight", 1, c.HeadDim, true, c.QKNorm},
+			{&L.kNorm, "attn_k_norm.weight", 1, c.HeadDim, true, c.QKNorm},
+			{&L.ffnNorm, "ffn_norm.weight", 1, c.Hidden, true, true},
+			{&L.gate, "ffn_gate.weight", c.Intermediate, c.Hidden, false, true},
+			{&L.up, "ffn_up.weight", c.Intermediate, c.Hidden, false, true},
+			{&L.down, "ffn_down.weight", c.Hidden, c.Intermediate, false, true},
+		}
+		for _, s := range steps {
+			if !s.need {
+				continue
+			}
+			if s.vec {
+				*s.dst, err = u.vector(p+s.name, s.cols, true)
+			} else {
+				*s.dst, err = u.matrix(p+s.name, s.rows, s.cols, true)
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	m.rope, err = m.k.NewRope(c.Rope)
+	return err
+}

@@ -1,0 +1,175 @@
+package synth
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/kvhost/kvhost/host/model/gguf"
+	kcpu "github.com/kvhost/kvhost/kernels/cpu"
+)
+
+// Spec is the shape of a generated model.
+type Spec struct {
+	Name         string
+	Hidden       int
+	Layers       int
+	Heads        int
+	KVHeads      int
+	Intermediate int
+	Vocab        int
+	ContextLen   int
+	DType        string // "f32" or "f16"
+	Seed         uint64
+}
+
+// Sizes are the presets `gen-model --size` offers.
+var Sizes = map[string]Spec{
+	"tiny":   {Hidden: 64, Layers: 2, Heads: 4, KVHeads: 2, Intermediate: 192, Vocab: 32000, ContextLen: 2048},
+	"small":  {Hidden: 288, Layers: 6, Heads: 6, KVHeads: 6, Intermediate: 768, Vocab: 32000, ContextLen: 2048},
+	"medium": {Hidden: 768, Layers: 12, Heads: 12, KVHeads: 12, Intermediate: 2048, Vocab: 32000, ContextLen: 2048},
+}
+
+// Preset returns a size preset in a dtype.
+func Preset(size, dtype string) (Spec, error) {
+	s, ok := Sizes[size]
+	if !ok {
+		return Spec{}, fmt.Errorf("synth: unknown size %q (tiny, small, medium)", size)
+	}
+	if dtype != "f32" && dtype != "f16" {
+		return Spec{}, fmt.Errorf("synth: unknown dtype %q (f32, f16)", dtype)
+	}
+	s.DType, s.Name, s.Seed = dtype, "kvhost-demo-"+size+"-"+dtype, 0x6b76686f7374
+	return s, nil
+}
+
+// Params counts the parameters of the spec (tied embeddings are not used).
+func (s Spec) Params() int64 {
+	h, i, hd := int64(s.Hidden), int64(s.Intermediate), int64(s.Hidden/s.Heads)
+	kv := int64(s.KVHeads) * hd
+	per := 2*h + h*h*2 + 2*h*kv + 3*h*i
+	return int64(s.Layers)*per + 2*int64(s.Vocab)*h + h
+}
+
+// ChatTemplate is the Llama-2 chat template the demo models carry.
+const ChatTemplate = "{% if messages[0]['role'] == 'system' %}{% set system_message = '<<SYS>>\\n' + messages[0]['content'] | trim + '\\n<</SYS>>\\n\\n' %}{% set messages = messages[1:] %}{% else %}{% set system_message = '' %}{% endif %}{% for message in messages %}{% if loop.index0 == 0 %}{% set content = system_message + message['content'] %}{% else %}{% set content = message['content'] %}{% endif %}{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + content | trim + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ ' ' + content | trim + ' ' + eos_token }}{% endif %}{% endfor %}"
+
+// rng is splitmix64: fast, and the same stream on every platform.
+type rng uint64
+
+func (r *rng) next() uint64 {
+	*r += 0x9e3779b97f4a7c15
+	z := uint64(*r)
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
+}
+
+// normal draws N(0,1) by Box-Muller.
+func (r *rng) normal() float64 {
+	u1 := (float64(r.next()>>11) + 0.5) / (1 << 53)
+	u2 := float64(r.next()>>11) / (1 << 53)
+	return math.Sqrt(-2*math.Log(u1)) * math.Cos(2*math.Pi*u2)
+}
+
+// Write generates the model described by s into w. progress, if set, is
+// called with (tensors done, tensors total).
+func Write(w io.Writer, s Spec, progress func(done, total int)) error {
+	if s.Heads <= 0 || s.Hidden%s.Heads != 0 || s.KVHeads <= 0 || s.Heads%s.KVHeads != 0 {
+		return fmt.Errorf("synth: heads %d / kv heads %d do not divide hidden %d", s.Heads, s.KVHeads, s.Hidden)
+	}
+	v, err := buildVocab(s.Vocab)
+	if err != nil {
+		return err
+	}
+	hd := s.Hidden / s.Heads
+	ftype := uint32(0)
+	mtype := gguf.TypeF32
+	if s.DType == "f16" {
+		ftype, mtype = 1, gguf.TypeF16
+	}
+	kvs := []gguf.KV{
+		{Key: "general.architecture", Value: gguf.NewString("llama")},
+		{Key: "general.name", Value: gguf.NewString(s.Name)},
+		{Key: "general.file_type", Value: gguf.NewUint32(ftype)},
+		{Key: "llama.context_length", Value: gguf.NewUint32(uint32(s.ContextLen))},
+		{Key: "llama.embedding_length", Value: gguf.NewUint32(uint32(s.Hidden))},
+		{Key: "llama.block_count", Value: gguf.NewUint32(uint32(s.Layers))},
+		{Key: "llama.feed_forward_length", Value: gguf.NewUint32(uint32(s.Intermediate))},
+		{Key: "llama.attention.head_count", Value: gguf.NewUint32(uint32(s.Heads))},
+		{Key: "llama.attention.head_count_kv", Value: gguf.NewUint32(uint32(s.KVHeads))},
+		{Key: "llama.rope.dimension_count", Value: gguf.NewUint32(uint32(hd))},
+		{Key: "llama.rope.freq_base", Value: gguf.NewFloat32(10000)},
+		{Key: "llama.attention.layer_norm_rms_epsilon", Value: gguf.NewFloat32(1e-5)},
+		{Key: "llama.vocab_size", Value: gguf.NewUint32(uint32(s.Vocab))},
+		{Key: "tokenizer.ggml.model", Value: gguf.NewString("llama")},
+		{Key: "tokenizer.ggml.tokens", Value: gguf.NewStringArray(v.Tokens)},
+		{Key: "tokenizer.ggml.scores", Value: gguf.NewFloat32Array(v.Scores)},
+		{Key: "tokenizer.ggml.token_type", Value: gguf.NewInt32Array(v.Types)},
+		{Key: "tokenizer.ggml.bos_token_id", Value: gguf.NewUint32(1)},
+		{Key: "tokenizer.ggml.eos_token_id", Value: gguf.NewUint32(2)},
+		{Key: "tokenizer.ggml.unknown_token_id", Value: gguf.NewUint32(0)},
+		{Key: "tokenizer.ggml.add_bos_token", Value: gguf.NewBool(true)},
+		{Key: "tokenizer.ggml.add_eos_token", Value: gguf.NewBool(false)},
+		{Key: "tokenizer.chat_template", Value: gguf.NewString(ChatTemplate)},
+	}
+	r := rng(s.Seed)
+	type plan struct {
+		name       string
+		rows, cols int
+		std        float64
+		vec        bool
+	}
+	kv := s.KVHeads * hd
+	plans := []plan{{name: "token_embd.weight", rows: s.Vocab, cols: s.Hidden, std: 1}}
+	for l := 0; l < s.Layers; l++ {
+		p := fmt.Sprintf("blk.%d.", l)
+		// Queries and keys are scaled up so attention is sharp and depends
+		// on which tokens came before, as in a trained model.
+		plans = append(plans,
+			plan{name: p + "attn_norm.weight", cols: s.Hidden, vec: true},
+			plan{name: p + "attn_q.weight", rows: s.Hidden, cols: s.Hidden, std: 2 / math.Sqrt(float64(s.Hidden))},
+			plan{name: p + "attn_k.weight", rows: kv, cols: s.Hidden, std: 2 / math.Sqrt(float64(s.Hidden))},
+			plan{name: p + "attn_v.weight", rows: kv, cols: s.Hidden, std: 1 / math.Sqrt(float64(s.Hidden))},
+			plan{name: p + "attn_output.weight", rows: s.Hidden, cols: s.Hidden, std: 1 / math.Sqrt(float64(s.Hidden))},
+			plan{name: p + "ffn_norm.weight", cols: s.Hidden, vec: true},
+			plan{name: p + "ffn_gate.weight", rows: s.Intermediate, cols: s.Hidden, std: 1 / math.Sqrt(float64(s.Hidden))},
+			plan{name: p + "ffn_up.weight", rows: s.Intermediate, cols: s.Hidden, std: 1 / math.Sqrt(float64(s.Hidden))},
+			plan{name: p + "ffn_down.weight", rows: s.Hidden, cols: s.Intermediate, std: 1 / math.Sqrt(float64(s.Intermediate))},
+		)
+	}
+	plans = append(plans,
+		plan{name: "output_norm.weight", cols: s.Hidden, vec: true},
+		plan{name: "output.weight", rows: s.Vocab, cols: s.Hidden, std: 1 / math.Sqrt(float64(s.Hidden))},
+	)
+	tensors := make([]gguf.TensorSpec, 0, len(plans))
+	for i, p := range plans {
+		if p.vec {
+			data := make([]byte, 4*p.cols)
+			for j := 0; j < p.cols; j++ {
+				binary.LittleEndian.PutUint32(data[4*j:], math.Float32bits(1))
+			}
+			tensors = append(tensors, gguf.TensorSpec{Name: p.name, Dims: []uint64{uint64(p.cols)}, Type: gguf.TypeF32, Data: data})
+		} else {
+			n := p.rows * p.cols
+			var data []byte
+			if mtype == gguf.TypeF16 {
+				data = make([]byte, 2*n)
+				for j := 0; j < n; j++ {
+					binary.LittleEndian.PutUint16(data[2*j:], kcpu.F32ToF16(float32(r.normal()*p.std)))
+				}
+			} else {
+				data = make([]byte, 4*n)
+				for j := 0; j < n; j++ {
+					binary.LittleEndian.PutUint32(data[4*j:], math.Float32bits(float32(r.normal()*p.std)))
+				}
+			}
+			tensors = append(tensors, gguf.TensorSpec{Name: p.name, Dims: []uint64{uint64(p.cols), uint64(p.rows)}, Type: mtype, Data: data})
+		}
+		if progress != nil {
+			progress(i+1, len(plans))
+		}
+	}
+	return gguf.Write(w, kvs, tensors, 0)
+}

@@ -1,0 +1,61 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+)
+
+// handleCompletions serves POST /v1/completions.
+func (s *server) handleCompletions(w http.ResponseWriter, r *http.Request) {
+	var req completionRequest
+	if err := s.decodeBody(w, r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	p, prompts, err := s.prepareCompletion(&req)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.generate(w, r, completionsEndpoint, p, prompts)
+}
+
+// prepareCompletion validates a completions request and tokenizes its
+// prompts (text prompts get the tokenizer's special tokens, BOS included;
+// token-id prompts are used as given).
+func (s *server) prepareCompletion(req *completionRequest) (genParams, [][]int32, error) {
+	if !req.Prompt.Set {
+		return genParams{}, nil, badRequest("prompt", "prompt is required")
+	}
+	if req.Echo {
+		return genParams{}, nil, badRequest("echo", "echo is not supported")
+	}
+	p, err := s.common(&req.samplingFields, req.MaxTokens, "max_tokens")
+	if err != nil {
+		return p, nil, err
+	}
+	if req.Logprobs != nil {
+		n := *req.Logprobs
+		if n < 0 || n > maxCompletionLogprobs {
+			return p, nil, badRequest("logprobs", "%d is out of range [0, %d]", n, maxCompletionLogprobs)
+		}
+		p.logprobs, p.topLogprobs = true, n
+	}
+	count := len(req.Prompt.Texts) + len(req.Prompt.Tokens)
+	if count > s.opts.MaxPrompts {
+		return p, nil, badRequest("prompt", "%d prompts in one request, at most %d are allowed", count, s.opts.MaxPrompts)
+	}
+	prompts := req.Prompt.Tokens
+	if len(req.Prompt.Texts) > 0 {
+		tok := s.b.Tokenizer()
+		prompts = make([][]int32, len(req.Prompt.Texts))
+		for i, text := range req.Prompt.Texts {
+			ids, err := tok.Encode(text, true)
+			if err != nil {
+				return p, nil, fmt.Errorf("server: tokenize prompt %d: %w", i, err)
+			}
+			prompts[i] = ids
+		}
+	}
+	return p, prompts, nil
+}

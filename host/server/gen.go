@@ -1,0 +1,103 @@
+package server
+
+import (
+	"errors"
+
+	"github.com/kvhost/kvhost/host/engine"
+)
+
+// errStreamEnded is an engine stream that closed without a final event.
+var errStreamEnded = errors.New("server: engine stream closed without a final event")
+
+// tokenRecord is one generated token kept for logprobs. offset is where its
+// text starts in the generated text (bytes).
+type tokenRecord struct {
+	id      int32
+	logprob float32
+	top     []engine.TokenLogprob
+	offset  int
+}
+
+// choiceState follows one generation: it turns engine events into text
+// deltas (valid UTF-8, stop strings applied) and logprob records.
+type choiceState struct {
+	tok          Tokenizer
+	detok        detokenizer
+	stop         stopMatcher
+	wantLogprobs bool
+
+	toks   []tokenRecord
+	lpSent int // toks[:lpSent] were handed out by takeLogprobs
+
+	promptTokens     int
+	completionTokens int
+	finished         bool
+	finishReason     string
+	stoppedByString  bool
+}
+
+func newChoiceState(tok Tokenizer, p genParams, promptTokens int) *choiceState {
+	return &choiceState{
+		tok:          tok,
+		stop:         newStopMatcher(p.stops),
+		wantLogprobs: p.logprobs,
+		promptTokens: promptTokens,
+	}
+}
+
+// onEvent consumes one engine event and returns the text that may be sent
+// now. After a stop string matched (stoppedByString), the caller cancels the
+// request; an Err event is returned as the error.
+func (c *choiceState) onEvent(ev engine.Event) (delta string, err error) {
+	if c.finished {
+		return "", nil
+	}
+	switch {
+	case ev.Err != nil:
+		c.finished = true
+		return "", ev.Err
+	case ev.Done:
+		c.finished = true
+		c.finishReason = ev.FinishReason
+		if c.finishReason == "" {
+			c.finishReason = "stop"
+		}
+		delta, hit := c.stop.add(c.detok.flush())
+		if hit {
+			c.finishReason, c.stoppedByString = "stop", true
+			return delta, nil
+		}
+		return delta + c.stop.flush(), nil
+	}
+	c.completionTokens++
+	var b []byte
+	if !c.tok.EOG(ev.Token) {
+		b = c.tok.TokenBytes(ev.Token)
+	}
+	if c.wantLogprobs {
+		c.toks = append(c.toks, tokenRecord{
+			id: ev.Token, logprob: ev.Logprob, top: ev.TopLogprobs,
+			offset: c.stop.length() + c.detok.pendingLen(),
+		})
+	}
+	delta, hit := c.stop.add(c.detok.push(b))
+	if hit {
+		c.finished, c.finishReason, c.stoppedByString = true, "stop", true
+	}
+	return delta, nil
+}
+
+// takeLogprobs returns the records of tokens whose text starts inside what
+// was emitted so far and that were not returned before. Once finished, a
+// token that starts at or after the end of the final text (an EOG token,
+// or one that lies wholly inside a trimmed stop string) is never returned.
+func (c *choiceState) takeLogprobs() []tokenRecord {
+	limit := c.stop.sent
+	j := c.lpSent
+	for j < len(c.toks) && c.toks[j].offset < limit {
+		j++
+	}
+	out := c.toks[c.lpSent:j]
+	c.lpSent = j
+	return out
+}

@@ -1,0 +1,86 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"testing"
+)
+
+// Benchmarks report GFLOP/s (2·m·rows·cols per call) and GB/s of weight bytes
+// streamed; run with -benchtime=200ms on a shared machine.
+func BenchmarkMatMul(b *testing.B) {
+	r := newRand(60)
+	for _, dt := range []DType{F32, F16, Q8_0} {
+		for _, s := range []struct{ rows, cols int }{{768, 2048}, {2048, 768}} {
+			w := makeMatrix(b, r, dt, s.rows, s.cols)
+			for _, m := range []int{1, 16} {
+				for _, threads := range []int{1, 2} {
+					b.Run(fmt.Sprintf("%v/%dx%d/m=%d/t=%d", dt, s.rows, s.cols, m, threads), func(b *testing.B) {
+						p := NewPool(threads)
+						defer p.Close()
+						x := randVec(r, m*s.cols, 1)
+						out := make([]float32, m*s.rows)
+						b.ReportAllocs()
+						b.ResetTimer()
+						for b.Loop() {
+							p.MatMul(out, x, m, w)
+						}
+						sec := b.Elapsed().Seconds() / float64(b.N)
+						b.ReportMetric(2*float64(m*s.rows*s.cols)/sec/1e9, "GFLOP/s")
+						b.ReportMetric(float64(len(w.Data))/sec/1e9, "GB/s")
+					})
+				}
+			}
+		}
+	}
+}
+
+func BenchmarkAttentionDecode(b *testing.B) {
+	r := newRand(61)
+	const seq, nHeads, kvHeads, hd, ps = 512, 12, 4, 64, 16
+	kv := PagedKV{K: randVec(r, seq*kvHeads*hd, 1), V: randVec(r, seq*kvHeads*hd, 1), PageSize: ps, KVHeads: kvHeads, HeadDim: hd}
+	pt := make([]int32, seq/ps)
+	for i := range pt {
+		pt[i] = int32(len(pt) - 1 - i)
+	}
+	q := randVec(r, nHeads*hd, 1)
+	out := make([]float32, len(q))
+	for _, threads := range []int{1, 2} {
+		b.Run(fmt.Sprintf("seq=%d/t=%d", seq, threads), func(b *testing.B) {
+			p := NewPool(threads)
+			defer p.Close()
+			scratch := make([]float32, AttentionScratch(p, 1, seq-1))
+			b.ReportAllocs()
+			for b.Loop() {
+				p.Attention(out, q, 1, nHeads, kv, pt, seq-1, float32(1/math.Sqrt(hd)), scratch)
+			}
+			sec := b.Elapsed().Seconds() / float64(b.N)
+			b.ReportMetric(float64(2*seq*kvHeads*hd*4)/sec/1e9, "GB/s")
+		})
+	}
+}
+
+func BenchmarkRMSNorm(b *testing.B) {
+	r := newRand(62)
+	const dim = 4096
+	x := randVec(r, dim, 1)
+	w := randVec(r, dim, 1)
+	out := make([]float32, dim)
+	b.ReportAllocs()
+	for b.Loop() {
+		RMSNorm(out, x, w, 1, dim, 1e-5)
+	}
+	b.ReportMetric(float64(dim)/(b.Elapsed().Seconds()/float64(b.N))/1e9, "Gelem/s")
+}
+
+func BenchmarkSiLUMul(b *testing.B) {
+	r := newRand(63)
+	const n = 8192
+	g, u := randVec(r, n, 4), randVec(r, n, 1)
+	out := make([]float32, n)
+	b.ReportAllocs()
+	for b.Loop() {
+		SiLUMul(out, g, u)
+	}
+	b.ReportMetric(float64(n)/(b.Elapsed().Seconds()/float64(b.N))/1e9, "Gelem/s")
+}

@@ -1,0 +1,38 @@
+// Package cpu holds the CPU kernels an LLM forward pass (Llama family) runs
+// on: matrix multiplication over f32/f16/bf16/Q8_0 weights, RMSNorm, SiLU·mul,
+// softmax, rotary embeddings, and causal grouped-query attention over a paged
+// KV cache.
+//
+// Why it looks the way it does:
+//
+//   - Weights are used exactly as GGUF/GGML stores them (Matrix: row-major,
+//     Cols = ne0, Q8_0 blocks of an f16 scale and 32 int8), so memory-mapped
+//     files need no conversion and no second copy.
+//   - Decode is dominated by MatMul, which is memory-bound at m=1. On amd64
+//     with AVX2+FMA+F16C (detected at run time through golang.org/x/sys/cpu)
+//     the dot products run in Go assembly; f16 is widened with VCVTPH2PS on the
+//     fly. For m > 1 a weight row is read once and reused across x rows: f32
+//     and f16 use a 3-weight-row × 4-x-row register tile, bf16 and Q8_0 a
+//     1 × 4 tile. Every other CPU uses the portable Go kernels, and tests run
+//     both paths against float64 references.
+//   - Kernels that take a *Pool split work over its workers through an atomic
+//     chunk counter (weight rows for MatMul, (query row, head) pairs for
+//     Attention), so a worker descheduled on a shared core does not stall the
+//     call. A nil *Pool means single-threaded.
+//
+// Invariants:
+//
+//   - Hot paths (MatMul, Attention, RMSNorm, Rope.Apply, SiLUMul, Softmax,
+//     WriteKV, EmbeddingGather) allocate nothing per call; Pool keeps its
+//     per-kernel task state inside itself and Attention takes caller scratch.
+//   - One kernel call runs on a Pool at a time; concurrent callers are
+//     serialised, never interleaved.
+//   - Malformed shapes (short slices, invalid Matrix, page-table slots outside
+//     the cache) are programming errors and panic with a "cpu:" message;
+//     functions that return an error wrap ErrShape.
+//   - Accumulation is float32 (as GGML); reductions that decide normalisation
+//     (softmax sums) use float64. Conversions round to nearest even and keep
+//     subnormals, infinities and NaN.
+//   - The host is little-endian (GGUF is little-endian and f32 weight bytes are
+//     reinterpreted in place).
+package cpu

@@ -1,0 +1,164 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"testing"
+)
+
+func refMatMul(x []float32, m int, w Matrix) (want, mag []float64) {
+	rb, _ := w.Type.RowBytes(w.Cols)
+	want = make([]float64, m*w.Rows)
+	mag = make([]float64, m*w.Rows)
+	for r := range w.Rows {
+		wr := refDecode(w.Type, w.Data[r*rb:], w.Cols)
+		for i := range m {
+			var s, a float64
+			for k, v := range wr {
+				p := float64(x[i*w.Cols+k]) * v
+				s += p
+				a += math.Abs(p)
+			}
+			want[i*w.Rows+r] = s
+			mag[i*w.Rows+r] = a
+		}
+	}
+	return want, mag
+}
+
+func TestMatMul(t *testing.T) {
+	type shape struct{ rows, cols int }
+	dense := []shape{{1, 1}, {5, 7}, {37, 13}, {3, 33}, {9, 100}, {17, 257}, {6, 64}}
+	quant := []shape{{1, 32}, {5, 96}, {37, 160}, {4, 64}}
+	pools := []struct {
+		name string
+		p    *Pool
+	}{{"nil", nil}, {"pool2", NewPool(2)}, {"pool3", NewPool(3)}}
+	defer func() {
+		for _, p := range pools {
+			p.p.Close()
+		}
+	}()
+	impls(t, func(t *testing.T) {
+		r := newRand(10)
+		for _, dt := range []DType{F32, F16, BF16, Q8_0} {
+			shapes := dense
+			if dt == Q8_0 {
+				shapes = quant
+			}
+			for _, s := range shapes {
+				w := makeMatrix(t, r, dt, s.rows, s.cols)
+				for _, m := range []int{1, 3, 5, 16} {
+					x := randVec(r, m*s.cols, 2)
+					want, mag := refMatMul(x, m, w)
+					for _, pl := range pools {
+						out := make([]float32, m*s.rows+1)
+						out[len(out)-1] = 42 // past the end: must stay untouched
+						pl.p.MatMul(out, x, m, w)
+						for i, g := range out[:m*s.rows] {
+							if tol := 2e-6*mag[i] + 1e-7; !near(g, want[i], tol) {
+								t.Fatalf("%v %dx%d m=%d %s: out[%d] = %v, want %v (tol %g)", dt, s.rows, s.cols, m, pl.name, i, g, want[i], tol)
+							}
+						}
+						if out[len(out)-1] != 42 {
+							t.Fatalf("%v %dx%d m=%d %s wrote past the output", dt, s.rows, s.cols, m, pl.name)
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
+// TestDotKernelsLong covers the unrolled assembly loops and tails on long rows
+// with large magnitudes, for both 1- and 4-row kernels.
+func TestDotKernelsLong(t *testing.T) {
+	impls(t, func(t *testing.T) {
+		r := newRand(11)
+		for _, dt := range []DType{F32, F16, BF16, Q8_0} {
+			for _, cols := range []int{2048, 4096 + 64} {
+				w := makeMatrix(t, r, dt, 3, cols)
+				x := randVec(r, 4*cols, 100)
+				want, mag := refMatMul(x, 4, w)
+				out := make([]float32, 4*3)
+				(*Pool)(nil).MatMul(out, x, 4, w)
+				out1 := make([]float32, 3)
+				(*Pool)(nil).MatMul(out1, x[2*cols:], 1, w)
+				for i := range out {
+					if !near(out[i], want[i], 2e-6*mag[i]) {
+						t.Fatalf("%v cols=%d: out[%d] = %v, want %v", dt, cols, i, out[i], want[i])
+					}
+				}
+				for j := range out1 {
+					if !near(out1[j], want[2*3+j], 2e-6*mag[2*3+j]) {
+						t.Fatalf("%v cols=%d m=1: out[%d] = %v, want %v", dt, cols, j, out1[j], want[2*3+j])
+					}
+				}
+			}
+		}
+	})
+}
+
+func TestMatMulPanicsOnBadShapes(t *testing.T) {
+	w := Matrix{Type: F32, Rows: 2, Cols: 3, Data: make([]byte, 24)}
+	for name, f := range map[string]func(){
+		"short out": func() { (*Pool)(nil).MatMul(make([]float32, 3), make([]float32, 6), 2, w) },
+		"short x":   func() { (*Pool)(nil).MatMul(make([]float32, 4), make([]float32, 5), 2, w) },
+		"bad matrix": func() {
+			(*Pool)(nil).MatMul(make([]float32, 4), make([]float32, 6), 2, Matrix{Type: F32, Rows: 2, Cols: 3})
+		},
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+}
+
+func TestPoolConcurrentCallsAndClose(t *testing.T) {
+	p := NewPool(2)
+	if p.Threads() != 2 || (*Pool)(nil).Threads() != 1 || NewPool(0).Threads() != 1 {
+		t.Fatalf("threads: %d %d", p.Threads(), (*Pool)(nil).Threads())
+	}
+	r := newRand(12)
+	w := makeMatrix(t, r, F16, 50, 40)
+	x := randVec(r, 3*40, 1)
+	want, mag := refMatMul(x, 3, w)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out := make([]float32, 3*50)
+			for range 20 {
+				p.MatMul(out, x, 3, w)
+				for i := range out {
+					if !near(out[i], want[i], 2e-6*mag[i]) {
+						errs <- fmt.Errorf("goroutine %d: out[%d] = %v, want %v", g, i, out[i], want[i])
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	p.Close()
+	p.Close()
+	out := make([]float32, 3*50)
+	p.MatMul(out, x, 3, w) // a closed pool still computes, inline
+	for i := range out {
+		if !near(out[i], want[i], 2e-6*mag[i]) {
+			t.Fatalf("after close: out[%d] = %v, want %v", i, out[i], want[i])
+		}
+	}
+}

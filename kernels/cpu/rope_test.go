@@ -1,0 +1,138 @@
+package cpu
+
+import (
+	"math"
+	"testing"
+)
+
+// refFreqs computes the scaled frequencies straight from the formulas.
+func refFreqs(rotDim int, theta float64, s RopeScaling) []float64 {
+	f := make([]float64, rotDim/2)
+	for i := range f {
+		f[i] = 1 / math.Pow(theta, float64(2*i)/float64(rotDim))
+		switch s.Type {
+		case "linear":
+			f[i] /= s.Factor
+		case "llama3":
+			orig := float64(s.OriginalMaxPos)
+			wavelen := 2 * math.Pi / f[i]
+			if wavelen < orig/s.HighFreqFactor {
+				continue
+			}
+			if wavelen > orig/s.LowFreqFactor {
+				f[i] /= s.Factor
+				continue
+			}
+			smooth := (orig/wavelen - s.LowFreqFactor) / (s.HighFreqFactor - s.LowFreqFactor)
+			f[i] = (1-smooth)*f[i]/s.Factor + smooth*f[i]
+		}
+	}
+	return f
+}
+
+func TestRope(t *testing.T) {
+	llama3 := RopeScaling{Type: "llama3", Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPos: 8192}
+	for _, c := range []struct {
+		name                    string
+		headDim, rotDim, nHeads int
+		theta                   float64
+		s                       RopeScaling
+		style                   RopeStyle
+	}{
+		{"normal", 64, 64, 3, 10000, RopeScaling{}, RopeNormal},
+		{"neox", 64, 64, 2, 1e6, RopeScaling{Type: "none"}, RopeNeox},
+		{"normal-linear", 16, 16, 2, 10000, RopeScaling{Type: "linear", Factor: 4}, RopeNormal},
+		{"neox-linear-partial", 24, 8, 2, 10000, RopeScaling{Type: "linear", Factor: 2}, RopeNeox},
+		{"normal-llama3", 128, 128, 2, 500000, llama3, RopeNormal},
+		{"neox-llama3-partial", 128, 64, 1, 500000, llama3, RopeNeox},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rope, err := NewRope(c.headDim, c.rotDim, c.theta, c.s, c.style)
+			if err != nil {
+				t.Fatal(err)
+			}
+			freqs := refFreqs(c.rotDim, c.theta, c.s)
+			got := rope.InvFreq()
+			for i := range freqs {
+				if math.Abs(got[i]-freqs[i]) > 1e-12*freqs[i] {
+					t.Fatalf("freq %d = %v, want %v", i, got[i], freqs[i])
+				}
+			}
+			if c.s.Type == "llama3" {
+				// The scaled region must really be exercised: some frequencies
+				// kept, some divided, some smoothed.
+				var kept, div, mid int
+				base := refFreqs(c.rotDim, c.theta, RopeScaling{})
+				for i := range freqs {
+					switch r := freqs[i] / base[i]; {
+					case r == 1:
+						kept++
+					case math.Abs(r-1/c.s.Factor) < 1e-15:
+						div++
+					default:
+						mid++
+					}
+				}
+				if kept == 0 || div == 0 || mid == 0 {
+					t.Fatalf("llama3 regions kept/divided/smoothed = %d/%d/%d", kept, div, mid)
+				}
+			}
+			r := newRand(30)
+			positions := []int32{0, 1, 7, 4095, 8191, 131071, 999999}
+			n := len(positions)
+			width := c.nHeads * c.headDim
+			x := randVec(r, n*width, 2)
+			orig := append([]float32(nil), x...)
+			rope.Apply(x, n, c.nHeads, positions)
+			for i, pos := range positions {
+				for h := range c.nHeads {
+					o := i*width + h*c.headDim
+					done := make([]bool, c.headDim)
+					for j, f := range freqs {
+						a, b := 2*j, 2*j+1
+						if c.style == RopeNeox {
+							a, b = j, j+c.rotDim/2
+						}
+						ang := float64(pos) * f
+						x0, x1 := float64(orig[o+a]), float64(orig[o+b])
+						w0 := x0*math.Cos(ang) - x1*math.Sin(ang)
+						w1 := x0*math.Sin(ang) + x1*math.Cos(ang)
+						tol := 1e-6 * (math.Abs(x0) + math.Abs(x1))
+						if !near(x[o+a], w0, tol) || !near(x[o+b], w1, tol) {
+							t.Fatalf("pos %d head %d pair %d: (%v,%v), want (%v,%v)", pos, h, j, x[o+a], x[o+b], w0, w1)
+						}
+						done[a], done[b] = true, true
+					}
+					for d := range c.headDim {
+						if !done[d] && x[o+d] != orig[o+d] {
+							t.Fatalf("pos %d head %d dim %d outside the rotary dims changed", pos, h, d)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestNewRopeErrors(t *testing.T) {
+	for _, c := range []struct {
+		hd, rd int
+		theta  float64
+		s      RopeScaling
+		style  RopeStyle
+	}{
+		{64, 65, 1e4, RopeScaling{}, RopeNormal},
+		{64, 7, 1e4, RopeScaling{}, RopeNormal},
+		{0, 0, 1e4, RopeScaling{}, RopeNormal},
+		{64, 64, 0, RopeScaling{}, RopeNormal},
+		{64, 64, 1e4, RopeScaling{Type: "yarn"}, RopeNormal},
+		{64, 64, 1e4, RopeScaling{Type: "linear"}, RopeNormal},
+		{64, 64, 1e4, RopeScaling{Type: "llama3", Factor: 8, LowFreqFactor: 4, HighFreqFactor: 1, OriginalMaxPos: 8192}, RopeNormal},
+		{64, 64, 1e4, RopeScaling{Type: "llama3", Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4}, RopeNormal},
+		{64, 64, 1e4, RopeScaling{}, RopeStyle(7)},
+	} {
+		if _, err := NewRope(c.hd, c.rd, c.theta, c.s, c.style); err == nil {
+			t.Errorf("NewRope(%d, %d, %v, %+v, %d) succeeded", c.hd, c.rd, c.theta, c.s, c.style)
+		}
+	}
+}

@@ -1,0 +1,221 @@
+//go:build amd64
+
+package cpu
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
+
+// simdAvailable reports whether the AVX2+FMA+F16C assembly kernels can run on
+// this CPU. useSIMD selects them; tests flip it to exercise both paths.
+var simdAvailable = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
+
+var useSIMD = simdAvailable
+
+// The assembly kernels handle n a multiple of 8 (Q8: whole blocks); the Go
+// wrappers below run the tail through the portable kernels. The dot4 kernels
+// overwrite *out.
+
+//go:noescape
+func dotF32AVX(a, b *float32, n int) float32
+
+//go:noescape
+func dot4F32AVX(w, x *float32, xs, n int, out *[4]float32)
+
+//go:noescape
+func dotF16AVX(w *byte, x *float32, n int) float32
+
+//go:noescape
+func dot4F16AVX(w *byte, x *float32, xs, n int, out *[4]float32)
+
+//go:noescape
+func dotBF16AVX(w *byte, x *float32, n int) float32
+
+//go:noescape
+func dot4BF16AVX(w *byte, x *float32, xs, n int, out *[4]float32)
+
+//go:noescape
+func dotQ8AVX(w *byte, x *float32, nblk int) float32
+
+//go:noescape
+func dot4Q8AVX(w *byte, x *float32, xs, nblk int, out *[4]float32)
+
+//go:noescape
+func axpyAVX(y, x *float32, a float32, n int)
+
+func dotF32(a, b []float32) float32 {
+	n := len(a)
+	b = b[:n]
+	n8 := n &^ 7
+	if !useSIMD || n8 == 0 {
+		return dotF32Go(a, b)
+	}
+	s := dotF32AVX(&a[0], &b[0], n8)
+	if n8 < n {
+		s += dotF32Go(a[n8:], b[n8:])
+	}
+	return s
+}
+
+func dot4F32(w, x []float32, xs int, out *[4]float32) {
+	n := len(w)
+	*out = [4]float32{}
+	if n == 0 {
+		return
+	}
+	_ = x[3*xs+n-1]
+	n8 := n &^ 7
+	if useSIMD && n8 > 0 {
+		dot4F32AVX(&w[0], &x[0], xs, n8, out)
+	} else {
+		n8 = 0
+	}
+	if n8 < n {
+		dot4F32Go(w[n8:], x[n8:], xs, out)
+	}
+}
+
+func dotF16(w []byte, x []float32) float32 {
+	n := len(x)
+	w = w[:2*n]
+	n8 := n &^ 7
+	if !useSIMD || n8 == 0 {
+		return dotF16Go(w, x)
+	}
+	s := dotF16AVX(&w[0], &x[0], n8)
+	if n8 < n {
+		s += dotF16Go(w[2*n8:], x[n8:])
+	}
+	return s
+}
+
+func dot4F16(w []byte, x []float32, xs int, out *[4]float32) {
+	n := len(w) / 2
+	*out = [4]float32{}
+	if n == 0 {
+		return
+	}
+	_ = x[3*xs+n-1]
+	n8 := n &^ 7
+	if useSIMD && n8 > 0 {
+		dot4F16AVX(&w[0], &x[0], xs, n8, out)
+	} else {
+		n8 = 0
+	}
+	if n8 < n {
+		dot4F16Go(w[2*n8:], x[n8:], xs, out)
+	}
+}
+
+func dotBF16(w []byte, x []float32) float32 {
+	n := len(x)
+	w = w[:2*n]
+	n8 := n &^ 7
+	if !useSIMD || n8 == 0 {
+		return dotBF16Go(w, x)
+	}
+	s := dotBF16AVX(&w[0], &x[0], n8)
+	if n8 < n {
+		s += dotBF16Go(w[2*n8:], x[n8:])
+	}
+	return s
+}
+
+func dot4BF16(w []byte, x []float32, xs int, out *[4]float32) {
+	n := len(w) / 2
+	*out = [4]float32{}
+	if n == 0 {
+		return
+	}
+	_ = x[3*xs+n-1]
+	n8 := n &^ 7
+	if useSIMD && n8 > 0 {
+		dot4BF16AVX(&w[0], &x[0], xs, n8, out)
+	} else {
+		n8 = 0
+	}
+	if n8 < n {
+		dot4BF16Go(w[2*n8:], x[n8:], xs, out)
+	}
+}
+
+func dotQ8(w []byte, x []float32) float32 {
+	nb := len(x) / Q8Block
+	if !useSIMD || nb == 0 {
+		return dotQ8Go(w, x)
+	}
+	_ = w[nb*Q8BlockBytes-1]
+	return dotQ8AVX(&w[0], &x[0], nb)
+}
+
+func dot4Q8(w []byte, x []float32, xs int, out *[4]float32) {
+	nb := len(w) / Q8BlockBytes
+	if !useSIMD || nb == 0 {
+		*out = [4]float32{}
+		dot4Q8Go(w, x, xs, out)
+		return
+	}
+	_ = x[3*xs+nb*Q8Block-1]
+	dot4Q8AVX(&w[0], &x[0], xs, nb, out)
+}
+
+// axpy: y += a*x.
+func axpy(y []float32, a float32, x []float32) {
+	n := len(y)
+	x = x[:n]
+	n8 := n &^ 7
+	if !useSIMD || n8 == 0 {
+		axpyGo(y, a, x)
+		return
+	}
+	axpyAVX(&y[0], &x[0], a, n8)
+	if n8 < n {
+		axpyGo(y[n8:], a, x[n8:])
+	}
+}
+
+//go:noescape
+func mm3x4F32AVX(w *float32, ws int, x *float32, xs, n int, out *[12]float32)
+
+//go:noescape
+func mm3x4F16AVX(w *byte, ws int, x *float32, xs, n int, out *[12]float32)
+
+// mm3x4 computes out[r*4+i] = dot(weight row r, x row i) for three weight rows
+// (f32 or f16, the given row stride in elements) and four x rows, the m > 1
+// register-tiled kernel. It reports false when the tiled assembly is not in
+// use, so the caller falls back to dot4.
+func mm3x4(t DType, w []byte, ws int, x []float32, xs, n int, out *[12]float32) bool {
+	if !useSIMD || n < 8 || (t != F32 && t != F16) {
+		return false
+	}
+	n8 := n &^ 7
+	eb := 4
+	if t == F16 {
+		eb = 2
+	}
+	_ = w[(2*ws+n)*eb-1]
+	_ = x[3*xs+n-1]
+	if t == F32 {
+		mm3x4F32AVX((*float32)(unsafe.Pointer(&w[0])), ws, &x[0], xs, n8, out)
+	} else {
+		mm3x4F16AVX(&w[0], ws, &x[0], xs, n8, out)
+	}
+	if n8 < n {
+		var o [4]float32
+		for r := range 3 {
+			wr := w[(r*ws+n8)*eb : (r*ws+n)*eb]
+			o = [4]float32{}
+			if t == F32 {
+				dot4F32Go(bytesF32(wr), x[n8:], xs, &o)
+			} else {
+				dot4F16Go(wr, x[n8:], xs, &o)
+			}
+			for i := range 4 {
+				out[r*4+i] += o[i]
+			}
+		}
+	}
+	return true
+}

@@ -1,0 +1,559 @@
+//go:build amd64
+
+#include "textflag.h"
+
+// AVX2/FMA/F16C dot-product kernels. Go assembler operand order: sources
+// first, destination last (VFMADD231PS m, a, acc computes acc += a*m).
+
+// HSUM4 reduces Y0..Y3 to four floats stored at (dst).
+#define HSUM4(dst) \
+	VHADDPS      Y1, Y0, Y8  \
+	VHADDPS      Y3, Y2, Y9  \
+	VHADDPS      Y9, Y8, Y8  \
+	VEXTRACTF128 $1, Y8, X9  \
+	VADDPS       X9, X8, X8  \
+	VMOVUPS      X8, (dst)
+
+// HSUM1 reduces Y0 into X0's low float.
+#define HSUM1 \
+	VEXTRACTF128 $1, Y0, X1 \
+	VADDPS       X1, X0, X0 \
+	VHADDPS      X0, X0, X0 \
+	VHADDPS      X0, X0, X0
+
+// FOURPTRS sets DI,R8,R9,R10 to x, x+xs, x+2xs, x+3xs (xs in floats, in AX).
+#define FOURPTRS \
+	SHLQ $2, AX            \
+	LEAQ (DI)(AX*1), R8    \
+	LEAQ (R8)(AX*1), R9    \
+	LEAQ (R9)(AX*1), R10
+
+#define ZERO8 \
+	VXORPS Y0, Y0, Y0 \
+	VXORPS Y1, Y1, Y1 \
+	VXORPS Y2, Y2, Y2 \
+	VXORPS Y3, Y3, Y3 \
+	VXORPS Y4, Y4, Y4 \
+	VXORPS Y5, Y5, Y5 \
+	VXORPS Y6, Y6, Y6 \
+	VXORPS Y7, Y7, Y7
+
+#define FOLD8 \
+	VADDPS Y4, Y0, Y0 \
+	VADDPS Y5, Y1, Y1 \
+	VADDPS Y6, Y2, Y2 \
+	VADDPS Y7, Y3, Y3
+
+// FMA4 accumulates weight vector wr (8 floats) times the four x rows at byte
+// offset off into accumulators a0..a3.
+#define FMA4(off, wr, a0, a1, a2, a3) \
+	VFMADD231PS off(DI), wr, a0  \
+	VFMADD231PS off(R8), wr, a1  \
+	VFMADD231PS off(R9), wr, a2  \
+	VFMADD231PS off(R10), wr, a3
+
+#define ADVX(n) \
+	ADDQ $n, DI  \
+	ADDQ $n, R8  \
+	ADDQ $n, R9  \
+	ADDQ $n, R10
+
+// func dotF32AVX(a, b *float32, n int) float32
+TEXT ·dotF32AVX(SB), NOSPLIT, $0-28
+	MOVQ a+0(FP), SI
+	MOVQ b+8(FP), DI
+	MOVQ n+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+loop32:
+	CMPQ        CX, $32
+	JL          loop8
+	VMOVUPS     (SI), Y4
+	VMOVUPS     32(SI), Y5
+	VMOVUPS     64(SI), Y6
+	VMOVUPS     96(SI), Y7
+	VFMADD231PS (DI), Y4, Y0
+	VFMADD231PS 32(DI), Y5, Y1
+	VFMADD231PS 64(DI), Y6, Y2
+	VFMADD231PS 96(DI), Y7, Y3
+	ADDQ        $128, SI
+	ADDQ        $128, DI
+	SUBQ        $32, CX
+	JMP         loop32
+
+loop8:
+	CMPQ        CX, $8
+	JL          done
+	VMOVUPS     (SI), Y4
+	VFMADD231PS (DI), Y4, Y0
+	ADDQ        $32, SI
+	ADDQ        $32, DI
+	SUBQ        $8, CX
+	JMP         loop8
+
+done:
+	VADDPS Y1, Y0, Y0
+	VADDPS Y3, Y2, Y2
+	VADDPS Y2, Y0, Y0
+	HSUM1
+	VZEROUPPER
+	MOVSS  X0, ret+24(FP)
+	RET
+
+// func dot4F32AVX(w, x *float32, xs, n int, out *[4]float32)
+TEXT ·dot4F32AVX(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ xs+16(FP), AX
+	MOVQ n+24(FP), CX
+	MOVQ out+32(FP), DX
+	FOURPTRS
+	ZERO8
+
+loop16:
+	CMPQ    CX, $16
+	JL      loop8
+	VMOVUPS (SI), Y8
+	VMOVUPS 32(SI), Y9
+	FMA4(0, Y8, Y0, Y1, Y2, Y3)
+	FMA4(32, Y9, Y4, Y5, Y6, Y7)
+	ADDQ    $64, SI
+	ADVX(64)
+	SUBQ    $16, CX
+	JMP     loop16
+
+loop8:
+	CMPQ    CX, $8
+	JL      done
+	VMOVUPS (SI), Y8
+	FMA4(0, Y8, Y0, Y1, Y2, Y3)
+	ADDQ    $32, SI
+	ADVX(32)
+	SUBQ    $8, CX
+	JMP     loop8
+
+done:
+	FOLD8
+	HSUM4(DX)
+	VZEROUPPER
+	RET
+
+// func dotF16AVX(w *byte, x *float32, n int) float32
+TEXT ·dotF16AVX(SB), NOSPLIT, $0-28
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ n+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+loop32:
+	CMPQ        CX, $32
+	JL          loop8
+	VCVTPH2PS   (SI), Y4
+	VCVTPH2PS   16(SI), Y5
+	VCVTPH2PS   32(SI), Y6
+	VCVTPH2PS   48(SI), Y7
+	VFMADD231PS (DI), Y4, Y0
+	VFMADD231PS 32(DI), Y5, Y1
+	VFMADD231PS 64(DI), Y6, Y2
+	VFMADD231PS 96(DI), Y7, Y3
+	ADDQ        $64, SI
+	ADDQ        $128, DI
+	SUBQ        $32, CX
+	JMP         loop32
+
+loop8:
+	CMPQ        CX, $8
+	JL          done
+	VCVTPH2PS   (SI), Y4
+	VFMADD231PS (DI), Y4, Y0
+	ADDQ        $16, SI
+	ADDQ        $32, DI
+	SUBQ        $8, CX
+	JMP         loop8
+
+done:
+	VADDPS Y1, Y0, Y0
+	VADDPS Y3, Y2, Y2
+	VADDPS Y2, Y0, Y0
+	HSUM1
+	VZEROUPPER
+	MOVSS  X0, ret+24(FP)
+	RET
+
+// func dot4F16AVX(w *byte, x *float32, xs, n int, out *[4]float32)
+TEXT ·dot4F16AVX(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ xs+16(FP), AX
+	MOVQ n+24(FP), CX
+	MOVQ out+32(FP), DX
+	FOURPTRS
+	ZERO8
+
+loop16:
+	CMPQ      CX, $16
+	JL        loop8
+	VCVTPH2PS (SI), Y8
+	VCVTPH2PS 16(SI), Y9
+	FMA4(0, Y8, Y0, Y1, Y2, Y3)
+	FMA4(32, Y9, Y4, Y5, Y6, Y7)
+	ADDQ      $32, SI
+	ADVX(64)
+	SUBQ      $16, CX
+	JMP       loop16
+
+loop8:
+	CMPQ      CX, $8
+	JL        done
+	VCVTPH2PS (SI), Y8
+	FMA4(0, Y8, Y0, Y1, Y2, Y3)
+	ADDQ      $16, SI
+	ADVX(32)
+	SUBQ      $8, CX
+	JMP       loop8
+
+done:
+	FOLD8
+	HSUM4(DX)
+	VZEROUPPER
+	RET
+
+// func dotBF16AVX(w *byte, x *float32, n int) float32
+TEXT ·dotBF16AVX(SB), NOSPLIT, $0-28
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ n+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+loop32:
+	CMPQ        CX, $32
+	JL          loop8
+	VPMOVZXWD   (SI), Y4
+	VPMOVZXWD   16(SI), Y5
+	VPMOVZXWD   32(SI), Y6
+	VPMOVZXWD   48(SI), Y7
+	VPSLLD      $16, Y4, Y4
+	VPSLLD      $16, Y5, Y5
+	VPSLLD      $16, Y6, Y6
+	VPSLLD      $16, Y7, Y7
+	VFMADD231PS (DI), Y4, Y0
+	VFMADD231PS 32(DI), Y5, Y1
+	VFMADD231PS 64(DI), Y6, Y2
+	VFMADD231PS 96(DI), Y7, Y3
+	ADDQ        $64, SI
+	ADDQ        $128, DI
+	SUBQ        $32, CX
+	JMP         loop32
+
+loop8:
+	CMPQ        CX, $8
+	JL          done
+	VPMOVZXWD   (SI), Y4
+	VPSLLD      $16, Y4, Y4
+	VFMADD231PS (DI), Y4, Y0
+	ADDQ        $16, SI
+	ADDQ        $32, DI
+	SUBQ        $8, CX
+	JMP         loop8
+
+done:
+	VADDPS Y1, Y0, Y0
+	VADDPS Y3, Y2, Y2
+	VADDPS Y2, Y0, Y0
+	HSUM1
+	VZEROUPPER
+	MOVSS  X0, ret+24(FP)
+	RET
+
+// func dot4BF16AVX(w *byte, x *float32, xs, n int, out *[4]float32)
+TEXT ·dot4BF16AVX(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ xs+16(FP), AX
+	MOVQ n+24(FP), CX
+	MOVQ out+32(FP), DX
+	FOURPTRS
+	ZERO8
+
+loop16:
+	CMPQ      CX, $16
+	JL        loop8
+	VPMOVZXWD (SI), Y8
+	VPMOVZXWD 16(SI), Y9
+	VPSLLD    $16, Y8, Y8
+	VPSLLD    $16, Y9, Y9
+	FMA4(0, Y8, Y0, Y1, Y2, Y3)
+	FMA4(32, Y9, Y4, Y5, Y6, Y7)
+	ADDQ      $32, SI
+	ADVX(64)
+	SUBQ      $16, CX
+	JMP       loop16
+
+loop8:
+	CMPQ      CX, $8
+	JL        done
+	VPMOVZXWD (SI), Y8
+	VPSLLD    $16, Y8, Y8
+	FMA4(0, Y8, Y0, Y1, Y2, Y3)
+	ADDQ      $16, SI
+	ADVX(32)
+	SUBQ      $8, CX
+	JMP       loop8
+
+done:
+	FOLD8
+	HSUM4(DX)
+	VZEROUPPER
+	RET
+
+// func dotQ8AVX(w *byte, x *float32, nblk int) float32
+// nblk >= 1 blocks of {f16 d; int8 q[32]}.
+TEXT ·dotQ8AVX(SB), NOSPLIT, $0-28
+	MOVQ   w+0(FP), SI
+	MOVQ   x+8(FP), DI
+	MOVQ   nblk+16(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+
+loop:
+	VPMOVSXBD    2(SI), Y4
+	VPMOVSXBD    10(SI), Y5
+	VPMOVSXBD    18(SI), Y6
+	VPMOVSXBD    26(SI), Y7
+	VCVTDQ2PS    Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       (DI), Y4, Y4
+	VMULPS       32(DI), Y5, Y5
+	VFMADD231PS  64(DI), Y6, Y4
+	VFMADD231PS  96(DI), Y7, Y5
+	VADDPS       Y5, Y4, Y4
+	VPBROADCASTW (SI), X8
+	VCVTPH2PS    X8, Y8
+	VFMADD231PS  Y8, Y4, Y0
+	ADDQ         $34, SI
+	ADDQ         $128, DI
+	DECQ         CX
+	JZ           done
+
+	// second block of the pair into Y1 to halve the accumulator chain
+	VPMOVSXBD    2(SI), Y4
+	VPMOVSXBD    10(SI), Y5
+	VPMOVSXBD    18(SI), Y6
+	VPMOVSXBD    26(SI), Y7
+	VCVTDQ2PS    Y4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       (DI), Y4, Y4
+	VMULPS       32(DI), Y5, Y5
+	VFMADD231PS  64(DI), Y6, Y4
+	VFMADD231PS  96(DI), Y7, Y5
+	VADDPS       Y5, Y4, Y4
+	VPBROADCASTW (SI), X8
+	VCVTPH2PS    X8, Y8
+	VFMADD231PS  Y8, Y4, Y1
+	ADDQ         $34, SI
+	ADDQ         $128, DI
+	DECQ         CX
+	JNZ          loop
+
+done:
+	VADDPS Y1, Y0, Y0
+	HSUM1
+	VZEROUPPER
+	MOVSS  X0, ret+24(FP)
+	RET
+
+// func dot4Q8AVX(w *byte, x *float32, xs, nblk int, out *[4]float32)
+// nblk >= 1. Each block's int8 values are scaled by d once (exact in float32)
+// and then shared by the four x rows.
+TEXT ·dot4Q8AVX(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ xs+16(FP), AX
+	MOVQ nblk+24(FP), CX
+	MOVQ out+32(FP), DX
+	FOURPTRS
+	ZERO8
+
+loop:
+	VPBROADCASTW (SI), X12
+	VCVTPH2PS    X12, Y12
+	VPMOVSXBD    2(SI), Y8
+	VPMOVSXBD    10(SI), Y9
+	VPMOVSXBD    18(SI), Y10
+	VPMOVSXBD    26(SI), Y11
+	VCVTDQ2PS    Y8, Y8
+	VCVTDQ2PS    Y9, Y9
+	VCVTDQ2PS    Y10, Y10
+	VCVTDQ2PS    Y11, Y11
+	VMULPS       Y12, Y8, Y8
+	VMULPS       Y12, Y9, Y9
+	VMULPS       Y12, Y10, Y10
+	VMULPS       Y12, Y11, Y11
+	FMA4(0, Y8, Y0, Y1, Y2, Y3)
+	FMA4(32, Y9, Y4, Y5, Y6, Y7)
+	FMA4(64, Y10, Y0, Y1, Y2, Y3)
+	FMA4(96, Y11, Y4, Y5, Y6, Y7)
+	ADDQ         $34, SI
+	ADVX(128)
+	DECQ         CX
+	JNZ          loop
+
+	FOLD8
+	HSUM4(DX)
+	VZEROUPPER
+	RET
+
+// func axpyAVX(y, x *float32, a float32, n int)
+TEXT ·axpyAVX(SB), NOSPLIT, $0-32
+	MOVQ         y+0(FP), DI
+	MOVQ         x+8(FP), SI
+	VBROADCASTSS a+16(FP), Y0
+	MOVQ         n+24(FP), CX
+
+loop32:
+	CMPQ        CX, $32
+	JL          loop8
+	VMOVUPS     (DI), Y1
+	VMOVUPS     32(DI), Y2
+	VMOVUPS     64(DI), Y3
+	VMOVUPS     96(DI), Y4
+	VFMADD231PS (SI), Y0, Y1
+	VFMADD231PS 32(SI), Y0, Y2
+	VFMADD231PS 64(SI), Y0, Y3
+	VFMADD231PS 96(SI), Y0, Y4
+	VMOVUPS     Y1, (DI)
+	VMOVUPS     Y2, 32(DI)
+	VMOVUPS     Y3, 64(DI)
+	VMOVUPS     Y4, 96(DI)
+	ADDQ        $128, DI
+	ADDQ        $128, SI
+	SUBQ        $32, CX
+	JMP         loop32
+
+loop8:
+	CMPQ        CX, $8
+	JL          done
+	VMOVUPS     (DI), Y1
+	VFMADD231PS (SI), Y0, Y1
+	VMOVUPS     Y1, (DI)
+	ADDQ        $32, DI
+	ADDQ        $32, SI
+	SUBQ        $8, CX
+	JMP         loop8
+
+done:
+	VZEROUPPER
+	RET
+
+// HSUM4T reduces a0..a3 to four floats at off(DX), using Y12/Y13 as temps.
+#define HSUM4T(a0, a1, a2, a3, off) \
+	VHADDPS      a1, a0, Y12  \
+	VHADDPS      a3, a2, Y13  \
+	VHADDPS      Y13, Y12, Y12 \
+	VEXTRACTF128 $1, Y12, X13 \
+	VADDPS       X13, X12, X12 \
+	VMOVUPS      X12, off(DX)
+
+// FMA3(xr, a, b, c): load the x vector at (xr)(AX) into Y15 and multiply by the three
+// weight vectors Y12..Y14 into accumulators a, b, c.
+#define FMA3(xr, a, b, c) \
+	VMOVUPS     (xr)(AX*1), Y15 \
+	VFMADD231PS Y15, Y12, a      \
+	VFMADD231PS Y15, Y13, b      \
+	VFMADD231PS Y15, Y14, c
+
+// MM3X4SETUP expects SI=w, DI=x, AX=xs, CX=n, DX=out.
+#define MM3X4SETUP \
+	FOURPTRS                 \
+	ZERO8                    \
+	VXORPS  Y8, Y8, Y8       \
+	VXORPS  Y9, Y9, Y9       \
+	VXORPS  Y10, Y10, Y10    \
+	VXORPS  Y11, Y11, Y11    \
+	XORQ    AX, AX           \
+	XORQ    BX, BX
+
+#define MM3X4BODY \
+	FMA3(DI, Y0, Y4, Y8)  \
+	FMA3(R8, Y1, Y5, Y9)  \
+	FMA3(R9, Y2, Y6, Y10) \
+	FMA3(R10, Y3, Y7, Y11)
+
+#define MM3X4DONE \
+	HSUM4T(Y0, Y1, Y2, Y3, 0)    \
+	HSUM4T(Y4, Y5, Y6, Y7, 16)   \
+	HSUM4T(Y8, Y9, Y10, Y11, 32) \
+	VZEROUPPER
+
+// func mm3x4F32AVX(w *float32, ws int, x *float32, xs, n int, out *[12]float32)
+// out[r*4+i] = dot(w row r, x row i) for 3 weight rows (stride ws floats) and
+// 4 x rows (stride xs floats); n > 0 and a multiple of 8. Twelve accumulators
+// keep both FMA ports busy with 7 loads per 12 FMAs.
+TEXT ·mm3x4F32AVX(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), SI
+	MOVQ x+16(FP), DI
+	MOVQ xs+24(FP), AX
+	MOVQ n+32(FP), CX
+	MOVQ out+40(FP), DX
+	MM3X4SETUP
+	MOVQ ws+8(FP), R11
+	SHLQ $2, R11
+	LEAQ (SI)(R11*1), R12
+	LEAQ (R12)(R11*1), R13
+	MOVQ SI, R11
+	MOVQ R12, SI
+	MOVQ R13, R12
+	// weight rows now at R11, SI, R12
+
+loop:
+	VMOVUPS (R11)(AX*1), Y12
+	VMOVUPS (SI)(AX*1), Y13
+	VMOVUPS (R12)(AX*1), Y14
+	MM3X4BODY
+	ADDQ    $32, AX
+	SUBQ    $8, CX
+	JNZ     loop
+	MM3X4DONE
+	RET
+
+// func mm3x4F16AVX(w *byte, ws int, x *float32, xs, n int, out *[12]float32)
+// As mm3x4F32AVX with f16 weights (ws in elements).
+TEXT ·mm3x4F16AVX(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), SI
+	MOVQ x+16(FP), DI
+	MOVQ xs+24(FP), AX
+	MOVQ n+32(FP), CX
+	MOVQ out+40(FP), DX
+	MM3X4SETUP
+	MOVQ ws+8(FP), R11
+	SHLQ $1, R11
+	LEAQ (SI)(R11*1), R12
+	LEAQ (R12)(R11*1), R13
+	MOVQ SI, R11
+	MOVQ R12, SI
+	MOVQ R13, R12
+
+loop:
+	VCVTPH2PS (R11)(BX*1), Y12
+	VCVTPH2PS (SI)(BX*1), Y13
+	VCVTPH2PS (R12)(BX*1), Y14
+	MM3X4BODY
+	ADDQ      $32, AX
+	ADDQ      $16, BX
+	SUBQ      $8, CX
+	JNZ       loop
+	MM3X4DONE
+	RET

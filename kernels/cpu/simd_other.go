@@ -1,0 +1,29 @@
+//go:build !amd64
+
+package cpu
+
+// simdAvailable is false off amd64: every kernel uses the portable Go path.
+const simdAvailable = false
+
+var useSIMD = false
+
+func dotF32(a, b []float32) float32                   { return dotF32Go(a, b) }
+func dot4F32(w, x []float32, xs int, out *[4]float32) { *out = [4]float32{}; dot4F32Go(w, x, xs, out) }
+func dotF16(w []byte, x []float32) float32            { return dotF16Go(w, x) }
+func dot4F16(w []byte, x []float32, xs int, out *[4]float32) {
+	*out = [4]float32{}
+	dot4F16Go(w, x, xs, out)
+}
+func dotBF16(w []byte, x []float32) float32 { return dotBF16Go(w, x) }
+func dot4BF16(w []byte, x []float32, xs int, out *[4]float32) {
+	*out = [4]float32{}
+	dot4BF16Go(w, x, xs, out)
+}
+func dotQ8(w []byte, x []float32) float32 { return dotQ8Go(w, x) }
+func dot4Q8(w []byte, x []float32, xs int, out *[4]float32) {
+	*out = [4]float32{}
+	dot4Q8Go(w, x, xs, out)
+}
+func axpy(y []float32, a float32, x []float32) { axpyGo(y, a, x) }
+
+func mm3x4(DType, []byte, int, []float32, int, int, *[12]float32) bool { return false }

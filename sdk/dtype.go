@@ -1,0 +1,65 @@
+package sdk
+
+// KV dtypes a host may pass in HostFacts.KVDType (ABI.md §Host facts).
+const (
+	KVBF16    = "bf16"
+	KVFP16    = "fp16"
+	KVFP8E4M3 = "fp8_e4m3"
+	KVFP8E5M2 = "fp8_e5m2"
+	// KVMXFP8 is FP8 values plus one e8m0 scale byte per 32 elements (spec §3).
+	KVMXFP8 = "mxfp8"
+	// KVFP4 is packed e2m1 pairs plus one FP8 scale per 16 elements (spec §3).
+	KVFP4 = "fp4"
+)
+
+// KVDTypes lists every accepted HostFacts.KVDType.
+var KVDTypes = []string{KVBF16, KVFP16, KVFP8E4M3, KVFP8E5M2, KVMXFP8, KVFP4}
+
+// bufferDTypes maps each dtype a buffer may be declared with to its size in
+// bytes. Sub-byte data is declared packed: "fp4x2" is one byte holding two
+// e2m1 values, so every size is a whole number of bytes.
+var bufferDTypes = map[string]int64{
+	"bf16":     2,
+	"fp16":     2,
+	"fp32":     4,
+	"fp8_e4m3": 1,
+	"fp8_e5m2": 1,
+	"fp8_e8m0": 1,
+	"fp4x2":    1,
+	"uint8":    1,
+	"int32":    4,
+	"int64":    8,
+}
+
+// DTypeSize returns the byte size of a buffer dtype and whether it is known.
+func DTypeSize(dtype string) (int64, bool) {
+	n, ok := bufferDTypes[dtype]
+	return n, ok
+}
+
+// KVElementSize returns the bytes per stored element of a KV dtype as the
+// spec's cell formulas use it (§3: bf16/fp16 2, fp8 and mxfp8 1, fp4 one
+// storage byte holds two values so the formulas halve it explicitly).
+func KVElementSize(kvDType string) (int64, bool) {
+	switch kvDType {
+	case KVBF16, KVFP16:
+		return 2, true
+	case KVFP8E4M3, KVFP8E5M2, KVMXFP8, KVFP4:
+		return 1, true
+	}
+	return 0, false
+}
+
+// KVStorageDType is the buffer dtype that stores values of a KV dtype
+// (mxfp8 stores e4m3 values; fp4 stores packed pairs).
+func KVStorageDType(kvDType string) (string, bool) {
+	switch kvDType {
+	case KVBF16, KVFP16, KVFP8E4M3, KVFP8E5M2:
+		return kvDType, true
+	case KVMXFP8:
+		return KVFP8E4M3, true
+	case KVFP4:
+		return "fp4x2", true
+	}
+	return "", false
+}

@@ -1,0 +1,325 @@
+package sdk
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+// Unit is what one unit of a pool holds: a token's cells or a request's
+// state slot.
+type Unit int32
+
+const (
+	UnitToken   Unit = 0
+	UnitRequest Unit = 1
+)
+
+func (u Unit) String() string {
+	switch u {
+	case UnitToken:
+		return "token"
+	case UnitRequest:
+		return "request"
+	}
+	return fmt.Sprintf("unit(%d)", int32(u))
+}
+
+// Valid reports whether u is one of the defined units.
+func (u Unit) Valid() bool { return u == UnitToken || u == UnitRequest }
+
+// MarshalJSON writes the unit as "token" or "request".
+func (u Unit) MarshalJSON() ([]byte, error) {
+	if !u.Valid() {
+		return nil, fmt.Errorf("sdk: invalid unit %d", int32(u))
+	}
+	return json.Marshal(u.String())
+}
+
+// UnmarshalJSON reads "token" or "request".
+func (u *Unit) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("sdk: unit: %w", err)
+	}
+	switch s {
+	case "token":
+		*u = UnitToken
+	case "request":
+		*u = UnitRequest
+	default:
+		return fmt.Errorf("sdk: unit %q: want \"token\" or \"request\"", s)
+	}
+	return nil
+}
+
+// Descriptor is what kvhost_describe returns (ABI.md §Descriptor).
+type Descriptor struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	Kind    string `json:"kind"`
+	ABI     int    `json:"abi"`
+	// Architectures lists the HF "architectures" values the plugin claims.
+	Architectures []string `json:"architectures"`
+	// KVDTypes optionally lists the KV dtypes a configurator accepts, first
+	// preferred; empty means every sdk.KVDTypes entry except fp4 and mxfp8.
+	KVDTypes []string `json:"kv_dtypes,omitempty"`
+}
+
+// Validate checks the descriptor's fields and names the first bad one.
+func (d Descriptor) Validate() error {
+	if err := checkName("name", d.Name); err != nil {
+		return err
+	}
+	if d.Version == "" || len(d.Version) > MaxNameBytes {
+		return fmt.Errorf("sdk: descriptor version %q: want 1..%d bytes", d.Version, MaxNameBytes)
+	}
+	if d.Kind != KindConfigurator && d.Kind != KindSampler {
+		return fmt.Errorf("sdk: descriptor kind %q: want %q or %q", d.Kind, KindConfigurator, KindSampler)
+	}
+	if d.ABI != ABIVersion {
+		return fmt.Errorf("sdk: descriptor abi %d: want %d", d.ABI, ABIVersion)
+	}
+	for _, a := range d.Architectures {
+		if err := checkName("architecture", a); err != nil {
+			return err
+		}
+	}
+	for _, k := range d.KVDTypes {
+		if !slices.Contains(KVDTypes, k) {
+			return fmt.Errorf("sdk: descriptor kv_dtypes: %q is not one of %v", k, KVDTypes)
+		}
+	}
+	return nil
+}
+
+// Claims reports whether the descriptor lists the architecture.
+func (d Descriptor) Claims(arch string) bool { return slices.Contains(d.Architectures, arch) }
+
+// ParseDescriptor decodes and validates a descriptor.
+func ParseDescriptor(b []byte) (Descriptor, error) {
+	var d Descriptor
+	if err := strictUnmarshal(b, &d); err != nil {
+		return Descriptor{}, fmt.Errorf("sdk: descriptor: %w", err)
+	}
+	if err := d.Validate(); err != nil {
+		return Descriptor{}, err
+	}
+	return d, nil
+}
+
+// HostFacts are the host's side of a configure call (ABI.md §Host facts).
+type HostFacts struct {
+	KVDType       string `json:"kv_dtype"`
+	PageSize      int64  `json:"page_size"`
+	TPSize        int64  `json:"tp_size"`
+	ContextLength int64  `json:"context_length"`
+	// DraftLayers is the number of EAGLE/MTP draft layers whose KV shares the
+	// pool (0 without speculative decoding).
+	DraftLayers int64 `json:"draft_layers"`
+}
+
+// WithDefaults returns a copy with zero fields filled: bf16, page 1, TP 1,
+// context 8192.
+func (h HostFacts) WithDefaults() HostFacts {
+	if h.KVDType == "" {
+		h.KVDType = KVBF16
+	}
+	if h.PageSize == 0 {
+		h.PageSize = 1
+	}
+	if h.TPSize == 0 {
+		h.TPSize = 1
+	}
+	if h.ContextLength == 0 {
+		h.ContextLength = 8192
+	}
+	return h
+}
+
+// Validate names the first field out of range.
+func (h HostFacts) Validate() error {
+	if !slices.Contains(KVDTypes, h.KVDType) {
+		return fmt.Errorf("sdk: host kv_dtype %q: want one of %v", h.KVDType, KVDTypes)
+	}
+	if h.PageSize < 1 || h.PageSize > 1<<20 {
+		return fmt.Errorf("sdk: host page_size %d: want 1..%d", h.PageSize, 1<<20)
+	}
+	if h.TPSize < 1 || h.TPSize > 1024 {
+		return fmt.Errorf("sdk: host tp_size %d: want 1..1024", h.TPSize)
+	}
+	if h.ContextLength < 1 || h.ContextLength > 1<<30 {
+		return fmt.Errorf("sdk: host context_length %d: want 1..%d", h.ContextLength, 1<<30)
+	}
+	if h.DraftLayers < 0 || h.DraftLayers > 64 {
+		return fmt.Errorf("sdk: host draft_layers %d: want 0..64", h.DraftLayers)
+	}
+	return nil
+}
+
+// ConfigureInput is the JSON a configurator's kvhost_configure receives.
+type ConfigureInput struct {
+	// Model is the model's HF config.json object, verbatim.
+	Model json.RawMessage `json:"model"`
+	Host  HostFacts       `json:"host"`
+}
+
+// ParseConfigureInput decodes an input, fills host defaults and validates.
+func ParseConfigureInput(b []byte) (ConfigureInput, error) {
+	if len(b) > MaxInputBytes {
+		return ConfigureInput{}, fmt.Errorf("sdk: configure input is %d bytes, limit %d", len(b), MaxInputBytes)
+	}
+	var in ConfigureInput
+	if err := strictUnmarshal(b, &in); err != nil {
+		return ConfigureInput{}, fmt.Errorf("sdk: configure input: %w", err)
+	}
+	m := bytes.TrimSpace(in.Model)
+	if len(m) == 0 || m[0] != '{' {
+		return ConfigureInput{}, errors.New("sdk: configure input: model must be a JSON object")
+	}
+	in.Host = in.Host.WithDefaults()
+	if err := in.Host.Validate(); err != nil {
+		return ConfigureInput{}, err
+	}
+	return in, nil
+}
+
+// Buffer is one declared buffer: Shape is per unit of its pool, so the
+// buffer holds prod(Shape)·DTypeSize(DType) bytes per unit. Layer is the
+// model layer it serves, or -1 for a buffer shared by all layers.
+type Buffer struct {
+	Pool  string  `json:"pool"`
+	Name  string  `json:"name"`
+	Layer int32   `json:"layer"`
+	Shape []int64 `json:"shape"`
+	DType string  `json:"dtype"`
+}
+
+// Bytes returns the buffer's bytes per unit, refusing bad dtypes, empty or
+// non-positive dimensions and overflow.
+func (b Buffer) Bytes() (int64, error) {
+	size, ok := DTypeSize(b.DType)
+	if !ok {
+		return 0, fmt.Errorf("sdk: buffer %s/%s: unknown dtype %q", b.Pool, b.Name, b.DType)
+	}
+	if len(b.Shape) == 0 || len(b.Shape) > MaxShapeDims {
+		return 0, fmt.Errorf("sdk: buffer %s/%s: shape has %d dims, want 1..%d", b.Pool, b.Name, len(b.Shape), MaxShapeDims)
+	}
+	if b.Layer < -1 {
+		return 0, fmt.Errorf("sdk: buffer %s/%s: layer %d, want -1 (shared) or >= 0", b.Pool, b.Name, b.Layer)
+	}
+	n := uint64(size)
+	for _, d := range b.Shape {
+		if d < 1 {
+			return 0, fmt.Errorf("sdk: buffer %s/%s: dimension %d in shape %v, want >= 1", b.Pool, b.Name, d, b.Shape)
+		}
+		hi, lo := bits.Mul64(n, uint64(d))
+		if hi != 0 || lo > math.MaxInt64 {
+			return 0, fmt.Errorf("sdk: buffer %s/%s: shape %v overflows int64 bytes", b.Pool, b.Name, b.Shape)
+		}
+		n = lo
+	}
+	return int64(n), nil
+}
+
+// Pool is one declared pool with its buffers.
+type Pool struct {
+	Name         string   `json:"name"`
+	Unit         Unit     `json:"unit"`
+	BytesPerUnit int64    `json:"bytes_per_unit"`
+	Buffers      []Buffer `json:"buffers"`
+}
+
+// Check verifies the pool's fields and that its buffers add up exactly to
+// BytesPerUnit, with unique (name, layer) pairs.
+func (p Pool) Check() error {
+	if err := checkName("pool name", p.Name); err != nil {
+		return err
+	}
+	if !p.Unit.Valid() {
+		return fmt.Errorf("sdk: pool %s: invalid unit %d", p.Name, int32(p.Unit))
+	}
+	if p.BytesPerUnit < 1 {
+		return fmt.Errorf("sdk: pool %s: bytes_per_unit %d, want >= 1", p.Name, p.BytesPerUnit)
+	}
+	type key struct {
+		name  string
+		layer int32
+	}
+	seen := make(map[key]bool, len(p.Buffers))
+	var sum int64
+	for _, b := range p.Buffers {
+		if b.Pool != p.Name {
+			return fmt.Errorf("sdk: pool %s: holds buffer %s of pool %s", p.Name, b.Name, b.Pool)
+		}
+		if err := checkName("buffer name", b.Name); err != nil {
+			return err
+		}
+		if seen[key{b.Name, b.Layer}] {
+			return fmt.Errorf("sdk: pool %s: buffer %s layer %d declared twice", p.Name, b.Name, b.Layer)
+		}
+		seen[key{b.Name, b.Layer}] = true
+		n, err := b.Bytes()
+		if err != nil {
+			return err
+		}
+		if sum > math.MaxInt64-n {
+			return fmt.Errorf("sdk: pool %s: buffer bytes overflow int64", p.Name)
+		}
+		sum += n
+	}
+	if sum != p.BytesPerUnit {
+		return fmt.Errorf("sdk: pool %s: buffers add up to %d bytes per %s but the pool declares %d",
+			p.Name, sum, p.Unit, p.BytesPerUnit)
+	}
+	return nil
+}
+
+// checkName accepts 1..MaxNameBytes bytes of printable UTF-8.
+func checkName(what, s string) error {
+	if s == "" || len(s) > MaxNameBytes || !utf8.ValidString(s) {
+		return fmt.Errorf("sdk: %s %q: want 1..%d bytes of UTF-8", what, s, MaxNameBytes)
+	}
+	if strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return fmt.Errorf("sdk: %s %q: control characters are not allowed", what, s)
+	}
+	return nil
+}
+
+// CheckName is checkName for callers outside the package (the host checks
+// names arriving through imports with it).
+func CheckName(what, s string) error { return checkName(what, s) }
+
+func strictUnmarshal(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data after the JSON value")
+	}
+	return nil
+}
+
+// defaultKVDTypes is what a configurator accepts when its descriptor lists
+// no kv_dtypes.
+var defaultKVDTypes = []string{KVBF16, KVFP16, KVFP8E4M3, KVFP8E5M2}
+
+// AcceptedKVDTypes returns the KV dtypes the plugin accepts, preferred first.
+func (d Descriptor) AcceptedKVDTypes() []string {
+	if len(d.KVDTypes) > 0 {
+		return d.KVDTypes
+	}
+	return defaultKVDTypes
+}
+
+// AcceptsKVDType reports whether the plugin accepts a KV dtype.
+func (d Descriptor) AcceptsKVDType(kv string) bool {
+	return slices.Contains(d.AcceptedKVDTypes(), kv)
+}

@@ -148,6 +148,17 @@ func (t eogTokenizer) EOG(id int32) bool {
 	return t.Tokenizer.EOG(id)
 }
 
+// EncodeWithOptions forwards to the wrapped tokenizer so callers can still
+// ask for special-token parsing.
+func (t eogTokenizer) EncodeWithOptions(text string, o tokenizer.EncodeOptions) ([]int32, error) {
+	if e, ok := t.Tokenizer.(interface {
+		EncodeWithOptions(string, tokenizer.EncodeOptions) ([]int32, error)
+	}); ok {
+		return e.EncodeWithOptions(text, o)
+	}
+	return t.Tokenizer.Encode(text, o.AddSpecial)
+}
+
 // LoadHF loads a Hugging Face model directory onto o.Device.
 func LoadHF(dir string, o Options) (*Model, error) {
 	if err := o.validate(); err != nil {

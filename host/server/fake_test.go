@@ -111,22 +111,30 @@ func (e *fakeEngine) Submit(ctx context.Context, req engine.Request) (*engine.St
 		for i, ev := range events {
 			if e.blockAfter > 0 && i == e.blockAfter {
 				<-ctx.Done()
-				e.interrupted <- idx
+				e.interrupt(idx)
 				return
 			}
 			if ctx.Err() != nil {
-				e.interrupted <- idx
+				e.interrupt(idx)
 				return
 			}
 			select {
 			case ch <- ev:
 			case <-ctx.Done():
-				e.interrupted <- idx
+				e.interrupt(idx)
 				return
 			}
 		}
 	}()
 	return &engine.Stream{Events: ch}, nil
+}
+
+// interrupt records, without blocking, that request idx saw its context end.
+func (e *fakeEngine) interrupt(idx int) {
+	select {
+	case e.interrupted <- idx:
+	default:
+	}
 }
 
 func (e *fakeEngine) requests() []engine.Request {

@@ -406,8 +406,11 @@ func TestClientDisconnectCancels(t *testing.T) {
 				cancel() // the client goes away mid-generation
 			}()
 			if !stream {
-				// Nothing arrives before the end; leave while the engine is busy.
-				time.Sleep(50 * time.Millisecond)
+				// Nothing arrives before the end; leave once the engine is busy.
+				deadline := time.Now().Add(5 * time.Second)
+				for len(env.eng.requests()) == 0 && time.Now().Before(deadline) {
+					time.Sleep(time.Millisecond)
+				}
 				cancel()
 			}
 			waitInterrupted(t, env.eng)

@@ -17,6 +17,7 @@ import (
 	_ "github.com/kvhost/kvhost/host/device/cpu" // the embedded default device
 	"github.com/kvhost/kvhost/host/engine"
 	"github.com/kvhost/kvhost/host/model/chat"
+	"github.com/kvhost/kvhost/host/model/tokenizer"
 	"github.com/kvhost/kvhost/host/server"
 )
 
@@ -70,6 +71,20 @@ func newLogger(level string, w io.Writer) (*slog.Logger, error) {
 		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
 	}
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+// specialTokenizer recognises special-token text ("<|im_start|>") in
+// prompts, as llama.cpp's server and Hugging Face tokenizers do: rendered
+// chat templates depend on it.
+type specialTokenizer struct{ tokenizer.Tokenizer }
+
+func (t specialTokenizer) Encode(text string, addSpecial bool) ([]int32, error) {
+	if e, ok := t.Tokenizer.(interface {
+		EncodeWithOptions(string, tokenizer.EncodeOptions) ([]int32, error)
+	}); ok {
+		return e.EncodeWithOptions(text, tokenizer.EncodeOptions{AddSpecial: addSpecial, ParseSpecial: true})
+	}
+	return t.Tokenizer.Encode(text, addSpecial)
 }
 
 // backend adapts the stack to the server's Backend interface.

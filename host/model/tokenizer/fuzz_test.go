@@ -1,8 +1,8 @@
 package tokenizer
 
 import (
+	"encoding/json"
 	"math/rand"
-	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -119,10 +119,15 @@ func FuzzEncodeBPE(f *testing.F) {
 }
 
 func FuzzFromHFJSON(f *testing.F) {
-	if os.Getenv("TOKENIZER_FUZZ_BIG_SEEDS") != "" {
-		f.Add(handTokenizerJSON(f, preJSON(PreLlama3), false, nil), []byte(`{"bos_token":"<|endoftext|>","add_bos_token":true}`))
-		f.Add(handTokenizerJSON(f, preJSON("gpt2-bytelevel"), true, nil), []byte(`{"bos_token":{"content":"<|endoftext|>"}}`))
-	}
+	// Seeds stay small: multi-kilobyte seeds stall Go's mutator.
+	f.Add([]byte(`{"added_tokens":[{"id":4,"content":"<|eot_id|>","special":true}],"normalizer":null,`+
+		`"pre_tokenizer":{"type":"Sequence","pretokenizers":[{"type":"Split","pattern":{"Regex":`+
+		strconvQuote(regexLlama3)+`},"behavior":"Isolated","invert":false},{"type":"ByteLevel","use_regex":false}]},`+
+		`"post_processor":{"type":"TemplateProcessing","single":[{"SpecialToken":{"id":"<|eot_id|>"}}]},`+
+		`"model":{"type":"BPE","ignore_merges":true,"vocab":{"h":0,"i":1,"hi":2,"Ġ":3},"merges":["h i"]}}`),
+		[]byte(`{"bos_token":{"content":"<|eot_id|>"},"eos_token":"<|eot_id|>"}`))
+	f.Add([]byte(`{"pre_tokenizer":{"type":"ByteLevel","add_prefix_space":false},`+
+		`"model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":2,"Ġ":3},"merges":[["a","b"]]}}`), []byte(`{"add_bos_token":true}`))
 	f.Add([]byte(`{"model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":2},"merges":[["a","b"]]},"pre_tokenizer":{"type":"ByteLevel"}}`), []byte(nil))
 	f.Add([]byte(`{"model":{"type":"BPE","vocab":{"a":3}},"added_tokens":[{"id":0,"content":"","special":true}]}`), []byte(`{"eos_token":7}`))
 	f.Add([]byte(`[]`), []byte(`{`))
@@ -152,4 +157,9 @@ func sameIDs(a, b []int32) bool {
 		return true
 	}
 	return reflect.DeepEqual(a, b)
+}
+
+func strconvQuote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }

@@ -1,0 +1,344 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kvhost/kvhost/host/alloc"
+	"github.com/kvhost/kvhost/host/device"
+	"github.com/kvhost/kvhost/host/device/cpu"
+	"github.com/kvhost/kvhost/host/kv"
+	"github.com/kvhost/kvhost/host/model"
+	"github.com/kvhost/kvhost/host/model/synth"
+)
+
+var tinyOnce struct {
+	sync.Once
+	path string
+	err  error
+}
+
+// tinyModel writes the generated tiny model once per test binary.
+func tinyModel(t testing.TB) string {
+	tinyOnce.Do(func() {
+		spec, err := synth.Preset("tiny", "f32")
+		if err != nil {
+			tinyOnce.err = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "kvhost-engine-test")
+		if err != nil {
+			tinyOnce.err = err
+			return
+		}
+		var buf bytes.Buffer
+		if err := synth.Write(&buf, spec, nil); err != nil {
+			tinyOnce.err = err
+			return
+		}
+		tinyOnce.path = filepath.Join(dir, "tiny.gguf")
+		tinyOnce.err = os.WriteFile(tinyOnce.path, buf.Bytes(), 0o644)
+	})
+	if tinyOnce.err != nil {
+		t.Fatal(tinyOnce.err)
+	}
+	return tinyOnce.path
+}
+
+type rig struct {
+	e    *Engine
+	m    *model.Model
+	pool *kv.Pool
+	act  *alloc.Allocator
+}
+
+func newRig(t testing.TB, pages int, cfg Config) *rig {
+	t.Helper()
+	dev, err := cpu.New(device.Options{MemoryBytes: 1 << 30, Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{act: alloc.New("caching", dev)}
+	r.m, err = model.Load(tinyModel(t), model.Options{Device: dev, Weights: alloc.NewDirect("weights", dev), Activations: r.act})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := r.m.Config
+	r.pool, err = kv.New(kv.Spec{Layers: c.Layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, PageSize: 4, NumPages: pages}, alloc.NewDirect("kv", dev))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.e, err = New(cfg, r.m, r.pool, c, r.m.Tokenizer.EOG)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = r.e.Close(ctx)
+		dev.Close()
+	})
+	return r
+}
+
+type result struct {
+	tokens []int32
+	reason string
+	err    error
+}
+
+func collect(s *Stream) result {
+	var r result
+	for ev := range s.Events {
+		switch {
+		case ev.Err != nil:
+			r.err = ev.Err
+		case ev.Done:
+			r.reason = ev.FinishReason
+		default:
+			r.tokens = append(r.tokens, ev.Token)
+		}
+	}
+	return r
+}
+
+func prompts(n int) [][]int32 {
+	var out [][]int32
+	for i := 0; i < n; i++ {
+		p := []int32{1}
+		for j := 0; j < 3+i*5%23; j++ {
+			p = append(p, int32(100+(i*37+j*11)%3000))
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// TestConcurrentEqualsSequential: 16 concurrent greedy requests each equal
+// their own run alone, token for token.
+func TestConcurrentEqualsSequential(t *testing.T) {
+	cfg := Config{MaxRunning: 16, MaxQueue: 64, ChunkedPrefill: 16}
+	r := newRig(t, 512, cfg)
+	ps := prompts(16)
+	want := make([]result, len(ps))
+	for i, p := range ps {
+		s, err := r.e.Submit(context.Background(), Request{Prompt: p, MaxTokens: 24, IgnoreEOS: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[i] = collect(s)
+		if want[i].err != nil || len(want[i].tokens) != 24 || want[i].reason != "length" {
+			t.Fatalf("sequential %d: %+v", i, want[i])
+		}
+	}
+	got := make([]result, len(ps))
+	var wg sync.WaitGroup
+	for i, p := range ps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := r.e.Submit(context.Background(), Request{Prompt: p, MaxTokens: 24, IgnoreEOS: true})
+			if err != nil {
+				got[i].err = err
+				return
+			}
+			got[i] = collect(s)
+		}()
+	}
+	wg.Wait()
+	distinct := map[string]bool{}
+	for i := range ps {
+		if got[i].err != nil {
+			t.Fatalf("request %d: %v", i, got[i].err)
+		}
+		if fmt.Sprint(got[i].tokens) != fmt.Sprint(want[i].tokens) {
+			t.Fatalf("request %d: concurrent %v != sequential %v", i, got[i].tokens, want[i].tokens)
+		}
+		distinct[fmt.Sprint(got[i].tokens)] = true
+	}
+	if len(distinct) < 8 {
+		t.Fatalf("only %d distinct continuations for 16 prompts: output does not depend on context", len(distinct))
+	}
+	waitIdle(t, r)
+}
+
+func waitIdle(t *testing.T, r *rig) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st := r.e.Stats()
+		if st.Running == 0 && st.Waiting == 0 && st.KVPagesFree == st.KVPagesTotal {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("engine not idle: %+v", st)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestPreemptionLosesNothing: a pool too small for all requests at once
+// forces preemption; every request still completes with its solo output.
+func TestPreemptionLosesNothing(t *testing.T) {
+	r := newRig(t, 24, Config{MaxRunning: 8, MaxQueue: 64, ChunkedPrefill: 32}) // 96 token slots
+	ps := prompts(8)
+	solo := make([][]int32, len(ps))
+	for i, p := range ps {
+		s, err := r.e.Submit(context.Background(), Request{Prompt: p, MaxTokens: 20, IgnoreEOS: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := collect(s)
+		if res.err != nil {
+			t.Fatal(res.err)
+		}
+		solo[i] = res.tokens
+	}
+	var wg sync.WaitGroup
+	got := make([]result, len(ps))
+	for i, p := range ps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := r.e.Submit(context.Background(), Request{Prompt: p, MaxTokens: 20, IgnoreEOS: true})
+			if err != nil {
+				got[i].err = err
+				return
+			}
+			got[i] = collect(s)
+		}()
+	}
+	wg.Wait()
+	for i := range ps {
+		if got[i].err != nil || fmt.Sprint(got[i].tokens) != fmt.Sprint(solo[i]) {
+			t.Fatalf("request %d: %+v, want %v", i, got[i], solo[i])
+		}
+	}
+	if r.e.Stats().Preemptions == 0 {
+		t.Fatal("the pool was too small for all requests, yet nothing was preempted")
+	}
+	waitIdle(t, r)
+}
+
+func TestCancelFreesPages(t *testing.T) {
+	r := newRig(t, 256, Config{MaxRunning: 4, MaxQueue: 8, ChunkedPrefill: 64})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s, err := r.e.Submit(ctx, Request{Prompt: prompts(3)[2], MaxTokens: 500, IgnoreEOS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for ev := range s.Events {
+		if ev.Err != nil {
+			break
+		}
+		n++
+		if n == 3 {
+			cancel()
+		}
+	}
+	if n >= 500 {
+		t.Fatal("cancel did not stop the request")
+	}
+	waitIdle(t, r)
+}
+
+func TestSubmitValidation(t *testing.T) {
+	r := newRig(t, 64, Config{MaxRunning: 1, MaxQueue: 0, ChunkedPrefill: 64})
+	long := make([]int32, r.m.Config.ContextLen)
+	tests := []struct {
+		name  string
+		req   Request
+		field string
+	}{
+		{"empty prompt", Request{MaxTokens: 1}, "prompt"},
+		{"token out of vocabulary", Request{Prompt: []int32{1, 99999}, MaxTokens: 1}, "prompt"},
+		{"prompt fills the context", Request{Prompt: long, MaxTokens: 1}, "prompt"},
+		{"zero max tokens", Request{Prompt: []int32{1}, MaxTokens: 0}, "max_tokens"},
+		{"past the context", Request{Prompt: []int32{1, 2}, MaxTokens: r.m.Config.ContextLen}, "max_tokens"},
+		{"more than the pool", Request{Prompt: []int32{1, 2}, MaxTokens: 300}, "max_tokens"},
+		{"bad temperature", Request{Prompt: []int32{1}, MaxTokens: 1, Sampling: SamplingParams{Temperature: -1}}, "sampling"},
+	}
+	for _, tt := range tests {
+		_, err := r.e.Submit(context.Background(), tt.req)
+		var ire *InvalidRequestError
+		if !errors.As(err, &ire) || ire.Field != tt.field {
+			t.Errorf("%s: got %v, want an invalid %s", tt.name, err, tt.field)
+		}
+	}
+}
+
+func TestQueueFull(t *testing.T) {
+	r := newRig(t, 256, Config{MaxRunning: 1, MaxQueue: 1, ChunkedPrefill: 64})
+	var streams []*Stream
+	var full error
+	for i := 0; i < 10 && full == nil; i++ {
+		s, err := r.e.Submit(context.Background(), Request{Prompt: []int32{1, 2, 3}, MaxTokens: 200, IgnoreEOS: true})
+		if err != nil {
+			full = err
+			break
+		}
+		streams = append(streams, s)
+	}
+	if !errors.Is(full, ErrQueueFull) {
+		t.Fatalf("want ErrQueueFull, got %v", full)
+	}
+	for _, s := range streams {
+		if res := collect(s); res.err != nil {
+			t.Fatal(res.err)
+		}
+	}
+	waitIdle(t, r)
+}
+
+func TestSeededSamplingReproducible(t *testing.T) {
+	r := newRig(t, 256, Config{MaxRunning: 8, MaxQueue: 8, ChunkedPrefill: 64})
+	seed := uint64(1234)
+	run := func(extra bool) []int32 {
+		var noise *Stream
+		if extra {
+			noise, _ = r.e.Submit(context.Background(), Request{Prompt: []int32{1, 5, 6}, MaxTokens: 30, IgnoreEOS: true, Sampling: SamplingParams{Temperature: 1}})
+		}
+		s, err := r.e.Submit(context.Background(), Request{Prompt: []int32{1, 9, 10, 11}, MaxTokens: 30, IgnoreEOS: true, Sampling: SamplingParams{Temperature: 0.9, TopP: 0.95, Seed: &seed}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := collect(s)
+		if noise != nil {
+			collect(noise)
+		}
+		return res.tokens
+	}
+	a, b := run(false), run(true)
+	if fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Fatalf("same seed, different batch: %v vs %v", a, b)
+	}
+}
+
+func TestShutdownEndsStreams(t *testing.T) {
+	r := newRig(t, 256, Config{MaxRunning: 2, MaxQueue: 8, ChunkedPrefill: 64})
+	s, err := r.e.Submit(context.Background(), Request{Prompt: []int32{1, 2, 3}, MaxTokens: 900, IgnoreEOS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := r.e.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res := collect(s)
+	if !errors.Is(res.err, ErrShuttingDown) && res.reason == "" {
+		t.Fatalf("stream not ended: %+v", res)
+	}
+	if _, err := r.e.Submit(context.Background(), Request{Prompt: []int32{1}, MaxTokens: 1}); !errors.Is(err, ErrShuttingDown) {
+		t.Fatalf("submit after close: %v", err)
+	}
+}

@@ -1,0 +1,125 @@
+package model
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/kvhost/kvhost/host/model/synth"
+)
+
+// benchModel generates (once, cached across runs in the temp dir) a demo
+// model of the given size and dtype.
+func benchModel(b *testing.B, size, dtype string) string {
+	b.Helper()
+	dir := filepath.Join(os.TempDir(), "kvhost-bench-models")
+	path := filepath.Join(dir, size+"-"+dtype+".gguf")
+	if _, err := os.Stat(path); err == nil {
+		return path
+	}
+	spec, err := synth.Preset(size, dtype)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	if err := synth.Write(w, spec, nil); err != nil {
+		b.Fatal(err)
+	}
+	if err := w.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	f.Close()
+	if err := os.Rename(tmp, path); err != nil {
+		b.Fatal(err)
+	}
+	return path
+}
+
+var benchShapes = []struct{ size, dtype string }{{"small", "f32"}, {"small", "f16"}, {"medium", "f32"}, {"medium", "f16"}}
+
+// BenchmarkDecode reports decode tokens/s for a batch of sequences that
+// each hold a 64-token prompt, and allocations per decode step.
+func BenchmarkDecode(b *testing.B) {
+	for _, sh := range benchShapes {
+		for _, batch := range []int{1, 16} {
+			b.Run(fmt.Sprintf("%s-%s/batch=%d", sh.size, sh.dtype, batch), func(b *testing.B) {
+				r := load(b, benchModel(b, sh.size, sh.dtype), 4096)
+				const prompt = 64
+				seqs := make([]Seq, batch)
+				for i := range seqs {
+					toks := make([]int32, prompt)
+					for j := range toks {
+						toks[j] = int32(1 + (i*131+j*17)%31000)
+					}
+					pages, err := r.pool.Grow(nil, r.m.Config.ContextLen)
+					if err != nil {
+						b.Fatal(err)
+					}
+					seqs[i] = Seq{Tokens: toks, Pages: pages, LogitRows: 1}
+				}
+				logits := make([]float32, batch*r.m.Config.Vocab)
+				if err := r.m.Forward(r.pool, seqs, logits); err != nil {
+					b.Fatal(err)
+				}
+				tok := make([]int32, batch)
+				for i := range seqs {
+					seqs[i].Tokens = tok[i : i+1]
+					seqs[i].Start = prompt
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for n := 0; n < b.N; n++ {
+					for i := range seqs {
+						if seqs[i].Start >= r.m.Config.ContextLen {
+							seqs[i].Start = prompt
+						}
+					}
+					if err := r.m.Forward(r.pool, seqs, logits); err != nil {
+						b.Fatal(err)
+					}
+					for i := range seqs {
+						tok[i] = int32(argmax32(logits[i*r.m.Config.Vocab : (i+1)*r.m.Config.Vocab]))
+						seqs[i].Start++
+					}
+				}
+				b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "tok/s")
+			})
+		}
+	}
+}
+
+// BenchmarkPrefill reports prompt tokens/s for one 128-token prompt.
+func BenchmarkPrefill(b *testing.B) {
+	for _, sh := range benchShapes {
+		b.Run(sh.size+"-"+sh.dtype+"/tokens=128", func(b *testing.B) {
+			r := load(b, benchModel(b, sh.size, sh.dtype), 256)
+			toks := make([]int32, 128)
+			for j := range toks {
+				toks[j] = int32(1 + j*97%31000)
+			}
+			pages, err := r.pool.Grow(nil, len(toks))
+			if err != nil {
+				b.Fatal(err)
+			}
+			logits := make([]float32, r.m.Config.Vocab)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for n := 0; n < b.N; n++ {
+				if err := r.m.Forward(r.pool, []Seq{{Tokens: toks, Pages: pages, LogitRows: 1}}, logits); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N*len(toks))/b.Elapsed().Seconds(), "tok/s")
+		})
+	}
+}

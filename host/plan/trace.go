@@ -1,0 +1,160 @@
+package plan
+
+import (
+	"fmt"
+
+	"github.com/kvhost/kvhost/host/alloc"
+	"github.com/kvhost/kvhost/host/device"
+	"github.com/kvhost/kvhost/host/model"
+)
+
+// SeqShape is one sequence of a forward: N new tokens at positions Start..,
+// with LogitRows rows of logits.
+type SeqShape struct {
+	N, Start, LogitRows int
+}
+
+// ProfileBatches are the worst-case forwards the slack must hold (engine
+// rules: at most chunk new tokens per forward, decodes first, at most
+// maxRunning sequences, positions below the context): a single prefill
+// chunk ending at the last prompt position (largest attention scratch), then
+// a mixed batch of min(maxRunning, chunk) − 1 decodes at the last position
+// plus a prefill filling the chunk (most logits rows). Boot runs exactly
+// these as the profile forward; plan replays them.
+func ProfileBatches(contextLen, chunk, maxRunning int) [][]SeqShape {
+	n := min(chunk, contextLen-1)
+	a := []SeqShape{{N: n, Start: contextLen - 1 - n, LogitRows: 1}}
+	r := min(maxRunning, n)
+	var b []SeqShape
+	for range r - 1 {
+		b = append(b, SeqShape{N: 1, Start: contextLen - 2, LogitRows: 1})
+	}
+	pn := n - (r - 1)
+	b = append(b, SeqShape{N: pn, Start: contextLen - 1 - pn, LogitRows: 1})
+	return [][]SeqShape{a, b}
+}
+
+// ProfileTokens is how many KV slots a profile pool needs: page tables wrap
+// around a small pool, so one chunk's worth of pages is enough.
+func ProfileTokens(chunk, pageSize int) int {
+	return (chunk + pageSize - 1) / pageSize * pageSize
+}
+
+// ProfileSeqs turns shapes into model sequences over a pool of pages pages:
+// page tables wrap around, so any position maps to a valid page.
+func ProfileSeqs(shapes []SeqShape, pages, pageSize int) []model.Seq {
+	out := make([]model.Seq, len(shapes))
+	for i, s := range shapes {
+		table := make([]int32, (s.Start+s.N+pageSize-1)/pageSize)
+		for j := range table {
+			table[j] = int32((j + i) % pages)
+		}
+		toks := make([]int32, s.N)
+		for j := range toks {
+			toks[j] = int32((j*7 + i) % 13)
+		}
+		out[i] = model.Seq{Tokens: toks, Start: s.Start, Pages: table, LogitRows: s.LogitRows}
+	}
+	return out
+}
+
+// op is one step of a forward's allocation sequence: alloc of Bytes (slot
+// names the live buffer) or free of slot.
+type op struct {
+	free  bool
+	slot  int
+	bytes int64
+}
+
+// forwardTrace lists the caching-allocator requests model.Forward makes,
+// in order (host/model/forward.go: scope.buf, scope.free, release). It must
+// follow that file; TestPlanMatchesServe fails when they drift apart.
+func forwardTrace(c model.Config, seqs []SeqShape, threads int) []op {
+	total, rows := 0, 0
+	for _, s := range seqs {
+		total += s.N
+		rows += s.LogitRows
+	}
+	var ops []op
+	next := 0
+	buf := func(floats int) int {
+		if floats <= 0 {
+			floats = 1
+		}
+		next++
+		ops = append(ops, op{slot: next, bytes: int64(floats) * 4})
+		return next
+	}
+	free := func(slot int) { ops = append(ops, op{free: true, slot: slot}) }
+	live := map[int]bool{}
+	x := buf(total * c.Hidden)
+	live[x] = true
+	for range c.Layers {
+		h := buf(total * c.Hidden)
+		q := buf(total * c.QRow())
+		kk := buf(total * c.KVRow())
+		vv := buf(total * c.KVRow())
+		att := buf(total * c.QRow())
+		for _, s := range seqs {
+			sc := buf(threads * (s.Start + s.N))
+			free(sc)
+		}
+		free(q)
+		free(kk)
+		free(vv)
+		free(att)
+		g := buf(total * c.Intermediate)
+		u := buf(total * c.Intermediate)
+		free(u)
+		free(g)
+		free(h)
+	}
+	if rows > 0 {
+		xl := buf(rows * c.Hidden)
+		free(x)
+		out := buf(rows * c.Vocab)
+		free(xl)
+		free(out)
+	} else {
+		free(x)
+	}
+	return ops
+}
+
+// simDriver hands out descending addresses, as the kernel's top-down mmap
+// does, and charges nothing.
+type simDriver struct{ next device.Ptr }
+
+func (d *simDriver) Malloc(size int64) (device.Ptr, error) {
+	d.next -= device.Ptr((size + 4095) / 4096 * 4096)
+	d.next -= 1 << 20 // a gap, as separate mappings have
+	return d.next, nil
+}
+
+func (d *simDriver) Free(device.Ptr) error { return nil }
+
+// ActivationPeak replays the profile forwards through a fresh caching
+// allocator and returns its peak reserved bytes (segments, what the device
+// is charged) and the largest segment any request of the trace needs.
+func ActivationPeak(c model.Config, batches [][]SeqShape, threads int) (peakReserved, largestSegment int64, err error) {
+	a := alloc.New("profile", &simDriver{next: 1 << 46})
+	for _, b := range batches {
+		ptrs := map[int]device.Ptr{}
+		for _, o := range forwardTrace(c, b, threads) {
+			if o.free {
+				if err := a.Free(ptrs[o.slot]); err != nil {
+					return 0, 0, fmt.Errorf("plan: replay: %w", err)
+				}
+				delete(ptrs, o.slot)
+				continue
+			}
+			p, err := a.Alloc(o.bytes, alloc.Activations)
+			if err != nil {
+				return 0, 0, fmt.Errorf("plan: replay: %w", err)
+			}
+			ptrs[o.slot] = p
+			largestSegment = max(largestSegment, alloc.SegmentSize(alloc.RoundSize(o.bytes)))
+		}
+	}
+	return a.Stats().PeakReserved, largestSegment, nil
+}

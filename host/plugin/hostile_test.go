@@ -1,0 +1,214 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kvhost/kvhost/sdk"
+)
+
+// shortRT has a short deadline for the infinite-loop plugin.
+var (
+	shortOnce sync.Once
+	shortRT   *Runtime
+)
+
+func shortRuntime(t *testing.T) *Runtime {
+	shortOnce.Do(func() {
+		var err error
+		shortRT, err = NewRuntime(context.Background(), Config{CallTimeout: 300 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+	return shortRT
+}
+
+// goodCall proves the host still works: the mha plugin configures Llama-3-8B.
+func goodCall(t *testing.T) {
+	t.Helper()
+	l := configure(t, "mha", "llama-3-8b", sdk.HostFacts{})
+	u, err := l.Size(context.Background(), 55923118899, 0, 0)
+	if err != nil || u["kv"] != 426659 {
+		t.Fatalf("good plugin after hostile one: %v %v", u, err)
+	}
+}
+
+func idle(p *Plugin) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.idle)
+}
+
+func llamaInput(t *testing.T) sdk.ConfigureInput {
+	return sdk.ConfigureInput{Model: modelConfig(t, "llama-3-8b")}
+}
+
+func TestHostileHandshake(t *testing.T) {
+	t.Parallel()
+	_, err := testRT.Load(context.Background(), "hostile-badabi", readWasm(t, "hostile-badabi"))
+	var abi *ABIError
+	if !errors.As(err, &abi) || abi.Want != 1 || abi.Found != 99 || abi.Plugin != "hostile-badabi" {
+		t.Fatalf("badabi: %v", err)
+	}
+	_, err = testRT.Load(context.Background(), "hostile-noexport", readWasm(t, "hostile-noexport"))
+	var missing *MissingExportError
+	if !errors.As(err, &missing) || missing.Export != sdk.ExportDescribe || missing.Plugin != "hostile-noexport" {
+		t.Fatalf("noexport: %v", err)
+	}
+	_, err = testRT.Load(context.Background(), "garbage", []byte("\x00asm\x01\x00\x00\x00garbage"))
+	if err == nil || !strings.Contains(err.Error(), "garbage: compile") {
+		t.Fatalf("garbage: %v", err)
+	}
+	goodCall(t)
+}
+
+func TestHostileLoopStoppedByDeadline(t *testing.T) {
+	t.Parallel()
+	rt := shortRuntime(t)
+	p, err := rt.Load(context.Background(), "hostile-loop", readWasm(t, "hostile-loop"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close(context.Background())
+	start := time.Now()
+	_, err = p.Configure(context.Background(), llamaInput(t))
+	var dl *DeadlineError
+	if !errors.As(err, &dl) || !errors.Is(err, context.DeadlineExceeded) || dl.Plugin != "hostile-loop" {
+		t.Fatalf("loop: %v", err)
+	}
+	if el := time.Since(start); el > 10*time.Second {
+		t.Fatalf("loop stopped after %v, deadline 300ms", el)
+	}
+	if n := idle(p); n != 0 {
+		t.Fatalf("timed-out instance returned to the pool (%d idle)", n)
+	}
+	goodCall(t)
+}
+
+func TestHostileTraps(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ name, reason string }{
+		{"hostile-panic", "panic: hostile: deliberate panic in configure"},
+		{"hostile-membomb", "out of memory"},
+	} {
+		p := load(t, tt.name)
+		for range 2 { // the second call runs on a fresh instance
+			_, err := p.Configure(context.Background(), llamaInput(t))
+			var trap *TrapError
+			if !errors.As(err, &trap) || !strings.Contains(trap.Reason, tt.reason) || trap.Plugin != tt.name {
+				t.Fatalf("%s: %v", tt.name, err)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("%s: multi-line error %q", tt.name, err)
+			}
+			if n := idle(p); n != 0 {
+				t.Fatalf("%s: trapped instance returned to the pool", tt.name)
+			}
+		}
+		goodCall(t)
+	}
+}
+
+func TestHostileLiar(t *testing.T) {
+	t.Parallel()
+	p := load(t, "hostile-liar")
+	in := func(mode string) sdk.ConfigureInput {
+		m, _ := json.Marshal(map[string]string{"hostile_mode": mode})
+		return sdk.ConfigureInput{Model: m}
+	}
+	_, err := p.Configure(context.Background(), in("buffers"))
+	var ce *ContractError
+	if !errors.As(err, &ce) || ce.Plugin != "hostile-liar" || !strings.Contains(err.Error(), "buffers add up to 1024 bytes per token but the pool declares 4096") {
+		t.Fatalf("buffers: %v", err)
+	}
+	for _, tt := range []struct{ mode, want string }{
+		{"greedy", "units need 1048576000 bytes (kv 1024000 × 1024 B) but only 1047552000 are available"},
+		{"overcap", "pool kv got 5001 tokens, over the cap of 5000"},
+		{"undeclared", `pool "ghost" was not declared`},
+		{"missing", "pool kv got no units"},
+	} {
+		l, err := p.Configure(context.Background(), in(tt.mode))
+		if err != nil {
+			t.Fatalf("%s: configure: %v", tt.mode, err)
+		}
+		_, err = l.Size(context.Background(), 1023000*1024, 5000, 0)
+		if !errors.As(err, &ce) || !strings.Contains(err.Error(), tt.want) {
+			t.Fatalf("%s: %v, want %q", tt.mode, err, tt.want)
+		}
+	}
+	// The honest mode passes: the checks are not refusing everything.
+	l, err := p.Configure(context.Background(), in(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u, err := l.Size(context.Background(), 1<<20, 0, 0); err != nil || u["kv"] != 1024 {
+		t.Fatalf("honest liar: %v %v", u, err)
+	}
+	goodCall(t)
+}
+
+func TestGuestErrorKeepsInstance(t *testing.T) {
+	t.Parallel()
+	rt, err := NewRuntime(context.Background(), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(context.Background())
+	p, err := rt.Load(context.Background(), "mha", readWasm(t, "mha"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.Configure(context.Background(), sdk.ConfigureInput{Model: json.RawMessage(`{"num_attention_heads": 8}`)})
+	var ge *GuestError
+	if !errors.As(err, &ge) || !strings.Contains(ge.Msg, "lacks num_hidden_layers") {
+		t.Fatalf("err = %v", err)
+	}
+	if n := idle(p); n != 1 {
+		t.Fatalf("%d idle instances after a guest-reported error, want 1 (reused)", n)
+	}
+	_, err = p.Configure(context.Background(), sdk.ConfigureInput{Model: modelConfig(t, "llama-3-8b"), Host: sdk.HostFacts{KVDType: "fp4"}})
+	if !errors.As(err, &ge) || !strings.Contains(ge.Msg, `kv_dtype "fp4" not supported`) {
+		t.Fatalf("fp4 on mha: %v", err)
+	}
+}
+
+// TestConcurrentCallers runs configure+size from many goroutines on one
+// plugin: each gets its own instance, Size re-runs configure on fresh
+// instances, and every result is identical.
+func TestConcurrentCallers(t *testing.T) {
+	t.Parallel()
+	p := load(t, "swa")
+	l, err := p.Configure(context.Background(), sdk.ConfigureInput{Model: modelConfig(t, "gpt-oss-20b")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 6)
+	for range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 3 {
+				u, err := l.Size(context.Background(), 53687091200, 0, 0)
+				if err == nil && (u["full"] != 1213629 || u["swa"] != 970903) {
+					err = errors.New("wrong units")
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}

@@ -2,17 +2,21 @@ package boot
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"time"
 
 	"github.com/kvhost/kvhost/host/alloc"
+	"github.com/kvhost/kvhost/host/budget"
 	"github.com/kvhost/kvhost/host/device"
 	"github.com/kvhost/kvhost/host/engine"
 	"github.com/kvhost/kvhost/host/kv"
+	"github.com/kvhost/kvhost/host/ledger"
 	"github.com/kvhost/kvhost/host/model"
 	"github.com/kvhost/kvhost/host/model/chat"
+	"github.com/kvhost/kvhost/host/plan"
 )
 
 // Config is everything startup needs; host/cmd fills it from flags.
@@ -26,35 +30,70 @@ type Config struct {
 	ChunkedPrefill int
 	PageSize       int
 	MaxTotalTokens int
+	// MemFractionStatic, when in (0, 1], fixes the runtime slack at
+	// P·(1−f) (spec §2) instead of kvhost's measured headroom; with
+	// SGLangCompat it replaces SGLang's default f.
+	MemFractionStatic float64
+	// SGLangCompat sizes the KV pool with SGLang's arithmetic (spec §2–§3:
+	// default f, budget = A − P·(1−f), one direct allocation per buffer)
+	// instead of profiling and post-capture growth.
+	SGLangCompat bool
 }
 
-const gib = float64(1 << 30)
-
-// logPhase logs a startup phase as SGLang does (GiB = 2^30 bytes).
-func logPhase(log *slog.Logger, dev device.Device, phase string, before int64) int64 {
-	free, _ := dev.MemGetInfo()
-	log.Info(fmt.Sprintf("%s: avail mem=%.2f GiB, mem usage=%.2f GiB (GiB = 2^30 B)", phase, float64(free)/gib, float64(before-free)/gib))
-	return free
+// Validate names the bad field.
+func (c Config) Validate() error {
+	switch {
+	case c.MaxRunning <= 0:
+		return fmt.Errorf("boot: max running requests %d must be positive", c.MaxRunning)
+	case c.ChunkedPrefill <= 0:
+		return fmt.Errorf("boot: chunked prefill size %d must be positive", c.ChunkedPrefill)
+	case c.PageSize <= 0 || c.PageSize > 1024:
+		return fmt.Errorf("boot: page size %d out of range [1, 1024]", c.PageSize)
+	case c.MaxTotalTokens < 0:
+		return fmt.Errorf("boot: max total tokens %d must be >= 0", c.MaxTotalTokens)
+	case c.MemFractionStatic < 0 || c.MemFractionStatic > 1:
+		return fmt.Errorf("boot: mem fraction static %v out of range (0, 1] (0: the policy's own)", c.MemFractionStatic)
+	}
+	return nil
 }
 
-// stack is everything serve builds, in build order, so it can be torn down.
+// Phase names, in startup order (ARCHITECTURE.md §3).
+const (
+	PhaseDeviceInit = "device init"
+	PhaseWeights    = "weights"
+	PhaseKVPools    = "KV pools"
+	PhaseWorkspaces = "workspaces"
+	PhaseCapture    = "graph capture (profile forward)"
+	PhaseGrowth     = "post-capture KV growth"
+	PhaseReady      = "ready"
+)
+
+// Stack is everything serve builds, in build order, so it can be torn down.
 type Stack struct {
 	Dev     device.Device
 	Weights *alloc.Direct
-	Arena   *alloc.Direct
 	Act     *alloc.Allocator
 	Model   *model.Model
 	Pool    *kv.Pool
 	Engine  *engine.Engine
 	Chat    *chat.Template
+	Ledger  *ledger.Ledger
+	Budget  plan.Budget
+
+	direct *alloc.Direct // KV arena in SGLang-compat mode
+	arena  *arena        // KV arena in kvhost mode
 }
 
+// Close stops the engine and frees everything in reverse build order.
 func (s *Stack) Close(ctx context.Context) {
 	if s.Engine != nil {
 		_ = s.Engine.Close(ctx)
 	}
 	if s.Pool != nil {
 		s.Pool.Close()
+	}
+	if s.arena != nil {
+		_ = s.arena.release()
 	}
 	if s.Model != nil {
 		_ = s.Model.Close()
@@ -64,41 +103,40 @@ func (s *Stack) Close(ctx context.Context) {
 	}
 }
 
-// activationReserve bounds the memory one forward of chunk tokens needs
-// beyond the weights and the KV pool: the widest per-layer moment
-// (spec §4), the logits of every running sequence, attention scratch, and
-// allocator rounding (a 20 MiB segment per live buffer at worst).
-func ActivationReserve(c model.Config, chunk, running, threads int) int64 {
-	t := int64(chunk)
-	h, q, kvr, i := int64(c.Hidden), int64(c.QRow()), int64(c.KVRow()), int64(c.Intermediate)
-	attn := t * (2*h + 2*q + 2*kvr)
-	ffn := t * (2*h + 2*i)
-	scratch := int64(threads+1) * int64(c.ContextLen+chunk) * 2
-	logits := int64(running+1) * (int64(c.Vocab) + h)
-	floats := max(attn, ffn) + scratch + logits
-	return floats*4 + 8*(20<<20)
-}
-
 // Build opens the device, loads the model, sizes and allocates the KV pool
-// and starts the engine, logging each phase. progress receives human-readable
-// progress lines for anything slow.
+// and starts the engine, recording each phase in the ledger. stdout receives
+// human-readable progress lines for anything slow.
 func Build(f Config, log *slog.Logger, stdout io.Writer) (*Stack, error) {
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
 	s := &Stack{}
+	fail := func(err error) (*Stack, error) {
+		s.Close(context.Background())
+		return nil, err
+	}
 	dev, err := device.Open(f.Device, device.Options{MemoryBytes: f.DeviceMemory, Threads: f.Threads})
 	if err != nil {
 		return nil, err
 	}
 	s.Dev = dev
 	info := dev.Info()
-	free0, total := dev.MemGetInfo()
-	log.Info("device opened", "device", info.Name, "total_bytes", total)
-	free := logPhase(log, dev, "device init", free0)
-	s.Weights = alloc.NewDirect("weights", dev)
-	s.Arena = alloc.NewDirect("kv_arena", dev)
-	s.Act = alloc.New("caching", dev)
+	L := ledger.New(dev, log)
+	s.Ledger = L
+	log.Info("device opened", "device", info.Name, "total_bytes", info.Total)
+	P := L.Phase(PhaseDeviceInit).FreeAfter
 
+	weights, wsrc := ledger.NewDirect("weights", dev, ledger.DevicePage(info))
+	s.Weights = weights
+	s.Act = alloc.New("caching", dev)
+	L.AddSource(wsrc)
+	L.AddSource(ledger.Caching{A: s.Act})
+	L.SetRuntime(s.Act)
 	start, lastPct := time.Now(), -1
-	opts := model.Options{Device: dev, Weights: s.Weights, Activations: s.Act, Progress: func(done, all int64) {
+	opts := model.Options{Device: dev, Weights: weights, Activations: s.Act, Progress: func(done, all int64) {
 		pct := int(100 * done / max(all, 1))
 		if time.Since(start) > time.Second && pct/10 != lastPct/10 {
 			lastPct = pct
@@ -107,39 +145,39 @@ func Build(f Config, log *slog.Logger, stdout io.Writer) (*Stack, error) {
 	}}
 	m, err := model.Load(f.Model, opts)
 	if err != nil {
-		s.Close(context.Background())
-		return nil, err
+		return fail(err)
 	}
 	s.Model = m
 	c := m.Config
 	log.Info("model loaded", "name", m.Name, "arch", c.Arch, "params", c.Params(), "weight_bytes", m.WeightBytes(), "context", c.ContextLen)
-	free = logPhase(log, dev, "load weights", free)
+	_ = s.Act.EmptyCache()
+	A := L.Phase(PhaseWeights).FreeAfter
 
-	reserve := ActivationReserve(c, f.ChunkedPrefill, f.MaxRunning, info.Threads)
-	spec := kv.Spec{Layers: c.Layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, PageSize: f.PageSize}
-	tokens := (free - reserve) / spec.BytesPerToken()
-	if f.MaxTotalTokens > 0 && int64(f.MaxTotalTokens) < tokens {
-		tokens = int64(f.MaxTotalTokens)
+	b := plan.Budget{
+		TotalBytes: info.Total, PBytes: P, ABytes: A, WeightBytes: wsrc.M.DeviceBytes(),
+		ChunkedPrefill: f.ChunkedPrefill, MaxRunning: f.MaxRunning, ContextLen: c.ContextLen,
+		MaxTotalTokens: f.MaxTotalTokens, Threads: info.Threads,
+		Layout: plan.Layout{Buffers: 2 * c.Layers, RowBytes: int64(c.KVRow()) * 4, PageSize: f.PageSize, Granularity: ledger.DevicePage(info)},
 	}
-	spec.NumPages = int(tokens / int64(f.PageSize))
-	if spec.NumPages*f.PageSize < c.ContextLen {
-		s.Close(context.Background())
-		return nil, fmt.Errorf("serve: after the weights %.2f GiB are free and the runtime reserve is %.2f GiB, the KV pool would hold %d tokens, less than one context of %d; raise --device-memory or lower --chunked-prefill-size",
-			float64(free)/gib, float64(reserve)/gib, max(tokens, 0), c.ContextLen)
+	if f.SGLangCompat {
+		err = s.sizeCompat(f, &b)
+	} else {
+		err = s.sizeKVHost(f, &b)
 	}
-	pool, err := kv.New(spec, s.Arena)
 	if err != nil {
-		s.Close(context.Background())
-		return nil, err
+		return fail(err)
 	}
-	s.Pool = pool
-	log.Info(fmt.Sprintf("KV cache is allocated. #tokens: %d, page size: %d, cell: %d B/token, K+V size: %.2f GiB", spec.NumPages*spec.PageSize, spec.PageSize, spec.BytesPerToken(), float64(spec.Bytes())/gib))
-	logPhase(log, dev, "KV pool", free)
+	b.Reservations = plan.Reservations(c, b)
+	s.Budget = b
+	L.SetBudget(b)
+	L.AddKVPool(ledger.PoolOf("kv", s.Pool))
+	spec := s.Pool.Spec()
+	log.Info(fmt.Sprintf("KV cache is allocated. #tokens: %d, page size: %d, cell: %d B/token, K+V size: %.2f GiB (GiB = 2^30 B)", spec.NumPages*spec.PageSize, spec.PageSize, spec.BytesPerToken(), float64(spec.Bytes())/ledger.GiB),
+		"policy", b.Policy, "headroom_bytes", b.HeadroomBytes, "sglang_tokens", b.SGLang.Tokens)
 
-	eng, err := engine.New(engine.Config{MaxRunning: f.MaxRunning, MaxQueue: f.MaxQueue, ChunkedPrefill: f.ChunkedPrefill, Logger: log}, m, pool, c, m.Tokenizer.EOG)
+	eng, err := engine.New(engine.Config{MaxRunning: f.MaxRunning, MaxQueue: f.MaxQueue, ChunkedPrefill: f.ChunkedPrefill, Logger: log}, m, s.Pool, c, m.Tokenizer.EOG)
 	if err != nil {
-		s.Close(context.Background())
-		return nil, err
+		return fail(err)
 	}
 	s.Engine = eng
 	tmpl, err := chat.New(m.ChatTemplate, m.BOSText, m.EOSText)
@@ -148,5 +186,140 @@ func Build(f Config, log *slog.Logger, stdout io.Writer) (*Stack, error) {
 		tmpl, _ = chat.New("", m.BOSText, m.EOSText)
 	}
 	s.Chat = tmpl
+	L.Phase(PhaseReady)
 	return s, nil
+}
+
+// sizeCompat is SGLang's path (spec §3): budget = A − P·(1−f), tokens =
+// budget // cell, one allocation per K and V buffer, no profiling.
+func (s *Stack) sizeCompat(f Config, b *plan.Budget) error {
+	c, L := s.Model.Config, s.Ledger
+	b.Policy = "sglang-compat"
+	b.MemFractionStatic, b.FractionFromFlag = f.MemFractionStatic, f.MemFractionStatic > 0
+	sg := plan.SGLangFigures(b.TotalBytes, b.PBytes, b.ABytes, f.MemFractionStatic, f.ChunkedPrefill, 1, float64(b.Layout.CellBytes()), f.PageSize, f.MaxTotalTokens, c.ContextLen)
+	b.SGLang = &sg
+	b.MemFractionStatic = sg.MemFractionStatic
+	b.HeadroomBytes = int64(sg.SlackGiB * budget.GiB)
+	if sg.Error != "" || sg.Tokens <= 0 {
+		_, err := budget.KVBudget(budget.KVBudgetInput{PBytes: b.PBytes, ABytes: b.ABytes, MemFractionStatic: sg.MemFractionStatic, WorldSize: 1})
+		if err == nil {
+			err = fmt.Errorf("boot: not enough memory for one KV page; increase --mem-fraction-static")
+		}
+		return err
+	}
+	b.Tokens, b.KVBudgetBytes, b.UpperBoundTokens = sg.Tokens, sg.BudgetBytes, sg.Tokens
+	arena, src := ledger.NewDirect("kv_arena", s.Dev, ledger.DevicePage(s.Dev.Info()))
+	L.AddSource(src)
+	s.direct = arena
+	pool, err := kv.New(kv.Spec{Layers: c.Layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, PageSize: f.PageSize, NumPages: sg.Tokens / f.PageSize}, arena)
+	if err != nil {
+		return err
+	}
+	s.Pool = pool
+	b.KVMappedBytes = src.M.DeviceBytes()
+	L.Phase(PhaseKVPools)
+	L.Phase(PhaseWorkspaces)
+	L.Phase(PhaseCapture)
+	return nil
+}
+
+// sizeKVHost is kvhost's path: reserve the pool's upper bound as address
+// space, map a prefix, profile the worst-case forwards against it, then grow
+// the pool into what is measured to be left less the measured headroom.
+func (s *Stack) sizeKVHost(f Config, b *plan.Budget) error {
+	c, L, m := s.Model.Config, s.Ledger, s.Model
+	vm, ok := s.Dev.(device.VirtualMemory)
+	if !ok {
+		return fmt.Errorf("boot: device %s has no virtual memory for post-capture KV growth; start with --sglang-compat", s.Dev.Info().Kind)
+	}
+	b.Policy = "kvhost"
+	b.Layout.Granularity = vm.Granularity()
+	sg := plan.SGLangFigures(b.TotalBytes, b.PBytes, b.ABytes, 0, f.ChunkedPrefill, 1, float64(b.Layout.CellBytes()), f.PageSize, f.MaxTotalTokens, c.ContextLen)
+	b.SGLang = &sg
+
+	b.UpperBoundTokens = plan.UpperBound(b.ABytes, b.Layout, f.MaxTotalTokens)
+	b.PrefixTokens = min(plan.ProfileTokens(f.ChunkedPrefill, f.PageSize), b.UpperBoundTokens)
+	if b.PrefixTokens <= 0 {
+		return &budget.InsufficientMemoryError{Phase: "kv-reserve", NeedBytes: b.Layout.Mapped(f.PageSize), HaveBytes: b.ABytes,
+			Knob: "--device-memory", Suggest: fmt.Sprintf("%dMiB", (b.TotalBytes-b.ABytes+b.Layout.Mapped(f.PageSize))/budget.MiB+1)}
+	}
+	ar, err := newArena("kv_arena", vm, b.Layout, c.KVHeads, c.HeadDim, b.UpperBoundTokens)
+	if err != nil {
+		return err
+	}
+	s.arena = ar
+	L.AddSource(ar)
+	b.ReservedAddressBytes = ar.stride * int64(b.Layout.Buffers)
+	if err := ar.mapTo(b.PrefixTokens); err != nil {
+		return err
+	}
+	b.PrefixMappedBytes = b.Layout.Mapped(b.PrefixTokens)
+	L.Phase(PhaseKVPools)
+	L.Phase(PhaseWorkspaces)
+
+	spec := kv.Spec{Layers: c.Layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, PageSize: f.PageSize, NumPages: b.PrefixTokens / f.PageSize}
+	tmp, err := kv.NewFromArena(spec, ar.layers(b.PrefixTokens))
+	if err != nil {
+		return err
+	}
+	batches := plan.ProfileBatches(c.ContextLen, f.ChunkedPrefill, f.MaxRunning)
+	peak, err := profile(m, s.Act, tmp, batches)
+	tmp.Close()
+	if err != nil {
+		return err
+	}
+	simPeak, largest, err := plan.ActivationPeak(c, batches, b.Threads)
+	if err != nil {
+		return err
+	}
+	if simPeak != peak {
+		slog.Default().Warn("boot: profiled activation peak differs from plan's replay", "measured", peak, "replayed", simPeak)
+	}
+	b.ProfilePeakBytes, b.FragmentationBytes = peak, largest
+	b.HeadroomBytes = plan.Headroom(peak, largest)
+	if f.MemFractionStatic > 0 {
+		b.MemFractionStatic, b.FractionFromFlag = f.MemFractionStatic, true
+		b.HeadroomBytes = plan.FractionHeadroom(b.PBytes, f.MemFractionStatic)
+	}
+	b.FreeAfterCapture = L.Phase(PhaseCapture).FreeAfter
+
+	if err := plan.Grow(b, c.ContextLen); err != nil {
+		return err
+	}
+	if err := ar.mapTo(b.Tokens); err != nil {
+		return err
+	}
+	spec.NumPages = b.Tokens / f.PageSize
+	pool, err := kv.NewFromArena(spec, ar.layers(b.Tokens))
+	if err != nil {
+		return err
+	}
+	s.Pool = pool
+	L.Phase(PhaseGrowth)
+	return nil
+}
+
+// profile runs the worst-case forwards against a small pool and returns the
+// caching allocator's peak reserved bytes; the cache is emptied afterwards.
+func profile(m *model.Model, act *alloc.Allocator, pool *kv.Pool, batches [][]plan.SeqShape) (int64, error) {
+	if err := act.EmptyCache(); err != nil {
+		return 0, err
+	}
+	act.ResetPeak()
+	for _, shapes := range batches {
+		rows := 0
+		for _, sh := range shapes {
+			rows += sh.LogitRows
+		}
+		logits := make([]float32, rows*m.Config.Vocab)
+		if err := m.Forward(pool, plan.ProfileSeqs(shapes, pool.Spec().NumPages, pool.Spec().PageSize), logits); err != nil {
+			if errors.Is(err, device.ErrOutOfMemory) {
+				return 0, &budget.InsufficientMemoryError{Phase: "profile-forward", NeedBytes: act.Stats().PeakReserved, HaveBytes: act.Stats().Reserved,
+					Knob: "--chunked-prefill-size", Suggest: "a smaller value (or raise --device-memory)"}
+			}
+			return 0, fmt.Errorf("boot: profile forward: %w", err)
+		}
+	}
+	peak := act.Stats().PeakReserved
+	return peak, act.EmptyCache()
 }

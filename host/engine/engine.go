@@ -61,6 +61,9 @@ type seq struct {
 	done    bool
 	arrival uint64
 	topBuf  []sampling.TokenLogprob
+	// prompt logprobs gathered during prefill, sent with the first token
+	promptLP []PromptLogprob
+	started  bool
 }
 
 // Stats is a snapshot for /health and metrics.
@@ -172,6 +175,12 @@ func (e *Engine) validate(req Request) error {
 	capTokens := e.pool.Spec().NumPages * e.pool.Spec().PageSize
 	if need := len(req.Prompt) + req.MaxTokens; need > capTokens {
 		return &InvalidRequestError{Field: "max_tokens", Problem: fmt.Sprintf("prompt plus max_tokens is %d tokens, more than the whole KV pool holds (%d)", need, capTokens)}
+	}
+	if req.PromptLogprobStart < 0 || req.PromptLogprobStart > len(req.Prompt) {
+		return &InvalidRequestError{Field: "logprob_start_len", Problem: fmt.Sprintf("%d out of range [0, %d]", req.PromptLogprobStart, len(req.Prompt))}
+	}
+	if req.PromptTopLogprobs < 0 || req.PromptTopLogprobs > 20 {
+		return &InvalidRequestError{Field: "top_logprobs_num", Problem: fmt.Sprintf("%d out of range [0, 20]", req.PromptTopLogprobs)}
 	}
 	if req.TopLogprobs < 0 || req.TopLogprobs > 20 {
 		return &InvalidRequestError{Field: "top_logprobs", Problem: fmt.Sprintf("%d out of range [0, 20]", req.TopLogprobs)}
@@ -412,6 +421,12 @@ func (e *Engine) add(s *seq, n int) {
 	if s.cached+n == len(s.tokens) {
 		rows = 1
 	}
+	if s.req.PromptLogprobs && !s.started {
+		// Position p's logits score prompt token p+1: rows from
+		// PromptLogprobStart-1 to the chunk's end are wanted.
+		first := max(0, s.req.PromptLogprobStart-1)
+		rows = max(rows, min(n, s.cached+n-max(s.cached, first)))
+	}
 	e.batch = append(e.batch, model.Seq{Tokens: s.tokens[s.cached : s.cached+n], Start: s.cached, Pages: s.pages, LogitRows: rows})
 	e.owners = append(e.owners, s)
 }
@@ -451,14 +466,36 @@ func (e *Engine) forward(batch []model.Seq, owners []*seq) error {
 	r := 0
 	for i, b := range batch {
 		s := owners[i]
+		first := b.Start + len(b.Tokens) - b.LogitRows
 		s.cached += len(b.Tokens)
-		if b.LogitRows == 0 {
-			continue
+		for j := 0; j < b.LogitRows; j++ {
+			pos := first + j
+			row := logits[(r+j)*e.vocab : (r+j+1)*e.vocab]
+			switch {
+			case pos+1 < s.prompt && !s.started:
+				e.scorePrompt(s, pos+1, row)
+			case pos == len(s.tokens)-1:
+				e.emit(s, row)
+			}
 		}
-		e.emit(s, logits[r*e.vocab:(r+1)*e.vocab])
-		r++
+		r += b.LogitRows
 	}
 	return nil
+}
+
+// scorePrompt records the logprob of prompt token idx from the row that
+// predicts it.
+func (e *Engine) scorePrompt(s *seq, idx int, row []float32) {
+	if idx < s.req.PromptLogprobStart {
+		return
+	}
+	var lp float32
+	lp, s.topBuf = sampling.LogSoftmaxAt(row, s.tokens[idx], s.req.PromptTopLogprobs, s.topBuf)
+	pl := PromptLogprob{Index: idx, Token: s.tokens[idx], Logprob: lp}
+	for _, c := range s.topBuf {
+		pl.Top = append(pl.Top, TokenLogprob{Token: c.Token, Logprob: c.Logprob})
+	}
+	s.promptLP = append(s.promptLP, pl)
 }
 
 // emit samples s's next token from its logits row and streams it.
@@ -467,6 +504,10 @@ func (e *Engine) emit(s *seq, row []float32) {
 	tok := e.sampler.Sample(row, p, s.seed, s.step)
 	s.step++
 	ev := Event{Token: tok}
+	if !s.started {
+		s.started = true
+		ev.Prompt, s.promptLP = s.promptLP, nil
+	}
 	if s.req.Logprobs {
 		var lp float32
 		lp, s.topBuf = sampling.LogSoftmaxAt(row, tok, s.req.TopLogprobs, s.topBuf)

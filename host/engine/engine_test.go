@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -340,5 +341,56 @@ func TestShutdownEndsStreams(t *testing.T) {
 	}
 	if _, err := r.e.Submit(context.Background(), Request{Prompt: []int32{1}, MaxTokens: 1}); !errors.Is(err, ErrShuttingDown) {
 		t.Fatalf("submit after close: %v", err)
+	}
+}
+
+// TestPromptLogprobsChunked: prompt logprobs computed across prefill chunks
+// equal a direct log-softmax over one unchunked forward.
+func TestPromptLogprobsChunked(t *testing.T) {
+	r := newRig(t, 256, Config{MaxRunning: 4, MaxQueue: 8, ChunkedPrefill: 5})
+	prompt := prompts(12)[11]
+	s, err := r.e.Submit(context.Background(), Request{Prompt: prompt, MaxTokens: 2, IgnoreEOS: true,
+		PromptLogprobs: true, PromptLogprobStart: 3, PromptTopLogprobs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []PromptLogprob
+	for ev := range s.Events {
+		if ev.Err != nil {
+			t.Fatal(ev.Err)
+		}
+		if len(ev.Prompt) > 0 {
+			got = ev.Prompt
+		}
+	}
+	waitIdle(t, r)
+	if len(got) != len(prompt)-3 {
+		t.Fatalf("%d prompt logprobs, want %d", len(got), len(prompt)-3)
+	}
+	// Reference: one forward with every row's logits.
+	pages, err := r.pool.Grow(nil, len(prompt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.pool.Release(pages)
+	V := r.m.Config.Vocab
+	logits := make([]float32, len(prompt)*V)
+	if err := r.m.Forward(r.pool, []model.Seq{{Tokens: prompt, Pages: pages, LogitRows: len(prompt)}}, logits); err != nil {
+		t.Fatal(err)
+	}
+	for _, pl := range got {
+		row := logits[(pl.Index-1)*V : pl.Index*V]
+		var mx float64 = -1e300
+		for _, v := range row {
+			mx = max(mx, float64(v))
+		}
+		var sum float64
+		for _, v := range row {
+			sum += math.Exp(float64(v) - mx)
+		}
+		want := float64(row[prompt[pl.Index]]) - mx - math.Log(sum)
+		if pl.Token != prompt[pl.Index] || math.Abs(float64(pl.Logprob)-want) > 1e-4 || len(pl.Top) != 2 {
+			t.Fatalf("index %d: %+v, want logprob %v", pl.Index, pl, want)
+		}
 	}
 }

@@ -44,6 +44,22 @@ type Request struct {
 	// alternatives at every generated position (0..20).
 	Logprobs    bool
 	TopLogprobs int
+	// PromptLogprobs asks for the logprob of each prompt token from index
+	// PromptLogprobStart on (index 0 has none: nothing predicts it), with
+	// PromptTopLogprobs alternatives. Their logits are computed chunk by
+	// chunk during prefill and delivered on the first event.
+	PromptLogprobs     bool
+	PromptLogprobStart int
+	PromptTopLogprobs  int
+}
+
+// PromptLogprob is the logprob of prompt token Index given the tokens
+// before it.
+type PromptLogprob struct {
+	Index   int
+	Token   int32
+	Logprob float32
+	Top     []TokenLogprob
 }
 
 // TokenLogprob is one candidate at one position.
@@ -56,9 +72,11 @@ type TokenLogprob struct {
 // ("stop": end-of-generation or stop token, "length": max_tokens or context),
 // or a failure (Err, which also ends the stream).
 type Event struct {
-	Token        int32
-	Logprob      float32
-	TopLogprobs  []TokenLogprob
+	Token       int32
+	Logprob     float32
+	TopLogprobs []TokenLogprob
+	// Prompt carries the prompt's logprobs on the first event when asked.
+	Prompt       []PromptLogprob
 	Done         bool
 	FinishReason string
 	Err          error

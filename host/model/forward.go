@@ -249,7 +249,9 @@ func (m *Model) block(sc *scope, pool *kv.Pool, l int, seqs []Seq, x device.Buf,
 }
 
 // head gathers the rows whose logits are wanted before the final norm and
-// the LM head, so a prefill of T tokens costs one row of logits, not T.
+// the LM head, so a prefill of T tokens costs one row of logits, not T. When
+// many rows are wanted (input logprobs) they go through the LM head in
+// chunks of LogitsChunk rows, each freed before the next (spec §4).
 func (m *Model) head(sc *scope, x device.Buf, rows int, logits []float32) error {
 	c, k := m.Config, m.k
 	xl, err := sc.buf(rows * c.Hidden)
@@ -263,12 +265,23 @@ func (m *Model) head(sc *scope, x device.Buf, rows int, logits []float32) error 
 	if err := k.RMSNorm(xl, xl, m.outNorm, rows, c.Hidden, c.RMSEps); err != nil {
 		return err
 	}
-	out, err := sc.buf(rows * c.Vocab)
-	if err != nil {
-		return err
+	chunk := m.LogitsChunk
+	if chunk <= 0 {
+		chunk = DefaultLogitsChunk
 	}
-	if err := k.MatMul(out, xl, rows, m.output); err != nil {
-		return err
+	for r0 := 0; r0 < rows; r0 += chunk {
+		n := min(chunk, rows-r0)
+		out, err := sc.buf(n * c.Vocab)
+		if err != nil {
+			return err
+		}
+		if err := k.MatMul(out, xl.Slice(r0*c.Hidden, n*c.Hidden), n, m.output); err != nil {
+			return err
+		}
+		if err := k.CopyToHost(logits[r0*c.Vocab:(r0+n)*c.Vocab], out); err != nil {
+			return err
+		}
+		sc.free(out)
 	}
-	return k.CopyToHost(logits, out)
+	return nil
 }

@@ -31,9 +31,16 @@ type Model struct {
 	rope                     device.Rope
 	weightBytes              int64
 
+	// LogitsChunk bounds the rows of one LM-head matmul (input logprobs ask
+	// for many); 0 means DefaultLogitsChunk.
+	LogitsChunk int
+
 	// host-side scratch reused by every forward (one goroutine owns the model)
 	ids, positions, lastRows []int32
 }
+
+// DefaultLogitsChunk is SGLang's logprob chunk (spec §4).
+const DefaultLogitsChunk = 2048
 
 // Options say where a model's memory comes from.
 type Options struct {

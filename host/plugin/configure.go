@@ -113,11 +113,13 @@ func (p *Plugin) configure(ctx context.Context, inst *instance, input string) ([
 	if _, err := p.call(ctx, inst, sdk.ExportFree, nil, api.EncodeU32(ptr)); err != nil {
 		return nil, err
 	}
-	if s := api.DecodeI32(res[0]); s != sdk.StatusOK {
-		return nil, &GuestError{Plugin: p.name, Call: "configure", Status: s, Msg: p.lastError(ctx, inst)}
-	}
+	// A protocol violation outranks the guest's status, which may only be
+	// the guest's reaction to the host refusing it.
 	if st.err != nil {
 		return nil, &ContractError{Plugin: p.name, Call: "configure", Detail: st.err.Error()}
+	}
+	if s := api.DecodeI32(res[0]); s != sdk.StatusOK {
+		return nil, &GuestError{Plugin: p.name, Call: "configure", Status: s, Msg: p.lastError(ctx, inst)}
 	}
 	if len(st.pools) == 0 {
 		return nil, &ContractError{Plugin: p.name, Call: "configure", Detail: "declared no pools"}
@@ -168,15 +170,15 @@ func (l *Layout) size(ctx context.Context, inst *instance, available, tokenCap, 
 	if err != nil {
 		return nil, err
 	}
-	if s := api.DecodeI32(res[0]); s != sdk.StatusOK {
-		return nil, &GuestError{Plugin: p.name, Call: "size", Status: s, Msg: p.lastError(ctx, inst)}
-	}
 	refuse := func(format string, args ...any) error {
 		return &ContractError{Plugin: p.name, Call: fmt.Sprintf("size(%d, %d, %d)", available, tokenCap, requestCap),
 			Detail: fmt.Sprintf(format, args...)}
 	}
 	if st.err != nil {
 		return nil, refuse("%v", st.err)
+	}
+	if s := api.DecodeI32(res[0]); s != sdk.StatusOK {
+		return nil, &GuestError{Plugin: p.name, Call: "size", Status: s, Msg: p.lastError(ctx, inst)}
 	}
 	var total uint64
 	var terms []string

@@ -44,7 +44,8 @@ type TrapError struct {
 	// Reason is the guest's own first line of complaint (e.g. "panic: …" or
 	// "fatal error: out of memory") when it wrote one to stderr.
 	Reason string
-	// Stderr is the tail of what the guest wrote to stderr/stdout.
+	// Stderr is the start (up to 4 KiB) of what the guest wrote to
+	// stderr/stdout during the call.
 	Stderr string
 	Err    error
 }

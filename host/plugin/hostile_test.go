@@ -127,17 +127,21 @@ func TestHostileLiar(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Plugin != "hostile-liar" || !strings.Contains(err.Error(), "buffers add up to 1024 bytes per token but the pool declares 4096") {
 		t.Fatalf("buffers: %v", err)
 	}
-	for _, tt := range []struct{ mode, want string }{
-		{"greedy", "units need 1048576000 bytes (kv 1024000 × 1024 B) but only 1047552000 are available"},
-		{"overcap", "pool kv got 5001 tokens, over the cap of 5000"},
-		{"undeclared", `pool "ghost" was not declared`},
-		{"missing", "pool kv got no units"},
+	for _, tt := range []struct {
+		mode     string
+		tokenCap int64
+		want     string
+	}{
+		{"greedy", 0, "units need 1048576000 bytes (kv 1024000 × 1024 B) but only 1047552000 are available"},
+		{"overcap", 5000, "pool kv got 5001 tokens, over the cap of 5000"},
+		{"undeclared", 0, `pool "ghost" was not declared`},
+		{"missing", 0, "pool kv got no units"},
 	} {
 		l, err := p.Configure(context.Background(), in(tt.mode))
 		if err != nil {
 			t.Fatalf("%s: configure: %v", tt.mode, err)
 		}
-		_, err = l.Size(context.Background(), 1023000*1024, 5000, 0)
+		_, err = l.Size(context.Background(), 1023000*1024, tt.tokenCap, 0)
 		if !errors.As(err, &ce) || !strings.Contains(err.Error(), tt.want) {
 			t.Fatalf("%s: %v, want %q", tt.mode, err, tt.want)
 		}

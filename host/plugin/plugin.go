@@ -285,7 +285,9 @@ func (p *Plugin) lastError(ctx context.Context, inst *instance) string {
 	return firstLine(string(b))
 }
 
-// tailBuffer keeps the last max bytes written to it (guest stderr).
+// tailBuffer keeps the first max bytes written to it (guest stderr): the
+// Go runtime's diagnosis ("panic: …", "fatal error: …") comes first and the
+// goroutine dump after it.
 type tailBuffer struct {
 	mu  sync.Mutex
 	max int
@@ -297,9 +299,8 @@ func newTailBuffer(max int) *tailBuffer { return &tailBuffer{max: max} }
 func (t *tailBuffer) Write(b []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.buf = append(t.buf, b...)
-	if over := len(t.buf) - t.max; over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
+	if room := t.max - len(t.buf); room > 0 {
+		t.buf = append(t.buf, b[:min(room, len(b))]...)
 	}
 	return len(b), nil
 }

@@ -418,3 +418,42 @@ func TestClientDisconnectCancels(t *testing.T) {
 		})
 	}
 }
+
+// One handler serves many requests at once (run with -race).
+func TestConcurrentRequests(t *testing.T) {
+	env := newEnv(t, withScript(scriptText("abcENDxyz", "length")))
+	srv := httptest.NewServer(env.h)
+	defer srv.Close()
+	errs := make(chan string, 16)
+	for i := 0; i < 16; i++ {
+		go func(i int) {
+			body := `{"prompt":"p","stop":"END","stream":` + map[bool]string{true: "true", false: "false"}[i%2 == 0] + `}`
+			path := "/v1/completions"
+			if i%4 < 2 {
+				path = "/v1/chat/completions"
+				body = strings.Replace(body, `"prompt":"p"`, `"messages":[{"role":"user","content":"p"}]`, 1)
+			}
+			resp, err := srv.Client().Post(srv.URL+path, "application/json", strings.NewReader(body))
+			if err != nil {
+				errs <- err.Error()
+				return
+			}
+			defer resp.Body.Close()
+			var sb strings.Builder
+			_, _ = bufio.NewReader(resp.Body).WriteTo(&sb)
+			out := sb.String()
+			// Streams send "a", "b", "c" apiece; nothing of "END" may appear.
+			if resp.StatusCode != 200 || !strings.Contains(out, `"finish_reason":"stop"`) ||
+				strings.Contains(out, "END") || strings.Contains(out, `"E"`) || strings.Contains(out, "xyz") {
+				errs <- out
+				return
+			}
+			errs <- ""
+		}(i)
+	}
+	for i := 0; i < 16; i++ {
+		if e := <-errs; e != "" {
+			t.Errorf("request failed: %s", e)
+		}
+	}
+}

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kvhost/kvhost/host/boot"
+	"github.com/kvhost/kvhost/host/server"
+)
+
+func sharedModel(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join("..", "..", "..", "..", "shared", "models", "stories260K.gguf")
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("skipping: %s is absent (the shared test models live beside the repository)", p)
+	}
+	return p
+}
+
+func startServer(t *testing.T, modelPath string) (*httptest.Server, *boot.Stack) {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	s, err := boot.Build(boot.Config{Model: modelPath, Device: "cpu", DeviceMemory: 512 << 20, Threads: 2,
+		MaxRunning: 16, MaxQueue: 64, ChunkedPrefill: 256, PageSize: 16}, log, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(server.New(backend{s}, server.Options{Logger: log}))
+	t.Cleanup(func() {
+		ts.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s.Close(ctx)
+	})
+	return ts, s
+}
+
+// stream posts a streaming completion and returns the concatenated text.
+func stream(t *testing.T, url, prompt string, maxTokens int) (string, error) {
+	body, _ := json.Marshal(map[string]any{"prompt": prompt, "max_tokens": maxTokens, "temperature": 0, "stream": true})
+	resp, err := http.Post(url+"/v1/completions", "application/json", bytes.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		return "", fmt.Errorf("status %d: %s", resp.StatusCode, b)
+	}
+	var text strings.Builder
+	sc := bufio.NewScanner(resp.Body)
+	done := false
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" {
+			continue
+		}
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			return "", fmt.Errorf("not an SSE data line: %q", line)
+		}
+		if data == "[DONE]" {
+			done = true
+			break
+		}
+		var chunk struct {
+			Object  string
+			Choices []struct {
+				Text         string
+				FinishReason *string `json:"finish_reason"`
+			}
+		}
+		if err := json.Unmarshal([]byte(data), &chunk); err != nil {
+			return "", err
+		}
+		if chunk.Object != "text_completion" {
+			return "", fmt.Errorf("chunk object %q", chunk.Object)
+		}
+		for _, c := range chunk.Choices {
+			text.WriteString(c.Text)
+		}
+	}
+	if !done {
+		return "", fmt.Errorf("stream ended without [DONE]")
+	}
+	return text.String(), sc.Err()
+}
+
+// TestSixteenConcurrentStreams: 16 concurrent streaming greedy requests over
+// HTTP each equal the same request run alone, token for token.
+func TestSixteenConcurrentStreams(t *testing.T) {
+	ts, s := startServer(t, sharedModel(t))
+	prompts := []string{"Once upon a time", "The cat", "Lily and Tom", "One day", "The sun was", "A little bird",
+		"Mom said", "In the park", "The big dog", "Sara had a", "There was a boy", "The car", "Ben liked", "At night",
+		"The tree", "A happy"}
+	want := make([]string, len(prompts))
+	for i, p := range prompts {
+		var err error
+		if want[i], err = stream(t, ts.URL, p, 48); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := make([]string, len(prompts))
+	errs := make([]error, len(prompts))
+	var wg sync.WaitGroup
+	for i, p := range prompts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i], errs[i] = stream(t, ts.URL, p, 48)
+		}()
+	}
+	wg.Wait()
+	for i := range prompts {
+		if errs[i] != nil {
+			t.Fatalf("request %d: %v", i, errs[i])
+		}
+		if got[i] != want[i] {
+			t.Fatalf("request %d (%q): concurrent %q != sequential %q", i, prompts[i], got[i], want[i])
+		}
+	}
+	if !strings.Contains(want[0], "Lily") {
+		t.Fatalf("unexpected story: %q", want[0])
+	}
+	st := s.Engine.Stats()
+	if st.KVPagesFree != st.KVPagesTotal {
+		t.Fatalf("KV pages leaked: %+v", st)
+	}
+}
+
+func TestChatAndErrors(t *testing.T) {
+	ts, _ := startServer(t, sharedModel(t))
+	post := func(path, body string) (int, string) {
+		resp, err := http.Post(ts.URL+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, body := post("/v1/chat/completions", `{"messages":[{"role":"user","content":"Tell me a story"}],"max_tokens":16,"temperature":0}`)
+	if code != 200 || !strings.Contains(body, `"chat.completion"`) {
+		t.Fatalf("chat: %d %s", code, body)
+	}
+	long := strings.Repeat("the cat sat on the mat. ", 200)
+	code, body = post("/v1/completions", `{"prompt":"`+long+`","max_tokens":4}`)
+	if code != 400 || !strings.Contains(body, "context") {
+		t.Fatalf("prompt over the context: %d %s", code, body)
+	}
+	code, body = post("/v1/completions", `{"prompt": 5}`)
+	if code != 400 || !strings.Contains(body, "prompt") {
+		t.Fatalf("bad body: %d %s", code, body)
+	}
+}

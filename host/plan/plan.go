@@ -1,0 +1,216 @@
+package plan
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/kvhost/kvhost/host/alloc"
+	"github.com/kvhost/kvhost/host/budget"
+	"github.com/kvhost/kvhost/host/device"
+	"github.com/kvhost/kvhost/host/ledger"
+	"github.com/kvhost/kvhost/host/model"
+)
+
+// Input is a model and a device to plan for, with serve's knobs.
+type Input struct {
+	Name    string       `json:"model"`
+	Config  model.Config `json:"config"`
+	Weights []Tensor     `json:"-"`
+	// Device is "cpu" or a GPU preset name (Presets).
+	Device      string `json:"device"`
+	DeviceBytes int64  `json:"device_bytes"` // CPU device capacity
+	Threads     int    `json:"threads"`      // CPU kernel threads
+	TP          int    `json:"tp"`
+	// Serve's knobs; 0 takes serve's default (GPU: SGLang's defaults).
+	ChunkedPrefill    int     `json:"chunked_prefill_size"`
+	MaxRunning        int     `json:"max_running_requests"`
+	PageSize          int     `json:"page_size"`
+	MaxTotalTokens    int     `json:"max_total_tokens"`
+	MemFractionStatic float64 `json:"mem_fraction_static"`
+	SGLangCompat      bool    `json:"sglang_compat"`
+}
+
+// Peak is one runtime peak the slack must hold (spec §4).
+type Peak struct {
+	Name  string `json:"name"`
+	Bytes int64  `json:"bytes"`
+}
+
+// Report is the ledger serve would produce, with the budget and the runtime
+// peaks.
+type Report struct {
+	Input   Input           `json:"input"`
+	Budget  Budget          `json:"budget"`
+	Ledger  ledger.Snapshot `json:"ledger"`
+	Peaks   []Peak          `json:"peaks"`
+	Largest string          `json:"largest_peak"`
+	// KVHost is kvhost's own figure when the plan was made with
+	// SGLangCompat, for comparison.
+	KVHost *Budget `json:"kvhost,omitempty"`
+}
+
+// Plan predicts serve's ledger for in.
+func Plan(in Input) (Report, error) {
+	if err := in.Config.Validate(); err != nil {
+		return Report{}, err
+	}
+	if in.Device == "cpu" {
+		return planCPU(in)
+	}
+	return planGPU(in)
+}
+
+// phaser builds predicted phases from deltas.
+type phaser struct {
+	free   int64
+	phases []ledger.Phase
+}
+
+func (p *phaser) add(name string, delta int64) int64 {
+	after := p.free - delta
+	p.phases = append(p.phases, ledger.Phase{Name: name, FreeBefore: p.free, FreeAfter: after, Delta: delta,
+		AvailGiB: float64(after) / ledger.GiB, UsageGiB: float64(delta) / ledger.GiB})
+	p.free = after
+	return after
+}
+
+func cpuDefaults(in Input) Input {
+	if in.ChunkedPrefill <= 0 {
+		in.ChunkedPrefill = 512
+	}
+	if in.MaxRunning <= 0 {
+		in.MaxRunning = 32
+	}
+	if in.PageSize <= 0 {
+		in.PageSize = 16
+	}
+	if in.Threads <= 0 {
+		in.Threads = 1
+	}
+	return in
+}
+
+// planCPU predicts host/boot on the CPU device to the byte: the device
+// starts empty, weights cost 4 KiB pages each, the arena maps 2 MiB
+// granules and the profile forward is replayed through the same caching
+// allocator.
+func planCPU(in Input) (Report, error) {
+	in = cpuDefaults(in)
+	c := in.Config
+	const page, gran = 4096, 2 << 20
+	req, wdev := WeightCost(in.Weights, page)
+	ph := &phaser{free: in.DeviceBytes}
+	start := ph.free
+	P := ph.add("device init", 0)
+	A := ph.add("weights", wdev)
+	b := Budget{TotalBytes: in.DeviceBytes, PBytes: P, ABytes: A, WeightBytes: wdev,
+		ChunkedPrefill: in.ChunkedPrefill, MaxRunning: in.MaxRunning, ContextLen: c.ContextLen, MaxTotalTokens: in.MaxTotalTokens, Threads: in.Threads,
+		Layout: Layout{Buffers: 2 * c.Layers, RowBytes: int64(c.KVRow()) * 4, PageSize: in.PageSize, Granularity: page}}
+	sg := SGLangFigures(b.TotalBytes, P, A, 0, in.ChunkedPrefill, 1, float64(b.Layout.CellBytes()), in.PageSize, in.MaxTotalTokens, c.ContextLen)
+	arena := ledger.NewUsage("kv_arena", ledger.KindArena)
+	if in.SGLangCompat {
+		b.Policy = "sglang-compat"
+		if in.MemFractionStatic > 0 {
+			sg = SGLangFigures(b.TotalBytes, P, A, in.MemFractionStatic, in.ChunkedPrefill, 1, float64(b.Layout.CellBytes()), in.PageSize, in.MaxTotalTokens, c.ContextLen)
+			b.FractionFromFlag = true
+		}
+		b.MemFractionStatic = sg.MemFractionStatic
+		b.HeadroomBytes = int64(sg.SlackGiB * budget.GiB)
+		if sg.Error != "" || sg.Tokens <= 0 {
+			return Report{}, fmt.Errorf("plan: SGLang-compatible sizing fails: %s", sg.Error)
+		}
+		b.Tokens, b.KVBudgetBytes, b.UpperBoundTokens = sg.Tokens, sg.BudgetBytes, sg.Tokens
+		buf := int64(sg.Tokens) * b.Layout.RowBytes
+		b.KVMappedBytes = int64(b.Layout.Buffers) * alignUp(buf, page)
+		arena.Kind = ledger.KindDirect
+		ph.add("KV pools", b.KVMappedBytes)
+		ph.add("workspaces", 0)
+		ph.add("graph capture (profile forward)", 0)
+	} else {
+		b.Policy = "kvhost"
+		b.Layout.Granularity = gran
+		b.UpperBoundTokens = UpperBound(A, b.Layout, in.MaxTotalTokens)
+		b.PrefixTokens = min(ProfileTokens(in.ChunkedPrefill, in.PageSize), b.UpperBoundTokens)
+		if b.PrefixTokens <= 0 {
+			return Report{}, fmt.Errorf("plan: the weights leave %d bytes, not one KV page", A)
+		}
+		b.ReservedAddressBytes = b.Layout.BufferBytes(b.UpperBoundTokens) * int64(b.Layout.Buffers)
+		b.PrefixMappedBytes = b.Layout.Mapped(b.PrefixTokens)
+		ph.add("KV pools", b.PrefixMappedBytes)
+		ph.add("workspaces", 0)
+		peak, largest, err := ActivationPeak(c, ProfileBatches(c.ContextLen, in.ChunkedPrefill, in.MaxRunning), in.Threads)
+		if err != nil {
+			return Report{}, err
+		}
+		b.ProfilePeakBytes, b.FragmentationBytes, b.HeadroomBytes = peak, largest, Headroom(peak, largest)
+		if in.MemFractionStatic > 0 {
+			b.MemFractionStatic, b.FractionFromFlag = in.MemFractionStatic, true
+			b.HeadroomBytes = FractionHeadroom(P, in.MemFractionStatic)
+		}
+		b.FreeAfterCapture = ph.add("graph capture (profile forward)", 0)
+		if err := Grow(&b, c.ContextLen); err != nil {
+			return Report{}, err
+		}
+		ph.add("post-capture KV growth", b.KVMappedBytes-b.PrefixMappedBytes)
+	}
+	b.SGLang = &sg
+	ph.add("ready", 0)
+	b.Reservations = Reservations(c, b)
+
+	w := ledger.NewUsage("weights", ledger.KindDirect)
+	w.DeviceBytes, w.Categories[alloc.Weights.String()], w.Rounding = wdev, req, wdev-req
+	arena.DeviceBytes = b.KVMappedBytes
+	arena.Categories[alloc.KVCache.String()] = int64(b.Tokens) * b.Layout.CellBytes()
+	arena.Rounding = arena.DeviceBytes - arena.Categories[alloc.KVCache.String()]
+	snap := snapshot(device.Info{Name: fmt.Sprintf("CPU (%d threads)", in.Threads), Kind: "cpu", Total: in.DeviceBytes, Threads: in.Threads}, start, ph,
+		[]ledger.Usage{w, ledger.NewUsage("caching", ledger.KindCaching), arena}, b)
+	r := Report{Input: in, Budget: b, Ledger: snap, Peaks: cpuPeaks(c, b)}
+	r.Largest = largest(r.Peaks)
+	return r, nil
+}
+
+func snapshot(info device.Info, start int64, ph *phaser, us []ledger.Usage, b Budget) ledger.Snapshot {
+	s := ledger.Snapshot{Device: info, TotalBytes: info.Total, FreeBytes: ph.free, StartFreeBytes: start, Unit: "bytes; GiB = 2^30 B", Phases: ph.phases, Budget: b}
+	var held int64
+	for _, u := range us {
+		held += u.DeviceBytes
+	}
+	out := ledger.NewUsage("outside", ledger.KindOutside)
+	out.DeviceBytes = s.TotalBytes - s.FreeBytes - held
+	out.Categories[alloc.Context.String()] = out.DeviceBytes
+	s.Allocators = append(us, out)
+	s.ByCategory = map[string]int64{"cached": 0, "rounding": 0}
+	for _, u := range s.Allocators {
+		for k, v := range u.Categories {
+			s.ByCategory[k] += v
+		}
+		s.ByCategory["rounding"] += u.Rounding
+		s.ByCategory["cached"] += u.Cached
+	}
+	s.KVPools = []ledger.KVPool{{Name: "kv", PageSize: b.Layout.PageSize, Pages: b.Tokens / b.Layout.PageSize, FreePages: b.Tokens / b.Layout.PageSize,
+		CapacityTokens: b.Tokens, CellBytes: b.Layout.CellBytes(), Bytes: int64(b.Tokens) * b.Layout.CellBytes()}}
+	return s
+}
+
+// cpuPeaks are the §4 peaks in F32 (the CPU device's activation dtype) for
+// the CPU forward's shapes, beside the replayed profile.
+func cpuPeaks(c model.Config, b Budget) []Peak {
+	k, rows := min(b.ChunkedPrefill, c.ContextLen-1), min(b.MaxRunning, b.ChunkedPrefill)
+	return []Peak{
+		{"profiled forward (caching segments)", b.ProfilePeakBytes},
+		{"dense layer, chunk limit", budget.DenseLayerPeak(k, c.Hidden, c.Intermediate, 4)},
+		{"attention moment, chunk limit", budget.AttentionPeak(k, c.Hidden, c.Heads, c.KVHeads, c.HeadDim, 4)},
+		{"attention scratch", int64(b.Threads) * int64(c.ContextLen) * 4},
+		{"LM head, pruned (max batch rows)", int64(rows) * int64(c.Vocab+c.Hidden) * 4},
+		{"LM head, unpruned (chunk rows)", int64(k) * int64(c.Vocab+c.Hidden) * 4},
+	}
+}
+
+func largest(ps []Peak) string {
+	s := append([]Peak(nil), ps...)
+	sort.SliceStable(s, func(i, j int) bool { return s[i].Bytes > s[j].Bytes })
+	if len(s) == 0 {
+		return ""
+	}
+	return s[0].Name
+}

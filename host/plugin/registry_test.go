@@ -1,0 +1,166 @@
+package plugin
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/kvhost/kvhost/sdk"
+)
+
+func TestRegistryOverrideAndLookup(t *testing.T) {
+	t.Parallel()
+	builtin := fstest.MapFS{"README.md": {Data: []byte("x")}}
+	for _, k := range kinds {
+		builtin[k+".wasm"] = &fstest.MapFile{Data: readWasm(t, k)}
+	}
+	dir := t.TempDir()
+	// A plugins-dir file named mla.wasm overrides the built-in mla: here it
+	// is really the swa plugin, so the override is observable.
+	if err := os.WriteFile(filepath.Join(dir, "mla.wasm"), readWasm(t, "swa"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "extra.wasm"), readWasm(t, "mha"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRegistry(testRT, builtin, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	if got := strings.Join(r.Names(), ","); got != "extra,fp4,mamba,mha,mla,swa" {
+		t.Fatalf("names %s", got)
+	}
+	if src, _ := r.Source("mla"); src.Origin != filepath.Join(dir, "mla.wasm") {
+		t.Fatalf("mla origin %s", src.Origin)
+	}
+	if src, _ := r.Source("mha"); src.Origin != "builtin" {
+		t.Fatalf("mha origin %s", src.Origin)
+	}
+	p, err := r.Plugin(context.Background(), "mla")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Descriptor().Name != "swa" {
+		t.Fatalf("override not applied: mla.wasm describes itself as %s", p.Descriptor().Name)
+	}
+	if _, err := r.Plugin(context.Background(), "nope"); err == nil || !strings.Contains(err.Error(), `no plugin named "nope"`) {
+		t.Fatalf("missing plugin: %v", err)
+	}
+	for _, tt := range []struct{ arch, kv, want string }{
+		{"LlamaForCausalLM", "bf16", "mha"},  // "extra" (a copy of mha) sorts first and wins
+		{"LlamaForCausalLM", "fp4", "fp4"},   // only fp4 accepts fp4
+		{"GptOssForCausalLM", "bf16", "swa"}, // "mla" here is the swa plugin, sorted first
+		{"Qwen3NextForCausalLM", "fp8_e4m3", "mamba"},
+	} {
+		p, err := r.ForArchitecture(context.Background(), tt.arch, tt.kv)
+		if err != nil {
+			t.Fatalf("%s/%s: %v", tt.arch, tt.kv, err)
+		}
+		if p.Descriptor().Name != tt.want {
+			t.Errorf("%s/%s: got %s (%s), want %s", tt.arch, tt.kv, p.Name(), p.Descriptor().Name, tt.want)
+		}
+	}
+	if _, err := r.ForArchitecture(context.Background(), "DeepseekV3ForCausalLM", "bf16"); err == nil {
+		t.Fatal("DeepSeek found although the mla plugin was overridden by swa")
+	}
+}
+
+func TestRegistryBadDir(t *testing.T) {
+	if _, err := NewRegistry(testRT, nil, filepath.Join(t.TempDir(), "absent")); err == nil {
+		t.Fatal("absent plugins dir accepted")
+	}
+}
+
+func TestCheckFile(t *testing.T) {
+	t.Parallel()
+	for _, k := range kinds {
+		rep, err := testRT.Check(context.Background(), k, readWasm(t, k))
+		if err != nil {
+			t.Fatalf("%s: %v", k, err)
+		}
+		out := rep.String()
+		for _, want := range []string{"plugin " + k + " 1.0.0 (configurator, ABI 1)", "self-test:", "pool ", "uses "} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s report lacks %q:\n%s", k, want, out)
+			}
+		}
+		if len(rep.Units) != len(rep.Pools) {
+			t.Errorf("%s: %d pools, %d sized", k, len(rep.Pools), len(rep.Units))
+		}
+		t.Logf("\n%s", out)
+	}
+	// CheckFile on broken files: a one-line reason each.
+	dir := t.TempDir()
+	broken := map[string][]byte{
+		"empty.wasm":     nil,
+		"text.wasm":      []byte("not wasm at all"),
+		"truncated.wasm": readWasm(t, "mha")[:4096],
+		"badabi.wasm":    readWasm(t, "hostile-badabi"),
+		"panic.wasm":     readWasm(t, "hostile-panic"),
+	}
+	for name, b := range broken {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := CheckFile(context.Background(), path)
+		if err == nil || strings.ContainsAny(err.Error(), "\r\n") {
+			t.Errorf("%s: want a one-line error, got %q", name, err)
+		}
+	}
+	_, err := CheckFile(context.Background(), filepath.Join(dir, "badabi.wasm"))
+	var abi *ABIError
+	if !errors.As(err, &abi) {
+		t.Errorf("badabi via CheckFile: %v is not an *ABIError", err)
+	}
+	rep, err := CheckFile(context.Background(), filepath.Join(wasmDir, "mla.wasm"))
+	if err != nil || rep.Sample != "deepseek-v3.json" || rep.Path != filepath.Join(wasmDir, "mla.wasm") {
+		t.Fatalf("CheckFile mla: %v %+v", err, rep)
+	}
+}
+
+func TestSamplesMatchConfiguratorTestdata(t *testing.T) {
+	entries, err := samples.ReadDir("samples")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		a, _ := samples.ReadFile("samples/" + e.Name())
+		b, err := os.ReadFile(filepath.Join("..", "..", "configurators", "testdata", e.Name()))
+		if err != nil || !bytes.Equal(a, b) {
+			t.Errorf("samples/%s differs from configurators/testdata (%v)", e.Name(), err)
+		}
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, c := range []Config{{MemoryLimitPages: 16}, {CallTimeout: -1}, {MaxIdle: -1}} {
+		if err := c.Validate(); err == nil {
+			t.Errorf("%+v accepted", c)
+		}
+		if _, err := NewRuntime(context.Background(), c); err == nil {
+			t.Errorf("NewRuntime(%+v) accepted", c)
+		}
+	}
+	if err := (Config{}).Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestConfigureValidatesHostFacts(t *testing.T) {
+	p := load(t, "mha")
+	_, err := p.Configure(context.Background(), sdk.ConfigureInput{Model: modelConfig(t, "llama-3-8b"), Host: sdk.HostFacts{PageSize: -4}})
+	if err == nil || !strings.Contains(err.Error(), "page_size -4") {
+		t.Fatalf("err = %v", err)
+	}
+	l := configure(t, "mha", "llama-3-8b", sdk.HostFacts{})
+	if _, err := l.Size(context.Background(), -1, 0, 0); err == nil {
+		t.Fatal("negative available accepted")
+	}
+}

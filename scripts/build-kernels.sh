@@ -11,7 +11,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 src="$root/kernels/cuda"
 NVCC="${NVCC:-nvcc}"
-FLAGS=(-O3 -std=c++14 --use_fast_math=false)
+FLAGS=(-O3 -std=c++14)
 check=0
 out="$src"
 case "${1:-}" in

@@ -46,12 +46,20 @@ type Forwarder interface {
 	Forward(pool *kv.Pool, seqs []model.Seq, logits []float32) error
 }
 
+// group is what the choices of one request share: the stream and how many
+// of them are still open.
+type group struct {
+	out  chan Event
+	open int
+}
+
 // seq is one request's state, owned by the engine goroutine once admitted.
 type seq struct {
 	id      uint64
 	ctx     context.Context
 	req     Request
-	out     chan Event
+	grp     *group
+	choice  int
 	tokens  []int32 // prompt, then generated
 	prompt  int
 	cached  int // tokens whose K/V are in the pool
@@ -79,6 +87,7 @@ type Stats struct {
 type Engine struct {
 	cfg     Config
 	fwd     Forwarder
+	kern    device.Kernels
 	pool    *kv.Pool
 	vocab   int
 	ctxLen  int
@@ -119,6 +128,9 @@ func New(cfg Config, fwd Forwarder, pool *kv.Pool, mc model.Config, eog func(int
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		seeds: uint64(time.Now().UnixNano()),
 	}
+	if k, ok := fwd.(interface{ Kernels() device.Kernels }); ok {
+		e.kern = k.Kernels()
+	}
 	go e.loop()
 	return e, nil
 }
@@ -138,7 +150,9 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 		return nil, fmt.Errorf("%w: %d requests waiting (limit %d)", ErrQueueFull, len(e.waiting), e.cfg.MaxQueue)
 	}
 	e.nextID++
-	s := &seq{id: e.nextID, arrival: e.nextID, ctx: ctx, req: req, out: make(chan Event, req.MaxTokens+2), prompt: len(req.Prompt)}
+	n := max(req.N, 1)
+	g := &group{out: make(chan Event, n*(req.MaxTokens+2)), open: 1}
+	s := &seq{id: e.nextID, arrival: e.nextID, ctx: ctx, req: req, grp: g, prompt: len(req.Prompt)}
 	s.tokens = append(make([]int32, 0, len(req.Prompt)+req.MaxTokens), req.Prompt...)
 	if req.Sampling.Seed != nil {
 		s.seed = *req.Sampling.Seed
@@ -151,7 +165,7 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	case e.wake <- struct{}{}:
 	default:
 	}
-	return &Stream{Events: s.out}, nil
+	return &Stream{Events: g.out}, nil
 }
 
 func (e *Engine) validate(req Request) error {
@@ -173,7 +187,7 @@ func (e *Engine) validate(req Request) error {
 		return &InvalidRequestError{Field: "max_tokens", Problem: fmt.Sprintf("%d new tokens do not fit: the prompt has %d tokens and the context %d, so at most %d", req.MaxTokens, len(req.Prompt), e.ctxLen, room)}
 	}
 	capTokens := e.pool.Spec().NumPages * e.pool.Spec().PageSize
-	if need := len(req.Prompt) + req.MaxTokens; need > capTokens {
+	if need := len(req.Prompt) + max(req.N, 1)*(req.MaxTokens+e.pool.Spec().PageSize); need > capTokens {
 		return &InvalidRequestError{Field: "max_tokens", Problem: fmt.Sprintf("prompt plus max_tokens is %d tokens, more than the whole KV pool holds (%d)", need, capTokens)}
 	}
 	if req.PromptLogprobStart < 0 || req.PromptLogprobStart > len(req.Prompt) {
@@ -181,6 +195,9 @@ func (e *Engine) validate(req Request) error {
 	}
 	if req.PromptTopLogprobs < 0 || req.PromptTopLogprobs > 20 {
 		return &InvalidRequestError{Field: "top_logprobs_num", Problem: fmt.Sprintf("%d out of range [0, 20]", req.PromptTopLogprobs)}
+	}
+	if req.N < 0 || req.N > 64 {
+		return &InvalidRequestError{Field: "n", Problem: fmt.Sprintf("%d out of range [1, 64]", req.N)}
 	}
 	if req.TopLogprobs < 0 || req.TopLogprobs > 20 {
 		return &InvalidRequestError{Field: "top_logprobs", Problem: fmt.Sprintf("%d out of range [0, 20]", req.TopLogprobs)}
@@ -290,8 +307,20 @@ func (e *Engine) finish(s *seq, ev Event) {
 	e.pool.Release(s.pages)
 	s.pages = nil
 	ev.PromptTokens, ev.CompletionTokens = s.prompt, len(s.tokens)-s.prompt
-	s.out <- ev
-	close(s.out)
+	ev.Choice = s.choice
+	if !s.started && max(s.req.N, 1) > 1 {
+		// Failed before the fork: end every choice.
+		for c := 0; c < s.req.N; c++ {
+			ev.Choice = c
+			s.grp.out <- ev
+		}
+	} else {
+		s.grp.out <- ev
+	}
+	s.grp.open--
+	if s.grp.open == 0 {
+		close(s.grp.out)
+	}
 }
 
 // compact drops finished sequences from the running set.
@@ -346,6 +375,13 @@ func (e *Engine) step() {
 			continue
 		}
 		if !e.reserve(s, len(s.tokens)) {
+			continue
+		}
+		if err := e.pool.Unshare(s.pages, (len(s.tokens)-1)/e.pool.Spec().PageSize, e.kern); err != nil {
+			if errors.Is(err, kv.ErrNoPages) && e.preemptOther(s) {
+				i--
+				continue
+			}
 			continue
 		}
 		e.add(s, 1)
@@ -498,12 +534,31 @@ func (e *Engine) scorePrompt(s *seq, idx int, row []float32) {
 	s.promptLP = append(s.promptLP, pl)
 }
 
+// fork creates the other n-1 choices of s after its prompt is cached: they
+// share its pages (copy-on-write) and sample from the same last row.
+func (e *Engine) fork(s *seq, row []float32) {
+	n := max(s.req.N, 1)
+	for c := 1; c < n; c++ {
+		child := &seq{
+			id: s.id, arrival: s.arrival, ctx: s.ctx, req: s.req, grp: s.grp, choice: c, prompt: s.prompt,
+			tokens: append(make([]int32, 0, cap(s.tokens)), s.tokens[:s.prompt]...), cached: s.prompt,
+			pages: e.pool.Share(s.pages), seed: s.seed + uint64(c)*0x9e3779b97f4a7c15, started: true,
+		}
+		s.grp.open++
+		e.running = append(e.running, child)
+		e.emit(child, row)
+	}
+}
+
 // emit samples s's next token from its logits row and streams it.
 func (e *Engine) emit(s *seq, row []float32) {
+	if !s.started && max(s.req.N, 1) > 1 {
+		defer e.fork(s, row)
+	}
 	p := sampling.Params{Temperature: s.req.Sampling.Temperature, TopK: s.req.Sampling.TopK, TopP: s.req.Sampling.TopP, MinP: s.req.Sampling.MinP}
 	tok := e.sampler.Sample(row, p, s.seed, s.step)
 	s.step++
-	ev := Event{Token: tok}
+	ev := Event{Token: tok, Choice: s.choice}
 	if !s.started {
 		s.started = true
 		ev.Prompt, s.promptLP = s.promptLP, nil
@@ -517,7 +572,7 @@ func (e *Engine) emit(s *seq, row []float32) {
 		}
 	}
 	s.tokens = append(s.tokens, tok)
-	s.out <- ev
+	s.grp.out <- ev
 	generated := len(s.tokens) - s.prompt
 	switch {
 	case !s.req.IgnoreEOS && e.eog(tok), isStop(tok, s.req.StopTokens):

@@ -394,3 +394,51 @@ func TestPromptLogprobsChunked(t *testing.T) {
 		}
 	}
 }
+
+// TestNChoicesShareThePrompt: n=3 choices fork after prefill, share the
+// prompt's pages copy-on-write, and choice c equals a single request seeded
+// seed + c·φ — so sharing corrupted nothing.
+func TestNChoicesShareThePrompt(t *testing.T) {
+	r := newRig(t, 256, Config{MaxRunning: 8, MaxQueue: 8, ChunkedPrefill: 64})
+	prompt := prompts(7)[6] // not a multiple of the page size: the last page is shared and partial
+	if len(prompt)%4 == 0 {
+		prompt = append(prompt, 77)
+	}
+	seed := uint64(99)
+	params := SamplingParams{Temperature: 1.2, Seed: &seed}
+	s, err := r.e.Submit(context.Background(), Request{Prompt: prompt, MaxTokens: 12, IgnoreEOS: true, N: 3, Sampling: params})
+	if err != nil {
+		t.Fatal(err)
+	}
+	choices := map[int][]int32{}
+	done := map[int]bool{}
+	for ev := range s.Events {
+		if ev.Err != nil {
+			t.Fatal(ev.Err)
+		}
+		if ev.Done {
+			done[ev.Choice] = true
+			continue
+		}
+		choices[ev.Choice] = append(choices[ev.Choice], ev.Token)
+	}
+	if len(done) != 3 || len(choices) != 3 {
+		t.Fatalf("choices %v done %v", choices, done)
+	}
+	for c := 0; c < 3; c++ {
+		cs := seed + uint64(c)*0x9e3779b97f4a7c15
+		one, err := r.e.Submit(context.Background(), Request{Prompt: prompt, MaxTokens: 12, IgnoreEOS: true,
+			Sampling: SamplingParams{Temperature: 1.2, Seed: &cs}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := collect(one)
+		if fmt.Sprint(res.tokens) != fmt.Sprint(choices[c]) {
+			t.Fatalf("choice %d: %v, alone %v", c, choices[c], res.tokens)
+		}
+	}
+	if fmt.Sprint(choices[0]) == fmt.Sprint(choices[1]) && fmt.Sprint(choices[1]) == fmt.Sprint(choices[2]) {
+		t.Fatal("all choices identical at temperature 1.2")
+	}
+	waitIdle(t, r)
+}

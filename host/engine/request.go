@@ -48,6 +48,10 @@ type Request struct {
 	// PromptLogprobStart on (index 0 has none: nothing predicts it), with
 	// PromptTopLogprobs alternatives. Their logits are computed chunk by
 	// chunk during prefill and delivered on the first event.
+	// N is the number of choices (0 means 1). They share the prompt's KV
+	// pages, copy-on-write, and each samples with its own stream (seed+i).
+	N int
+
 	PromptLogprobs     bool
 	PromptLogprobStart int
 	PromptTopLogprobs  int
@@ -72,6 +76,8 @@ type TokenLogprob struct {
 // ("stop": end-of-generation or stop token, "length": max_tokens or context),
 // or a failure (Err, which also ends the stream).
 type Event struct {
+	// Choice is the index (0..N-1) of the choice this event belongs to.
+	Choice      int
 	Token       int32
 	Logprob     float32
 	TopLogprobs []TokenLogprob
@@ -85,8 +91,9 @@ type Event struct {
 	CompletionTokens int
 }
 
-// Stream delivers a request's events in order; the channel closes after the
-// final event (Done or Err). Cancelling the context passed to Submit ends the
+// Stream delivers a request's events in order; with N choices each choice
+// ends with its own final event (Done or Err) and the channel closes after
+// the last of them. Cancelling the context passed to Submit ends the
 // request and frees its KV pages.
 type Stream struct {
 	Events <-chan Event

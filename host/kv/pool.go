@@ -49,6 +49,9 @@ type Pool struct {
 
 	mu   sync.Mutex
 	free []int32
+	// refs counts the page tables holding each page; sharing a prompt's
+	// pages between the n choices of one request raises it above one.
+	refs []int32
 }
 
 // ErrNoPages means the pool cannot satisfy a page request right now.
@@ -74,6 +77,7 @@ func New(spec Spec, a *alloc.Direct) (*Pool, error) {
 		}
 		p.layers = append(p.layers, device.KVLayer{K: bufs[0], V: bufs[1], PageSize: spec.PageSize, KVHeads: spec.KVHeads, HeadDim: spec.HeadDim})
 	}
+	p.refs = make([]int32, spec.NumPages)
 	p.free = make([]int32, spec.NumPages)
 	for i := range p.free {
 		// Hand out low pages first.
@@ -106,16 +110,44 @@ func (p *Pool) Grow(table []int32, n int) ([]int32, error) {
 	k := len(p.free) - need
 	for i := len(p.free) - 1; i >= k; i-- {
 		table = append(table, p.free[i])
+		p.refs[p.free[i]] = 1
 	}
 	p.free = p.free[:k]
 	return table, nil
 }
 
-// Release returns every page of table to the pool.
+// Release drops table's hold on its pages; a page returns to the free list
+// when no table holds it.
 func (p *Pool) Release(table []int32) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.free = append(p.free, table...)
+	for _, pg := range table {
+		if p.refs[pg] <= 0 {
+			panic(fmt.Sprintf("kv: release of free page %d", pg))
+		}
+		p.refs[pg]--
+		if p.refs[pg] == 0 {
+			p.free = append(p.free, pg)
+		}
+	}
+}
+
+// Share returns a new page table holding the same pages as table (each
+// page's count raised), for copy-on-write forks.
+func (p *Pool) Share(table []int32) []int32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, pg := range table {
+		p.refs[pg]++
+	}
+	return append([]int32(nil), table...)
+}
+
+// Shared reports whether page pg is held by more than one table.
+func (p *Pool) Shared(pg int32) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.refs[pg] > 1
 }
 
 // FreePages is the number of pages on the free list.
@@ -132,4 +164,35 @@ func (p *Pool) Close() {
 	}
 	p.ptrs = nil
 	p.layers = nil
+}
+
+// Unshare gives table a private copy of its page i when another table holds
+// it too (copy-on-write before a write into a shared partial page). It
+// copies every layer's K and V rows with the device's kernels.
+func (p *Pool) Unshare(table []int32, i int, k device.Kernels) error {
+	if !p.Shared(table[i]) {
+		return nil
+	}
+	fresh, err := p.Grow(nil, p.spec.PageSize)
+	if err != nil {
+		return err
+	}
+	src, dst := int(table[i]), int(fresh[0])
+	row := p.spec.KVHeads * p.spec.HeadDim
+	ps := p.spec.PageSize
+	idx := make([]int32, ps)
+	for j := range idx {
+		idx[j] = int32(src*ps + j)
+	}
+	for _, l := range p.layers {
+		for _, b := range []device.Buf{l.K, l.V} {
+			if err := k.GatherRows(b.Slice(dst*ps*row, ps*row), b, row, idx); err != nil {
+				p.Release(fresh)
+				return fmt.Errorf("kv: copy page %d: %w", src, err)
+			}
+		}
+	}
+	p.Release(table[i : i+1])
+	table[i] = fresh[0]
+	return nil
 }

@@ -55,3 +55,34 @@ func TestPoolPages(t *testing.T) {
 		t.Fatal("zero pages accepted")
 	}
 }
+
+func TestShareRefcounts(t *testing.T) {
+	dev, err := cpu.New(device.Options{MemoryBytes: 16 << 20, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	p, err := New(Spec{Layers: 1, KVHeads: 1, HeadDim: 4, PageSize: 2, NumPages: 4}, alloc.NewDirect("kv", dev))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := p.Grow(nil, 4)
+	b := p.Share(a)
+	if !p.Shared(a[0]) || p.FreePages() != 2 {
+		t.Fatal("share did not count")
+	}
+	p.Release(a)
+	if p.FreePages() != 2 || p.Shared(b[0]) {
+		t.Fatal("pages freed while still shared")
+	}
+	p.Release(b)
+	if p.FreePages() != 4 {
+		t.Fatal("pages not freed by the last holder")
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("double release not detected")
+		}
+	}()
+	p.Release(b)
+}

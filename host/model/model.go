@@ -60,6 +60,9 @@ func (o Options) validate() error {
 	return nil
 }
 
+// Kernels is the kernel set of the model's device.
+func (m *Model) Kernels() device.Kernels { return m.k }
+
 // WeightBytes is the device memory the weights occupy.
 func (m *Model) WeightBytes() int64 { return m.weightBytes }
 

@@ -33,7 +33,7 @@ func nvmlErr(op string, r nvml.Return) error {
 	if r == nvml.SUCCESS {
 		return nil
 	}
-	return fmt.Errorf("cuda: nvml %s: %s", op, nvml.ErrorString(r))
+	return fmt.Errorf("cuda: nvml %s: %s", op, r.Error())
 }
 
 func openNVML(index int) (*nvmlSession, error) {

@@ -1,0 +1,177 @@
+package boot
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kvhost/kvhost/host/engine"
+	"github.com/kvhost/kvhost/host/ledger"
+	"github.com/kvhost/kvhost/host/plan"
+)
+
+// sharedModel locates ../shared/models/stories260K.gguf from the module root.
+func sharedModel(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Skip("go.mod not found above the test directory")
+		}
+		dir = parent
+	}
+	p := filepath.Join(dir, "..", "shared", "models", "stories260K.gguf")
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("%s is absent (the shared models directory is not mounted): %v", p, err)
+	}
+	return p
+}
+
+func planFor(t *testing.T, cfg Config) plan.Report {
+	t.Helper()
+	name, c, ts, err := plan.LoadModel(cfg.Model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := plan.Plan(plan.Input{Name: name, Config: c, Weights: ts, Device: "cpu", DeviceBytes: cfg.DeviceMemory, Threads: cfg.Threads,
+		ChunkedPrefill: cfg.ChunkedPrefill, MaxRunning: cfg.MaxRunning, PageSize: cfg.PageSize, MaxTotalTokens: cfg.MaxTotalTokens,
+		MemFractionStatic: cfg.MemFractionStatic, SGLangCompat: cfg.SGLangCompat})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestPlanMatchesServe: every phase, allocator and pool figure plan
+// predicts equals what serve measures, and both ledgers balance to the byte
+// with nothing outside.
+func TestPlanMatchesServe(t *testing.T) {
+	tiny, small := writeModel(t, "tiny"), writeModel(t, "small")
+	cases := []struct {
+		name string
+		cfg  func() Config
+	}{
+		{"tiny kvhost", func() Config { return baseConfig(tiny, 192<<20) }},
+		{"tiny kvhost cap", func() Config { c := baseConfig(tiny, 192<<20); c.MaxTotalTokens = 5000; return c }},
+		{"tiny kvhost f", func() Config { c := baseConfig(tiny, 192<<20); c.MemFractionStatic = 0.9; return c }},
+		{"tiny compat", func() Config { c := baseConfig(tiny, 192<<20); c.SGLangCompat, c.MemFractionStatic = true, 0.7; return c }},
+		{"small kvhost", func() Config { c := baseConfig(small, 320<<20); c.MaxRunning, c.ChunkedPrefill, c.PageSize = 4, 100, 1; return c }},
+		{"stories260K", func() Config { return baseConfig(sharedModel(t), 64<<20) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := tc.cfg()
+			s, err := Build(cfg, nil, os.Stdout)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close(context.Background())
+			got := s.Ledger.Snapshot()
+			if err := ledger.Check(got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Outside() != 0 {
+				t.Fatalf("outside = %d on the CPU device, want 0", got.Outside())
+			}
+			want := planFor(t, cfg)
+			if err := ledger.Check(want.Ledger); err != nil {
+				t.Fatalf("plan's ledger: %v", err)
+			}
+			if !reflect.DeepEqual(got.Phases, want.Ledger.Phases) {
+				t.Errorf("phases:\nserve %+v\nplan  %+v", got.Phases, want.Ledger.Phases)
+			}
+			if !reflect.DeepEqual(got.Allocators, want.Ledger.Allocators) {
+				t.Errorf("allocators:\nserve %+v\nplan  %+v", got.Allocators, want.Ledger.Allocators)
+			}
+			gp, wp := got.KVPools[0], want.Ledger.KVPools[0]
+			if gp.CapacityTokens != wp.CapacityTokens || gp.Pages != wp.Pages || gp.Bytes != wp.Bytes || gp.CellBytes != wp.CellBytes {
+				t.Errorf("pool: serve %+v plan %+v", gp, wp)
+			}
+			if !reflect.DeepEqual(s.Budget, want.Budget) {
+				t.Errorf("budget:\nserve %+v\nplan  %+v", s.Budget, want.Budget)
+			}
+		})
+	}
+}
+
+// TestStressWithinSlack runs a worst-case workload on a KV pool sized by the
+// budget: prompts at the chunk limit, the maximum running batch, logprobs
+// requested; nothing may fail and the runtime peak must stay in the slack.
+func TestStressWithinSlack(t *testing.T) {
+	path := writeModel(t, "tiny")
+	cfg := baseConfig(path, 160<<20)
+	cfg.MaxRunning, cfg.ChunkedPrefill = 8, 256
+	s, err := Build(cfg, nil, os.Stdout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	b := s.Budget
+	dev := b.TotalBytes
+	if limit := max(dev/10, 256<<20); b.HeadroomBytes >= limit {
+		t.Fatalf("slack %d is not below max(10%% of %d, 256 MiB)", b.HeadroomBytes, dev)
+	}
+	s.Act.ResetPeak()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ctxLen := s.Model.Config.ContextLen
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	submit := func(i, plen, maxTok int) {
+		defer wg.Done()
+		prompt := make([]int32, plen)
+		for j := range prompt {
+			prompt[j] = int32((i*31 + j*17) % s.Model.Config.Vocab)
+		}
+		var st *engine.Stream
+		for {
+			var err error
+			st, err = s.Engine.Submit(ctx, engine.Request{Prompt: prompt, MaxTokens: maxTok, IgnoreEOS: true, Logprobs: true, TopLogprobs: 5, Sampling: engine.SamplingParams{Temperature: 1}})
+			if err == nil {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		for ev := range st.Events {
+			if ev.Err != nil {
+				errs <- ev.Err
+			}
+		}
+	}
+	for i := range 3 * cfg.MaxRunning {
+		wg.Add(1)
+		plen := cfg.ChunkedPrefill
+		if i%3 == 0 {
+			plen = ctxLen - 8 // longest prompts: chunked at the limit
+		}
+		go submit(i, plen, 4)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("request failed: %v", err)
+	}
+	st := s.Act.Stats()
+	if st.NumOOMs != 0 {
+		t.Fatalf("%d OOMs", st.NumOOMs)
+	}
+	if st.PeakReserved > b.HeadroomBytes {
+		t.Fatalf("runtime peak %d exceeds the reserved slack %d", st.PeakReserved, b.HeadroomBytes)
+	}
+	if err := ledger.Check(s.Ledger.Snapshot()); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("device %d B: KV tokens %d, slack %d B (profile %d + allowance %d), runtime peak %d B; SGLang default: f=%.3f tokens %d (%s)",
+		dev, b.Tokens, b.HeadroomBytes, b.ProfilePeakBytes, b.FragmentationBytes, st.PeakReserved, b.SGLang.MemFractionStatic, b.SGLang.Tokens, b.SGLang.Error)
+}

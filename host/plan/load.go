@@ -1,0 +1,75 @@
+package plan
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/kvhost/kvhost/host/model"
+	"github.com/kvhost/kvhost/host/model/gguf"
+	"github.com/kvhost/kvhost/host/model/hf"
+)
+
+// LoadModel reads a model's configuration and weight sizes without loading
+// weights: a config.json, a Hugging Face directory (its config.json; the
+// matrices are sized from torch_dtype) or a GGUF file (header only: tensor
+// sizes from the tensor infos).
+func LoadModel(path string) (name string, c model.Config, ts []Tensor, err error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", model.Config{}, nil, fmt.Errorf("plan: %w", err)
+	}
+	cfgPath := ""
+	switch {
+	case st.IsDir():
+		cfgPath = filepath.Join(path, "config.json")
+	case strings.HasSuffix(path, ".json"):
+		cfgPath = path
+	}
+	if cfgPath == "" {
+		return loadGGUF(path)
+	}
+	raw, err := os.ReadFile(cfgPath)
+	if err != nil {
+		return "", model.Config{}, nil, fmt.Errorf("plan: %w", err)
+	}
+	hc, err := hf.ParseConfig(raw)
+	if err != nil {
+		return "", model.Config{}, nil, fmt.Errorf("plan: %s: %w", cfgPath, err)
+	}
+	c, err = model.ConfigFromHF(hc, cfgPath)
+	if err != nil {
+		return "", model.Config{}, nil, err
+	}
+	elem := 2.0
+	if hc.TorchDType == "float32" {
+		elem = 4
+	}
+	ts, err = WeightTensors(c, DenseMatrices(c, elem))
+	return filepath.Base(filepath.Dir(cfgPath)), c, ts, err
+}
+
+func loadGGUF(path string) (string, model.Config, []Tensor, error) {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return "", model.Config{}, nil, err
+	}
+	defer f.Close()
+	c, err := model.ConfigFromGGUF(f)
+	if err != nil {
+		return "", model.Config{}, nil, err
+	}
+	sizes := map[string]int64{}
+	for _, t := range f.Tensors {
+		sizes[t.Name] = int64(t.Size)
+	}
+	ts, err := WeightTensors(c, func(n string) (int64, bool) { v, ok := sizes[n]; return v, ok })
+	name := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	if v, ok := f.Get("general.name"); ok {
+		if s, ok := v.String(); ok && s != "" {
+			name = s
+		}
+	}
+	return name, c, ts, err
+}

@@ -12,3 +12,8 @@ require (
 	golang.org/x/sys v0.50.0
 	gorgonia.org/cu v0.9.6
 )
+
+require (
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/pkg/errors v0.9.1 // indirect
+)

@@ -114,6 +114,8 @@ type Allocator struct {
 	nextPool PoolID
 	live     map[device.Ptr]*block
 	st       Stats
+	// capture routes Alloc to a private pool while a graph is captured.
+	capture PoolID
 }
 
 // New returns an allocator named name (the ledger's allocator name) over drv.
@@ -151,9 +153,34 @@ func (e *OutOfMemoryError) Error() string {
 
 func (e *OutOfMemoryError) Unwrap() error { return e.Err }
 
-// Alloc returns a block of at least size bytes from the general pool.
+// Alloc returns a block of at least size bytes from the general pool, or
+// from the capture pool while one is set (BeginCapture).
 func (a *Allocator) Alloc(size int64, cat Category) (device.Ptr, error) {
-	return a.AllocIn(0, size, cat)
+	a.mu.Lock()
+	pool := a.capture
+	a.mu.Unlock()
+	return a.AllocIn(pool, size, cat)
+}
+
+// BeginCapture routes Alloc to private pool id until EndCapture, as
+// PyTorch's allocator does during CUDA graph capture: blocks freed inside
+// the capture are reused by later allocations of the same capture, and the
+// pool keeps its segments (its high-water mark) after it.
+func (a *Allocator) BeginCapture(id PoolID) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.pools[id]; !ok || id == 0 {
+		return fmt.Errorf("alloc %s: no private pool %d", a.name, id)
+	}
+	a.capture = id
+	return nil
+}
+
+// EndCapture routes Alloc back to the general pool.
+func (a *Allocator) EndCapture() {
+	a.mu.Lock()
+	a.capture = 0
+	a.mu.Unlock()
 }
 
 // AllocIn allocates from a specific pool.

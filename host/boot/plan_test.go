@@ -65,8 +65,16 @@ func TestPlanMatchesServe(t *testing.T) {
 		{"tiny kvhost", func() Config { return baseConfig(tiny, 192<<20) }},
 		{"tiny kvhost cap", func() Config { c := baseConfig(tiny, 192<<20); c.MaxTotalTokens = 5000; return c }},
 		{"tiny kvhost f", func() Config { c := baseConfig(tiny, 192<<20); c.MemFractionStatic = 0.9; return c }},
-		{"tiny compat", func() Config { c := baseConfig(tiny, 192<<20); c.SGLangCompat, c.MemFractionStatic = true, 0.7; return c }},
-		{"small kvhost", func() Config { c := baseConfig(small, 320<<20); c.MaxRunning, c.ChunkedPrefill, c.PageSize = 4, 100, 1; return c }},
+		{"tiny compat", func() Config {
+			c := baseConfig(tiny, 192<<20)
+			c.SGLangCompat, c.MemFractionStatic = true, 0.7
+			return c
+		}},
+		{"small kvhost", func() Config {
+			c := baseConfig(small, 320<<20)
+			c.MaxRunning, c.ChunkedPrefill, c.PageSize = 4, 100, 1
+			return c
+		}},
 		{"stories260K", func() Config { return baseConfig(sharedModel(t), 64<<20) }},
 	}
 	for _, tc := range cases {

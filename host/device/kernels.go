@@ -115,3 +115,31 @@ type Kernels interface {
 	// Upload copies raw bytes (weights) into device memory at p.
 	Upload(p Ptr, src []byte) error
 }
+
+// DecodeKernels is the optional batched-decode capability that captured
+// decode graphs use: every per-step value (positions, page tables) is read
+// from a slice when the kernel runs, never passed by value, so a replay sees
+// the values the runner wrote just before it.
+type DecodeKernels interface {
+	// WriteKVRows stores row i of k and v at positions[i] of the sequence
+	// whose page table is tables[i].
+	WriteKVRows(kv KVLayer, k, v Buf, positions []int32, tables [][]int32) error
+	// DecodeAttention: row i of q attends to positions 0..positions[i] of
+	// tables[i]; maxLen bounds every positions[i]+1.
+	DecodeAttention(out, q Buf, heads int, kv KVLayer, positions []int32, tables [][]int32, scale float32, scratch Buf, maxLen int) error
+	DecodeAttentionScratch(maxLen int) int
+}
+
+// Capturer records kernel launches into a graph instead of running them,
+// like CUDA stream capture: buffers and host slices are bound at capture
+// time; their contents are read when the graph is launched.
+type Capturer interface {
+	BeginCapture() error
+	EndCapture() (Graph, error)
+}
+
+// Graph is a captured sequence of kernel launches.
+type Graph interface {
+	Launch() error
+	Launches() int
+}

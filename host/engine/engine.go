@@ -25,7 +25,16 @@ type Config struct {
 	MaxQueue int
 	// ChunkedPrefill caps the new tokens of one forward.
 	ChunkedPrefill int
-	Logger         *slog.Logger
+	// Graphs, when set, runs pure decode batches through captured graphs;
+	// batches it declines (prefill chunks, beyond the largest bucket) run
+	// eagerly and are counted.
+	Graphs GraphRunner
+	Logger *slog.Logger
+}
+
+// GraphRunner replays captured decode steps (model.DecodeGraphs).
+type GraphRunner interface {
+	Run(seqs []model.Seq, logits []float32) (bool, error)
 }
 
 // Validate names the bad field.
@@ -81,6 +90,10 @@ type Stats struct {
 	KVPagesFree      int
 	Preemptions      int64
 	Steps            int64
+	// GraphSteps ran through captured graphs; EagerDecodeSteps were pure
+	// decode batches run eagerly because no graph fit them.
+	GraphSteps       int64
+	EagerDecodeSteps int64
 }
 
 // Engine schedules requests onto a model.
@@ -105,6 +118,8 @@ type Engine struct {
 	running     []*seq
 	preemptions atomic.Int64
 	steps       atomic.Int64
+	graphSteps  atomic.Int64
+	eagerDecode atomic.Int64
 	nRunning    atomic.Int64
 
 	logits []float32
@@ -217,6 +232,7 @@ func (e *Engine) Stats() Stats {
 		Running: int(e.nRunning.Load()), Waiting: w,
 		KVPagesTotal: e.pool.Spec().NumPages, KVPagesFree: e.pool.FreePages(),
 		Preemptions: e.preemptions.Load(), Steps: e.steps.Load(),
+		GraphSteps: e.graphSteps.Load(), EagerDecodeSteps: e.eagerDecode.Load(),
 	}
 }
 
@@ -496,8 +512,22 @@ func (e *Engine) forward(batch []model.Seq, owners []*seq) error {
 		e.logits = make([]float32, need)
 	}
 	logits := e.logits[:rows*e.vocab]
-	if err := e.fwd.Forward(e.pool, batch, logits); err != nil {
-		return err
+	ran := false
+	if e.cfg.Graphs != nil && isDecode(batch) {
+		var err error
+		if ran, err = e.cfg.Graphs.Run(batch, logits); err != nil {
+			return err
+		}
+		if ran {
+			e.graphSteps.Add(1)
+		} else {
+			e.eagerDecode.Add(1)
+		}
+	}
+	if !ran {
+		if err := e.fwd.Forward(e.pool, batch, logits); err != nil {
+			return err
+		}
 	}
 	r := 0
 	for i, b := range batch {
@@ -580,6 +610,15 @@ func (e *Engine) emit(s *seq, row []float32) {
 	case generated >= s.req.MaxTokens || len(s.tokens) >= e.ctxLen:
 		e.finish(s, Event{Done: true, FinishReason: "length"})
 	}
+}
+
+func isDecode(batch []model.Seq) bool {
+	for _, b := range batch {
+		if len(b.Tokens) != 1 || b.LogitRows != 1 {
+			return false
+		}
+	}
+	return true
 }
 
 func isStop(tok int32, stops []int32) bool {

@@ -54,10 +54,12 @@ func tinyModel(t testing.TB) string {
 }
 
 type rig struct {
-	e    *Engine
-	m    *model.Model
-	pool *kv.Pool
-	act  *alloc.Allocator
+	// reserved pages are held outside any request (the graphs' padding page)
+	reserved int
+	e        *Engine
+	m        *model.Model
+	pool     *kv.Pool
+	act      *alloc.Allocator
 }
 
 func newRig(t testing.TB, pages int, cfg Config) *rig {
@@ -75,6 +77,14 @@ func newRig(t testing.TB, pages int, cfg Config) *rig {
 	r.pool, err = kv.New(kv.Spec{Layers: c.Layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, PageSize: 4, NumPages: pages}, alloc.NewDirect("kv", dev))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if cfg.Graphs == graphsWanted {
+		g, err := r.m.CaptureDecodeGraphs(r.pool, []int{1, 2, 4, 8, 16})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Graphs = g
+		r.reserved = 1
 	}
 	r.e, err = New(cfg, r.m, r.pool, c, r.m.Tokenizer.EOG)
 	if err != nil {
@@ -175,7 +185,7 @@ func waitIdle(t *testing.T, r *rig) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		st := r.e.Stats()
-		if st.Running == 0 && st.Waiting == 0 && st.KVPagesFree == st.KVPagesTotal {
+		if st.Running == 0 && st.Waiting == 0 && st.KVPagesFree == st.KVPagesTotal-r.reserved {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -441,4 +451,50 @@ func TestNChoicesShareThePrompt(t *testing.T) {
 		t.Fatal("all choices identical at temperature 1.2")
 	}
 	waitIdle(t, r)
+}
+
+// graphsWanted asks newRig to capture decode graphs for the engine.
+var graphsWanted GraphRunner = wantGraphs{}
+
+type wantGraphs struct{}
+
+func (wantGraphs) Run([]model.Seq, []float32) (bool, error) { return false, nil }
+
+// TestGraphsMatchEager: the same concurrent greedy workload through captured
+// decode graphs gives every request the tokens of the eager engine.
+func TestGraphsMatchEager(t *testing.T) {
+	ps := prompts(12)
+	run := func(cfg Config) ([]result, Stats) {
+		r := newRig(t, 512, cfg)
+		out := make([]result, len(ps))
+		var wg sync.WaitGroup
+		for i, p := range ps {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s, err := r.e.Submit(context.Background(), Request{Prompt: p, MaxTokens: 16, IgnoreEOS: true})
+				if err != nil {
+					out[i].err = err
+					return
+				}
+				out[i] = collect(s)
+			}()
+		}
+		wg.Wait()
+		waitIdle(t, r)
+		return out, r.e.Stats()
+	}
+	eager, _ := run(Config{MaxRunning: 16, MaxQueue: 64, ChunkedPrefill: 32})
+	graphed, st := run(Config{MaxRunning: 16, MaxQueue: 64, ChunkedPrefill: 32, Graphs: graphsWanted})
+	for i := range ps {
+		if eager[i].err != nil || graphed[i].err != nil {
+			t.Fatal(eager[i].err, graphed[i].err)
+		}
+		if fmt.Sprint(eager[i].tokens) != fmt.Sprint(graphed[i].tokens) {
+			t.Fatalf("request %d: graphs %v, eager %v", i, graphed[i].tokens, eager[i].tokens)
+		}
+	}
+	if st.GraphSteps == 0 {
+		t.Fatalf("no step ran through graphs: %+v", st)
+	}
 }

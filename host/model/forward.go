@@ -32,6 +32,7 @@ type Seq struct {
 // them all; it holds no Go-heap allocations of its own.
 type scope struct {
 	a    *alloc.Allocator
+	cat  alloc.Category
 	live [16]device.Ptr
 	n    int
 }
@@ -40,7 +41,7 @@ func (s *scope) buf(floats int) (device.Buf, error) {
 	if floats <= 0 {
 		floats = 1
 	}
-	p, err := s.a.Alloc(int64(floats)*4, alloc.Activations)
+	p, err := s.a.Alloc(int64(floats)*4, s.cat)
 	if err != nil {
 		return device.Buf{}, err
 	}
@@ -94,7 +95,7 @@ func (m *Model) Forward(pool *kv.Pool, seqs []Seq, logits []float32) error {
 		return fmt.Errorf("model: logits buffer holds %d floats, needs %d", len(logits), rows*c.Vocab)
 	}
 	m.prepareHost(seqs, total, rows)
-	sc := scope{a: m.act}
+	sc := scope{a: m.act, cat: alloc.Activations}
 	defer sc.release()
 
 	x, err := sc.buf(total * c.Hidden)

@@ -117,6 +117,7 @@ func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if internal {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
+	s.observeError(r, errorKind(status, body))
 	writeAPIError(w, status, body)
 }
 

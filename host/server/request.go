@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+	"time"
 )
 
 // Limits on request fields, beyond what the OpenAI API states.
@@ -19,6 +20,7 @@ const (
 	maxCompletionLogprobs = 5   // OpenAI completions: logprobs <= 5
 	maxTopLogprobs        = 20  // OpenAI chat: top_logprobs <= 20; also the engine's limit
 	embeddedPrefix        = "samplingFields."
+	samplerPrefix         = "samplerFields."
 )
 
 // decodeBody reads the whole body (bounded) and unmarshals it into dst,
@@ -33,8 +35,16 @@ func (s *server) decodeBody(w http.ResponseWriter, r *http.Request, dst any) err
 		}
 		return badRequest("", "reading the request body: %v", err)
 	}
+	// The body is in memory: lift the read deadline NewHTTPServer's
+	// ReadTimeout set, or net/http's background read of the connection
+	// would fail at it and cancel a long generation (see NewHTTPServer).
+	// Writers without deadlines (tests' recorders) return an error: fine.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	if len(bytes.TrimSpace(body)) == 0 {
 		return badRequest("", "the request body is empty; send a JSON object")
+	}
+	if err := checkJSON(body); err != nil {
+		return err
 	}
 	if err := json.Unmarshal(body, dst); err != nil {
 		return jsonError(err)
@@ -55,7 +65,7 @@ func jsonError(err error) error {
 	case errors.As(err, &se):
 		return badRequest("", "the body is not valid JSON: %v (at byte %d)", se, se.Offset)
 	case errors.As(err, &ute):
-		field := strings.TrimPrefix(ute.Field, embeddedPrefix)
+		field := strings.TrimPrefix(strings.TrimPrefix(ute.Field, embeddedPrefix), samplerPrefix)
 		if field == "" {
 			return badRequest("", "the body must be a JSON object, got %s", ute.Value)
 		}
@@ -101,8 +111,18 @@ type samplingFields struct {
 	StreamOptions *streamOptions `json:"stream_options"`
 	N             *int           `json:"n"`
 	MaxTokens     *int           `json:"max_tokens"`
-	IgnoreEOS     bool           `json:"ignore_eos"` // extension (vLLM's name)
-	User          string         `json:"user"`       // accepted, unused
+	IgnoreEOS     bool           `json:"ignore_eos"`     // extension (vLLM's name)
+	StopTokenIDs  []int32        `json:"stop_token_ids"` // extension (vLLM's name)
+	User          string         `json:"user"`           // accepted, unused
+	samplerFields
+}
+
+// samplerFields are the sampler-policy extension every generating body
+// accepts: a policy name and its parameters, checked by
+// Options.Sampler and passed on by Options.ApplySampler.
+type samplerFields struct {
+	Sampler       *string        `json:"sampler"`
+	SamplerParams map[string]any `json:"sampler_params"`
 }
 
 type streamOptions struct {

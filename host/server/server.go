@@ -2,10 +2,11 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -47,80 +48,64 @@ type HealthChecker interface {
 	Health(ctx context.Context) error
 }
 
-// Options configure New. The zero value is usable.
-type Options struct {
-	// MaxBodyBytes bounds a request body; larger bodies get 413.
-	// Default 4 MiB.
-	MaxBodyBytes int64 `json:"max_body_bytes"`
-	// MaxTokensCap bounds max_tokens: the default (context minus prompt) is
-	// clipped to it and an explicit larger value is refused with 400.
-	// 0 means no cap beyond the context window.
-	MaxTokensCap int `json:"max_tokens_cap"`
-	// MaxPrompts bounds the prompts of one /v1/completions batch request
-	// (prompt given as an array). Default 16.
-	MaxPrompts int `json:"max_prompts"`
-	// Logger receives request logs and internal errors; nil discards them.
-	Logger *slog.Logger `json:"-"`
-}
-
-const (
-	defaultMaxBodyBytes = 4 << 20
-	defaultMaxPrompts   = 16
-)
-
-// Validate names the first field out of range.
-func (o Options) Validate() error {
-	switch {
-	case o.MaxBodyBytes < 0:
-		return fmt.Errorf("server: max_body_bytes %d must be >= 0 (0 selects %d)", o.MaxBodyBytes, defaultMaxBodyBytes)
-	case o.MaxTokensCap < 0:
-		return fmt.Errorf("server: max_tokens_cap %d must be >= 0 (0 means no cap)", o.MaxTokensCap)
-	case o.MaxPrompts < 0:
-		return fmt.Errorf("server: max_prompts %d must be >= 0 (0 selects %d)", o.MaxPrompts, defaultMaxPrompts)
-	}
-	return nil
-}
-
-// withDefaults returns a copy with zero fields filled in.
-func (o Options) withDefaults() Options {
-	if o.MaxBodyBytes == 0 {
-		o.MaxBodyBytes = defaultMaxBodyBytes
-	}
-	if o.MaxPrompts == 0 {
-		o.MaxPrompts = defaultMaxPrompts
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	return o
-}
-
-// server holds what every handler needs; it is immutable after New.
+// server holds what every handler needs; all but the drain state is
+// immutable after New.
 type server struct {
 	b       Backend
 	opts    Options
 	log     *slog.Logger
 	created int64 // unix seconds, reported as the model's creation time
+	keys    [][sha256.Size]byte
+
+	drained  atomic.Pointer[string] // non-nil: the drain reason
+	inFlight atomic.Int64
 }
 
-// New returns the HTTP handler serving b. It panics if opts fails Validate:
-// callers (host/cmd) validate flags first, so a panic here is a programming
-// error.
-func New(b Backend, opts Options) http.Handler {
+// Server is the HTTP handler New returns: an http.Handler plus the drain
+// controls graceful shutdown needs.
+type Server struct {
+	s *server
+	h http.Handler
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.h.ServeHTTP(w, r) }
+
+// Drain stops admitting inference requests: from now on they get 503 with
+// code "draining" and reason in the message, and /health answers 503 so load
+// balancers stop routing here. Requests already running (streams included)
+// are not touched and finish normally; InFlight tells when they have. Drain
+// is idempotent; a later call replaces the reason.
+func (s *Server) Drain(reason string) { s.s.drained.Store(&reason) }
+
+// Draining reports whether Drain was called.
+func (s *Server) Draining() bool { return s.s.drained.Load() != nil }
+
+// InFlight is the number of inference requests being served now (admitted
+// before the drain, or any time without one).
+func (s *Server) InFlight() int { return int(s.s.inFlight.Load()) }
+
+// New returns the server for b. It panics if opts fails Validate: callers
+// (host/cmd) validate flags first, so a panic here is a programming error.
+func New(b Backend, opts Options) *Server {
 	if err := opts.Validate(); err != nil {
 		panic(err)
 	}
 	opts = opts.withDefaults()
 	s := &server{b: b, opts: opts, log: opts.Logger, created: time.Now().Unix()}
+	for _, k := range opts.APIKeys {
+		s.keys = append(s.keys, sha256.Sum256([]byte(k)))
+	}
 
 	r := chi.NewRouter()
 	r.Use(s.logRequests, s.recoverPanics)
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+	notFound := func(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusNotFound, apiError{
 			Message: fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path),
 			Type:    "invalid_request_error", Code: "not_found",
 		})
-	})
+	}
+	r.NotFound(notFound)
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusMethodNotAllowed, apiError{
 			Message: fmt.Sprintf("method %s not allowed on %s", r.Method, r.URL.Path),
@@ -128,13 +113,32 @@ func New(b Backend, opts Options) http.Handler {
 		})
 	})
 	r.Get("/health", s.handleHealth)
-	r.Get("/v1/models", s.handleModels)
-	r.Post("/v1/completions", s.handleCompletions)
-	r.Post("/v1/chat/completions", s.handleChatCompletions)
-	return r
+	r.With(s.authorize).Get("/v1/models", s.handleModels)
+	r.Post("/v1/completions", s.inference("/v1/completions", s.handleCompletions))
+	r.Post("/v1/chat/completions", s.inference("/v1/chat/completions", s.handleChatCompletions))
+	r.Post("/generate", s.inference("/generate", s.handleGenerate))
+	if opts.Memory != nil {
+		r.With(s.authorize).Method(http.MethodGet, "/v1/memory", opts.Memory)
+	}
+	if opts.Metrics != nil {
+		r.Method(http.MethodGet, "/metrics", opts.Metrics)
+	}
+	if opts.Admin != nil {
+		r.Mount("/admin", opts.Admin)
+	}
+	if opts.Web != nil {
+		// Unknown API paths stay JSON 404s instead of reaching the UI.
+		r.HandleFunc("/v1/*", notFound)
+		r.Method(http.MethodGet, "/*", opts.Web)
+	}
+	return &Server{s: s, h: r}
 }
 
 func (s *server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	if reason := s.drained.Load(); reason != nil {
+		writeAPIError(w, http.StatusServiceUnavailable, drainError(*reason))
+		return
+	}
 	if hc, ok := s.b.(HealthChecker); ok {
 		if err := hc.Health(r.Context()); err != nil {
 			writeAPIError(w, http.StatusServiceUnavailable, apiError{

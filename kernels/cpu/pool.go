@@ -23,8 +23,9 @@ type Pool struct {
 	work    []chan task // one per extra worker (threads-1)
 	wg      sync.WaitGroup
 
-	mm matmulTask
-	at attnTask
+	mm  matmulTask
+	at  attnTask
+	dat decodeAttnTask
 }
 
 // NewPool starts threads-1 worker goroutines; the caller's goroutine is the

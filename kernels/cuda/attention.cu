@@ -13,8 +13,12 @@
 #define ATTN_DIMS_PER_THREAD (ATTN_MAX_HEAD_DIM / ATTN_THREADS)
 
 extern "C" __global__ void __launch_bounds__(ATTN_THREADS)
-attention_f32(float* out, const float* q, const float* K, const float* V, const int* page_table,
-              int start, int heads, int kv_heads, int head_dim, int page_size, float scale) {
+attention_f32(float* out, const float* q, const float* K, const float* V, const int* meta,
+              int heads, int kv_heads, int head_dim, int page_size, float scale) {
+    // meta[0] is the start position and meta+1 the page table: both come
+    // from device memory so a captured graph replays for any position.
+    const int start = meta[0];
+    const int* page_table = meta + 1;
     extern __shared__ float sm[];
     float* qs = sm;                // head_dim
     float* sc = sm + head_dim;     // ATTN_CHUNK

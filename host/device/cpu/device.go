@@ -38,6 +38,10 @@ type Device struct {
 	pool    *kcpu.Pool
 	threads int
 	kern    kernels
+
+	// capture state, touched only by the device-owning goroutine
+	capturing bool
+	rec       []func()
 }
 
 var (

@@ -68,8 +68,7 @@ func (k *kernels) MatMul(out, x device.Buf, m int, w device.Weight) error {
 	if err := need("matmul input", len(xs), m*w.Cols); err != nil {
 		return err
 	}
-	k.d.pool.MatMul(o[:m*w.Rows], xs[:m*w.Cols], m, mat)
-	return nil
+	return k.run(func() { k.d.pool.MatMul(o[:m*w.Rows], xs[:m*w.Cols], m, mat) })
 }
 
 func (k *kernels) AddBias(out device.Buf, bias device.Weight, m int) error {
@@ -84,8 +83,7 @@ func (k *kernels) AddBias(out device.Buf, bias device.Weight, m int) error {
 	if err := need("bias output", len(o), m*len(b)); err != nil {
 		return err
 	}
-	kcpu.AddBias(o[:m*len(b)], b, m)
-	return nil
+	return k.run(func() { kcpu.AddBias(o[:m*len(b)], b, m) })
 }
 
 func (k *kernels) Add(out, a, b device.Buf) error {
@@ -104,8 +102,7 @@ func (k *kernels) Add(out, a, b device.Buf) error {
 	if err != nil {
 		return err
 	}
-	kcpu.Add(o, as, bs)
-	return nil
+	return k.run(func() { kcpu.Add(o, as, bs) })
 }
 
 func (k *kernels) RMSNorm(out, x device.Buf, weight device.Weight, rows, dim int, eps float32) error {
@@ -130,8 +127,7 @@ func (k *kernels) RMSNorm(out, x device.Buf, weight device.Weight, rows, dim int
 	if err := need("rmsnorm input", len(xs), rows*dim); err != nil {
 		return err
 	}
-	kcpu.RMSNorm(o[:rows*dim], xs[:rows*dim], w, rows, dim, eps)
-	return nil
+	return k.run(func() { kcpu.RMSNorm(o[:rows*dim], xs[:rows*dim], w, rows, dim, eps) })
 }
 
 func (k *kernels) SiLUMul(out, gate, up device.Buf) error {
@@ -150,8 +146,7 @@ func (k *kernels) SiLUMul(out, gate, up device.Buf) error {
 	if err != nil {
 		return err
 	}
-	kcpu.SiLUMul(o, g, u)
-	return nil
+	return k.run(func() { kcpu.SiLUMul(o, g, u) })
 }
 
 type rope struct {
@@ -191,8 +186,7 @@ func (k *kernels) ApplyRope(r device.Rope, x device.Buf, n, heads int, positions
 	if len(positions) < n {
 		return fmt.Errorf("cpu device: rope has %d positions for %d rows", len(positions), n)
 	}
-	rp.r.Apply(xs[:n*heads*rp.spec.HeadDim], n, heads, positions[:n])
-	return nil
+	return k.run(func() { rp.r.Apply(xs[:n*heads*rp.spec.HeadDim], n, heads, positions[:n]) })
 }
 
 func (k *kernels) Embedding(out device.Buf, table device.Weight, ids []int32) error {
@@ -212,8 +206,7 @@ func (k *kernels) Embedding(out device.Buf, table device.Weight, ids []int32) er
 			return fmt.Errorf("cpu device: token id %d outside the embedding table of %d rows", id, table.Rows)
 		}
 	}
-	kcpu.EmbeddingGather(o[:len(ids)*table.Cols], t, ids)
-	return nil
+	return k.run(func() { kcpu.EmbeddingGather(o[:len(ids)*table.Cols], t, ids) })
 }
 
 func (k *kernels) paged(kv device.KVLayer) (kcpu.PagedKV, error) {
@@ -265,8 +258,7 @@ func (k *kernels) WriteKV(kv device.KVLayer, key, val device.Buf, n int, pageTab
 	if err := need("kv input", min(len(ks), len(vs)), n*row); err != nil {
 		return err
 	}
-	kcpu.WriteKV(p, ks[:n*row], vs[:n*row], n, pageTable, startPos)
-	return nil
+	return k.run(func() { kcpu.WriteKV(p, ks[:n*row], vs[:n*row], n, pageTable, startPos) })
 }
 
 func (k *kernels) AttentionScratch(n, startPos int) int {
@@ -306,8 +298,7 @@ func (k *kernels) Attention(out, q device.Buf, n, heads int, kv device.KVLayer, 
 	if err := need("attention scratch", len(sc), kcpu.AttentionScratch(k.d.pool, n, startPos)); err != nil {
 		return err
 	}
-	k.d.pool.Attention(o[:width], qs[:width], n, heads, p, pageTable, startPos, scale, sc)
-	return nil
+	return k.run(func() { k.d.pool.Attention(o[:width], qs[:width], n, heads, p, pageTable, startPos, scale, sc) })
 }
 
 func (k *kernels) GatherRows(out, x device.Buf, dim int, idx []int32) error {
@@ -322,13 +313,12 @@ func (k *kernels) GatherRows(out, x device.Buf, dim int, idx []int32) error {
 	if err := need("gather output", len(o), len(idx)*dim); err != nil {
 		return err
 	}
-	for j, r := range idx {
+	for _, r := range idx {
 		if r < 0 || (int(r)+1)*dim > len(xs) {
 			return fmt.Errorf("cpu device: gather row %d outside %d rows", r, len(xs)/dim)
 		}
-		copy(o[j*dim:(j+1)*dim], xs[int(r)*dim:(int(r)+1)*dim])
 	}
-	return nil
+	return k.run(func() { gatherRows(o, xs, dim, idx) })
 }
 
 func (k *kernels) CopyToHost(dst []float32, src device.Buf) error {
@@ -339,8 +329,7 @@ func (k *kernels) CopyToHost(dst []float32, src device.Buf) error {
 	if len(dst) < len(s) {
 		return fmt.Errorf("cpu device: copy of %d floats into %d", len(s), len(dst))
 	}
-	copy(dst, s)
-	return nil
+	return k.run(func() { copy(dst, s) })
 }
 
 func (k *kernels) CopyFromHost(dst device.Buf, src []float32) error {
@@ -362,4 +351,10 @@ func (k *kernels) Upload(p device.Ptr, src []byte) error {
 	}
 	copy(d, src)
 	return nil
+}
+
+func gatherRows(o, xs []float32, dim int, idx []int32) {
+	for j, r := range idx {
+		copy(o[j*dim:(j+1)*dim], xs[int(r)*dim:(int(r)+1)*dim])
+	}
 }

@@ -86,6 +86,7 @@ type Device struct {
 	pending  []pendingCopy
 	mode     mode
 	tape     tape
+	meta     []int32
 
 	half      cu.DevicePtr // f32 → f16/bf16 scratch feeding cuBLAS
 	halfBytes int64

@@ -61,3 +61,15 @@ func attentionDims(n, heads, headDim int) (Dims, error) {
 	}
 	return Dims{Grid: [3]int{n, heads, 1}, Block: [3]int{attnThreads, 1, 1}, Shared: 4 * (headDim + attnChunk)}, nil
 }
+
+// metaLen is the number of int32 staged for a (start, page table) pair: the
+// start, then the table padded to a power of two of at least 63 pages, so a
+// decode step keeps the same staged size — and a captured graph stays valid —
+// while its sequence grows by dozens of pages.
+func metaLen(pages int) int {
+	c := 64
+	for c < pages+1 {
+		c *= 2
+	}
+	return c
+}

@@ -100,6 +100,20 @@ func (d *Device) stageInts(v []int32) (uintptr, error) {
 	return d.stage(unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v)), 0)
 }
 
+// stageMeta stages [start, pages..., 0 padding] (metaLen ints) for the
+// attention and KV-write kernels.
+func (d *Device) stageMeta(start int, pages []int32) (uintptr, error) {
+	n := metaLen(len(pages))
+	if cap(d.meta) < n {
+		d.meta = make([]int32, n)
+	}
+	m := d.meta[:n]
+	clear(m)
+	m[0] = int32(start)
+	copy(m[1:], pages)
+	return d.stageInts(m)
+}
+
 func (d *Device) stageDoubles(v []float64) (uintptr, error) {
 	if len(v) == 0 {
 		return d.stage(nil, 0)
@@ -239,3 +253,7 @@ func ptrArg(p device.Ptr) uint64 { return uint64(p) }
 func i32Arg(v int) uint64        { return uint64(uint32(int32(v))) }
 func i64Arg(v int64) uint64      { return uint64(v) }
 func f32Arg(v float32) uint64    { return uint64(math.Float32bits(v)) }
+
+func f32frombytes(b []byte) float32 {
+	return math.Float32frombits(uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24)
+}

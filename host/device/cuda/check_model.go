@@ -1,0 +1,233 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/kvhost/kvhost/host/alloc"
+	"github.com/kvhost/kvhost/host/device"
+	"github.com/kvhost/kvhost/host/kv"
+	"github.com/kvhost/kvhost/host/model"
+	kcpu "github.com/kvhost/kvhost/kernels/cpu"
+)
+
+// Loaded is a model on a device with its KV pool and allocators.
+type Loaded struct {
+	M    *model.Model
+	Pool *kv.Pool
+	Act  *alloc.Allocator
+	W    *alloc.Direct
+	KV   *alloc.Direct
+}
+
+// LoadModel loads path onto dev with a KV pool of pages×16 positions.
+func LoadModel(dev device.Device, path string, pages int) (*Loaded, error) {
+	l := &Loaded{Act: alloc.New("activations", dev), W: alloc.NewDirect("weights", dev), KV: alloc.NewDirect("kv", dev)}
+	m, err := model.Load(path, model.Options{Device: dev, Weights: l.W, Activations: l.Act})
+	if err != nil {
+		return nil, err
+	}
+	l.M = m
+	c := m.Config
+	l.Pool, err = kv.New(kv.Spec{Layers: c.Layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, PageSize: 16, NumPages: pages}, l.KV)
+	if err != nil {
+		_ = m.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// Close frees the pool, weights and cached activations.
+func (l *Loaded) Close() {
+	l.Pool.Close()
+	_ = l.M.Close()
+	_ = l.Act.EmptyCache()
+}
+
+// Greedy decodes steps tokens greedily after prompt, returning the tokens
+// and the first step's logits.
+func Greedy(l *Loaded, prompt []int32, steps int) ([]int32, []float32, error) {
+	c := l.M.Config
+	pages, err := l.Pool.Grow(nil, len(prompt)+steps)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer l.Pool.Release(pages)
+	logits := make([]float32, c.Vocab)
+	var first []float32
+	toks := append([]int32(nil), prompt...)
+	seq := model.Seq{Tokens: prompt, Start: 0, Pages: pages, LogitRows: 1}
+	var out []int32
+	for s := 0; s < steps; s++ {
+		if err := l.M.Forward(l.Pool, []model.Seq{seq}, logits); err != nil {
+			return out, first, err
+		}
+		if first == nil {
+			first = append([]float32(nil), logits...)
+		}
+		t := int32(kcpu.Argmax(logits))
+		out = append(out, t)
+		seq = model.Seq{Tokens: []int32{t}, Start: len(toks), Pages: pages, LogitRows: 1}
+		toks = append(toks, t)
+	}
+	return out, first, nil
+}
+
+// GreedyResult compares greedy decoding on the CPU and CUDA devices.
+type GreedyResult struct {
+	Model        string  `json:"model"`
+	Steps        int     `json:"steps"`
+	Equal        bool    `json:"equal"`
+	CPU          []int32 `json:"cpu_tokens"`
+	CUDA         []int32 `json:"cuda_tokens"`
+	FirstMaxDiff float64 `json:"first_logits_max_abs_diff"`
+	Error        string  `json:"error,omitempty"`
+}
+
+// CompareGreedy runs the same greedy decode on cpuL and gpuL.
+func CompareGreedy(d *Device, cpuL, gpuL *Loaded, prompt []int32, steps int) GreedyResult {
+	r := GreedyResult{Steps: steps}
+	var errC, errG error
+	var lc, lg []float32
+	r.CPU, lc, errC = Greedy(cpuL, prompt, steps)
+	errG = d.Run(func() error {
+		var err error
+		r.CUDA, lg, err = Greedy(gpuL, prompt, steps)
+		return err
+	})
+	if errC != nil || errG != nil {
+		r.Error = fmt.Sprintf("cpu: %v; cuda: %v", errC, errG)
+		return r
+	}
+	for i := range lc {
+		r.FirstMaxDiff = math.Max(r.FirstMaxDiff, math.Abs(float64(lc[i]-lg[i])))
+	}
+	r.Equal = len(r.CPU) == len(r.CUDA)
+	for i := range r.CPU {
+		if i >= len(r.CUDA) || r.CPU[i] != r.CUDA[i] {
+			r.Equal = false
+		}
+	}
+	return r
+}
+
+// DecodeResult is decode throughput at one batch size.
+type DecodeResult struct {
+	Batch        int     `json:"batch"`
+	Steps        int     `json:"steps"`
+	EagerTokS    float64 `json:"eager_tokens_per_s"`
+	GraphTokS    float64 `json:"graph_tokens_per_s,omitempty"`
+	GraphNodes   int     `json:"graph_nodes,omitempty"`
+	GraphEqual   bool    `json:"graph_equals_eager"`
+	GraphMaxDiff float64 `json:"graph_max_abs_diff"`
+	GraphError   string  `json:"graph_error,omitempty"`
+	Error        string  `json:"error,omitempty"`
+}
+
+// BenchDecode prefills batch one-token sequences, then times steps decode
+// steps eagerly and as graph replays (captured after an eager warm-up), and
+// checks that a replay of a step gives the eager step's logits.
+func BenchDecode(d *Device, l *Loaded, batch, steps int) DecodeResult {
+	r := DecodeResult{Batch: batch, Steps: steps}
+	c := l.M.Config
+	seqs := make([]model.Seq, batch)
+	tables := make([][]int32, batch)
+	defer func() {
+		for _, t := range tables {
+			l.Pool.Release(t)
+		}
+	}()
+	for i := range seqs {
+		t, err := l.Pool.Grow(nil, 1+2*steps+2)
+		if err != nil {
+			r.Error = err.Error()
+			return r
+		}
+		tables[i] = t
+		seqs[i] = model.Seq{Tokens: []int32{int32(1 + i%(c.Vocab-1))}, Start: 0, Pages: t, LogitRows: 1}
+	}
+	logits := make([]float32, batch*c.Vocab)
+	advance := func() {
+		for i := range seqs {
+			seqs[i].Start++
+			seqs[i].Tokens = []int32{int32(kcpu.Argmax(logits[i*c.Vocab : (i+1)*c.Vocab]))}
+		}
+	}
+	err := d.Run(func() error {
+		if err := l.M.Forward(l.Pool, seqs, logits); err != nil {
+			return err
+		}
+		advance()
+		t0 := time.Now()
+		for s := 0; s < steps; s++ {
+			if err := l.M.Forward(l.Pool, seqs, logits); err != nil {
+				return err
+			}
+			advance()
+		}
+		r.EagerTokS = float64(batch*steps) / time.Since(t0).Seconds()
+		return nil
+	})
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	r.GraphError = d.graphDecode(l, seqs, logits, steps, &r)
+	return r
+}
+
+func (d *Device) graphDecode(l *Loaded, seqs []model.Seq, logits []float32, steps int, r *DecodeResult) string {
+	c := l.M.Config
+	step := func() error { return l.M.Forward(l.Pool, seqs, logits) }
+	var g *Graph
+	err := d.Run(func() error {
+		// Eager reference for this step (it also warms the allocator).
+		if err := step(); err != nil {
+			return err
+		}
+		eager := append([]float32(nil), logits...)
+		var err error
+		if g, err = d.Capture(int64(len(seqs)*c.Vocab*4), step); err != nil {
+			return err
+		}
+		r.GraphNodes = g.Nodes()
+		clear(logits)
+		if err := g.Replay(step); err != nil {
+			return err
+		}
+		r.GraphEqual = true
+		for i := range eager {
+			diff := math.Abs(float64(eager[i] - logits[i]))
+			r.GraphMaxDiff = math.Max(r.GraphMaxDiff, diff)
+			if eager[i] != logits[i] {
+				r.GraphEqual = false
+			}
+		}
+		for i := range seqs {
+			seqs[i].Start++
+			seqs[i].Tokens = []int32{int32(kcpu.Argmax(logits[i*c.Vocab : (i+1)*c.Vocab]))}
+		}
+		t0 := time.Now()
+		for s := 0; s < steps; s++ {
+			if err := g.Replay(step); err != nil {
+				return fmt.Errorf("replay step %d: %w", s, err)
+			}
+			for i := range seqs {
+				seqs[i].Start++
+				seqs[i].Tokens = []int32{int32(kcpu.Argmax(logits[i*c.Vocab : (i+1)*c.Vocab]))}
+			}
+		}
+		r.GraphTokS = float64(len(seqs)*steps) / time.Since(t0).Seconds()
+		return nil
+	})
+	if g != nil {
+		_ = g.Close()
+	}
+	if err != nil {
+		return err.Error()
+	}
+	return ""
+}

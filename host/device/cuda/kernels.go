@@ -1,0 +1,446 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/kvhost/kvhost/host/device"
+	kcpu "github.com/kvhost/kvhost/kernels/cpu"
+)
+
+// kernels implements device.Kernels by launching kernels/cuda on the
+// device's stream. Calls are asynchronous; errors of a kernel's execution
+// surface at the next synchronising call (CopyToHost).
+type kernels struct{ d *Device }
+
+// cublasMinM is the row count from which a GEMM goes to cuBLAS (when it is
+// loaded and the weight is f32, f16 or bf16); below it matvec reads each
+// weight once, which is what decode wants.
+const cublasMinM = 16
+
+func need(name string, have, want int) error {
+	if have < want {
+		return fmt.Errorf("cuda device: %s holds %d floats, needs %d", name, have, want)
+	}
+	return nil
+}
+
+func rowBytes(w device.Weight) (int, error) {
+	rb, err := kcpu.DType(w.Type).RowBytes(w.Cols)
+	if err != nil {
+		return 0, fmt.Errorf("cuda device: weight %s %dx%d: %w", w.Type, w.Rows, w.Cols, err)
+	}
+	if int64(rb)*int64(w.Rows) != w.Bytes {
+		return 0, fmt.Errorf("cuda device: weight %s %dx%d holds %d bytes, needs %d", w.Type, w.Rows, w.Cols, w.Bytes, int64(rb)*int64(w.Rows))
+	}
+	return rb, nil
+}
+
+func vector(w device.Weight) error {
+	if w.Type != device.F32 || w.Rows != 1 {
+		return fmt.Errorf("cuda device: vector weight must be f32 with one row, got %s %dx%d", w.Type, w.Rows, w.Cols)
+	}
+	return nil
+}
+
+func (k *kernels) MatMul(out, x device.Buf, m int, w device.Weight) error {
+	rb, err := rowBytes(w)
+	if err != nil {
+		return err
+	}
+	if err := need("matmul output", out.N, m*w.Rows); err != nil {
+		return err
+	}
+	if err := need("matmul input", x.N, m*w.Cols); err != nil {
+		return err
+	}
+	if m == 0 {
+		return nil
+	}
+	d := k.d
+	return d.do(func() error {
+		if m >= cublasMinM && d.blas != nil && w.Type != device.Q8_0 {
+			return d.gemm(out, x, m, w)
+		}
+		dims, err := matvecDims(m, w.Rows)
+		if err != nil {
+			return err
+		}
+		return d.launch("matvec", dims, ptrArg(out.Ptr), ptrArg(x.Ptr), ptrArg(w.Ptr),
+			i32Arg(m), i32Arg(w.Rows), i32Arg(w.Cols), i64Arg(int64(rb)), i32Arg(int(w.Type)))
+	})
+}
+
+// gemm runs cuBLAS GemmEx; f16/bf16 weights get x converted to the same
+// type first (GemmEx wants A and B alike), accumulation stays f32.
+func (d *Device) gemm(out, x device.Buf, m int, w device.Weight) error {
+	xp, xType, wType := uintptr(x.Ptr), cudaR32F, cudaR32F
+	if w.Type == device.F16 || w.Type == device.BF16 {
+		n := m * w.Cols
+		h, err := d.scratchHalf(int64(2 * n))
+		if err != nil {
+			return err
+		}
+		conv, t := "f32_to_f16", cudaR16F
+		if w.Type == device.BF16 {
+			conv, t = "f32_to_bf16", cudaR16BF
+		}
+		if err := d.launch(conv, elementwise(n), uint64(h), ptrArg(x.Ptr), i64Arg(int64(n))); err != nil {
+			return err
+		}
+		xp, xType, wType = h, t, t
+	}
+	if err := d.tape.entry(tagGemm, uint64(out.Ptr), uint64(xp), uint64(xType), uint64(w.Ptr), uint64(wType), uint64(m), uint64(w.Rows), uint64(w.Cols)); err != nil {
+		return err
+	}
+	if d.mode == modeReplay {
+		return nil
+	}
+	return d.blas.gemmRowMajor(uintptr(out.Ptr), xp, xType, uintptr(w.Ptr), wType, m, w.Rows, w.Cols)
+}
+
+func (k *kernels) AddBias(out device.Buf, bias device.Weight, m int) error {
+	if err := vector(bias); err != nil {
+		return err
+	}
+	if err := need("bias output", out.N, m*bias.Cols); err != nil {
+		return err
+	}
+	if m == 0 || bias.Cols == 0 {
+		return nil
+	}
+	return k.d.do(func() error {
+		return k.d.launch("add_bias_f32", elementwise(m*bias.Cols), ptrArg(out.Ptr), ptrArg(bias.Ptr), i64Arg(int64(m)), i32Arg(bias.Cols))
+	})
+}
+
+func (k *kernels) Add(out, a, b device.Buf) error {
+	if a.N != out.N || b.N != out.N {
+		return fmt.Errorf("cuda device: add of %d, %d into %d floats", a.N, b.N, out.N)
+	}
+	if out.N == 0 {
+		return nil
+	}
+	return k.d.do(func() error {
+		return k.d.launch("add_f32", elementwise(out.N), ptrArg(out.Ptr), ptrArg(a.Ptr), ptrArg(b.Ptr), i64Arg(int64(out.N)))
+	})
+}
+
+func (k *kernels) RMSNorm(out, x device.Buf, weight device.Weight, rows, dim int, eps float32) error {
+	if err := vector(weight); err != nil {
+		return err
+	}
+	if weight.Cols != dim {
+		return fmt.Errorf("cuda device: rmsnorm weight has %d values for dim %d", weight.Cols, dim)
+	}
+	if err := need("rmsnorm output", out.N, rows*dim); err != nil {
+		return err
+	}
+	if err := need("rmsnorm input", x.N, rows*dim); err != nil {
+		return err
+	}
+	if rows == 0 {
+		return nil
+	}
+	return k.d.do(func() error {
+		return k.d.launch("rmsnorm_f32", perRow(rows, dim), ptrArg(out.Ptr), ptrArg(x.Ptr), ptrArg(weight.Ptr), i32Arg(dim), f32Arg(eps))
+	})
+}
+
+func (k *kernels) SiLUMul(out, gate, up device.Buf) error {
+	if gate.N != out.N || up.N != out.N {
+		return fmt.Errorf("cuda device: silu-mul of %d, %d into %d floats", gate.N, up.N, out.N)
+	}
+	if out.N == 0 {
+		return nil
+	}
+	return k.d.do(func() error {
+		return k.d.launch("silu_mul_f32", elementwise(out.N), ptrArg(out.Ptr), ptrArg(gate.Ptr), ptrArg(up.Ptr), i64Arg(int64(out.N)))
+	})
+}
+
+// rope keeps the scaled inverse frequencies on the host (float64, exactly
+// the CPU kernel's) and uploads them with each application through the
+// staging ring, so the table's address is fixed per step for graphs.
+type rope struct {
+	spec    device.RopeSpec
+	invFreq []float64
+}
+
+func (r *rope) Spec() device.RopeSpec { return r.spec }
+
+func (k *kernels) NewRope(s device.RopeSpec) (device.Rope, error) {
+	style := kcpu.RopeNormal
+	if s.Neox {
+		style = kcpu.RopeNeox
+	}
+	r, err := kcpu.NewRope(s.HeadDim, s.RotDim, s.Theta, kcpu.RopeScaling{
+		Type: s.Scaling, Factor: s.Factor, LowFreqFactor: s.LowFreqFactor,
+		HighFreqFactor: s.HighFreqFactor, OriginalMaxPos: s.OriginalMaxPos,
+	}, style)
+	if err != nil {
+		return nil, err
+	}
+	return &rope{spec: s, invFreq: r.InvFreq()}, nil
+}
+
+func (k *kernels) ApplyRope(r device.Rope, x device.Buf, n, heads int, positions []int32) error {
+	rp, ok := r.(*rope)
+	if !ok {
+		return fmt.Errorf("cuda device: rope from another device")
+	}
+	s := rp.spec
+	if err := need("rope input", x.N, n*heads*s.HeadDim); err != nil {
+		return err
+	}
+	if len(positions) < n {
+		return fmt.Errorf("cuda device: rope has %d positions for %d rows", len(positions), n)
+	}
+	if n == 0 {
+		return nil
+	}
+	d := k.d
+	return d.do(func() error {
+		pos, err := d.stageInts(positions[:n])
+		if err != nil {
+			return err
+		}
+		inv, err := d.stageDoubles(rp.invFreq)
+		if err != nil {
+			return err
+		}
+		neox := 0
+		if s.Neox {
+			neox = 1
+		}
+		return d.launch("rope_f32", perRow(n, heads*s.RotDim/2), ptrArg(x.Ptr), uint64(pos), uint64(inv),
+			i32Arg(heads), i32Arg(s.HeadDim), i32Arg(s.RotDim), i32Arg(neox))
+	})
+}
+
+func (k *kernels) Embedding(out device.Buf, table device.Weight, ids []int32) error {
+	rb, err := rowBytes(table)
+	if err != nil {
+		return err
+	}
+	if err := need("embedding output", out.N, len(ids)*table.Cols); err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if id < 0 || int(id) >= table.Rows {
+			return fmt.Errorf("cuda device: token id %d outside the embedding table of %d rows", id, table.Rows)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	d := k.d
+	return d.do(func() error {
+		p, err := d.stageInts(ids)
+		if err != nil {
+			return err
+		}
+		return d.launch("embedding", perRow(len(ids), table.Cols), ptrArg(out.Ptr), ptrArg(table.Ptr), uint64(p),
+			i32Arg(table.Cols), i64Arg(int64(rb)), i32Arg(int(table.Type)))
+	})
+}
+
+// checkPages verifies every page a range of positions touches is inside the
+// cache: an out-of-range slot would be an illegal address, which kills the
+// context.
+func checkPages(kv device.KVLayer, pageTable []int32, endPos int) (int, error) {
+	if kv.PageSize <= 0 || kv.KVHeads <= 0 || kv.HeadDim <= 0 {
+		return 0, fmt.Errorf("cuda device: page size %d, kv heads %d, head dim %d must be positive", kv.PageSize, kv.KVHeads, kv.HeadDim)
+	}
+	row := kv.KVHeads * kv.HeadDim
+	slots := min(kv.K.N, kv.V.N) / row
+	need := (endPos + kv.PageSize - 1) / kv.PageSize
+	if need > len(pageTable) {
+		return 0, fmt.Errorf("cuda device: positions up to %d need %d pages, the table has %d", endPos, need, len(pageTable))
+	}
+	for _, p := range pageTable[:need] {
+		if p < 0 || (int(p)+1)*kv.PageSize > slots {
+			return 0, fmt.Errorf("cuda device: page %d outside the KV cache of %d slots", p, slots)
+		}
+	}
+	return need, nil
+}
+
+func (k *kernels) WriteKV(kv device.KVLayer, key, val device.Buf, n int, pageTable []int32, startPos int) error {
+	pages, err := checkPages(kv, pageTable, startPos+n)
+	if err != nil {
+		return err
+	}
+	row := kv.KVHeads * kv.HeadDim
+	if err := need("kv input", min(key.N, val.N), n*row); err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	d := k.d
+	return d.do(func() error {
+		meta, err := d.stageMeta(startPos, pageTable[:pages])
+		if err != nil {
+			return err
+		}
+		return d.launch("write_kv_f32", perRow(n, row), ptrArg(kv.K.Ptr), ptrArg(kv.V.Ptr), ptrArg(key.Ptr), ptrArg(val.Ptr),
+			uint64(meta), i32Arg(kv.PageSize), i32Arg(row))
+	})
+}
+
+// AttentionScratch is 1: the kernel keeps its scores in shared memory.
+func (k *kernels) AttentionScratch(n, startPos int) int { return 1 }
+
+func (k *kernels) Attention(out, q device.Buf, n, heads int, kv device.KVLayer, pageTable []int32, startPos int, scale float32, scratch device.Buf) error {
+	pages, err := checkPages(kv, pageTable, startPos+n)
+	if err != nil {
+		return err
+	}
+	if heads <= 0 || heads%kv.KVHeads != 0 {
+		return fmt.Errorf("cuda device: %d query heads do not group over %d KV heads", heads, kv.KVHeads)
+	}
+	width := n * heads * kv.HeadDim
+	if err := need("attention output", out.N, width); err != nil {
+		return err
+	}
+	if err := need("attention query", q.N, width); err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	dims, err := attentionDims(n, heads, kv.HeadDim)
+	if err != nil {
+		return err
+	}
+	d := k.d
+	return d.do(func() error {
+		meta, err := d.stageMeta(startPos, pageTable[:pages])
+		if err != nil {
+			return err
+		}
+		return d.launch("attention_f32", dims, ptrArg(out.Ptr), ptrArg(q.Ptr), ptrArg(kv.K.Ptr), ptrArg(kv.V.Ptr), uint64(meta),
+			i32Arg(heads), i32Arg(kv.KVHeads), i32Arg(kv.HeadDim), i32Arg(kv.PageSize), f32Arg(scale))
+	})
+}
+
+func (k *kernels) GatherRows(out, x device.Buf, dim int, idx []int32) error {
+	if err := need("gather output", out.N, len(idx)*dim); err != nil {
+		return err
+	}
+	for _, r := range idx {
+		if r < 0 || (int(r)+1)*dim > x.N {
+			return fmt.Errorf("cuda device: gather row %d outside %d rows", r, x.N/max(dim, 1))
+		}
+	}
+	if len(idx) == 0 || dim == 0 {
+		return nil
+	}
+	d := k.d
+	return d.do(func() error {
+		p, err := d.stageInts(idx)
+		if err != nil {
+			return err
+		}
+		return d.launch("gather_rows_f32", perRow(len(idx), dim), ptrArg(out.Ptr), ptrArg(x.Ptr), uint64(p), i32Arg(dim))
+	})
+}
+
+// LogSoftmax writes log(softmax(row)) for rows×cols logits (out may alias x).
+func (k *kernels) LogSoftmax(out, x device.Buf, rows, cols int) error {
+	if err := need("log-softmax input", x.N, rows*cols); err != nil {
+		return err
+	}
+	if err := need("log-softmax output", out.N, rows*cols); err != nil {
+		return err
+	}
+	if rows == 0 || cols == 0 {
+		return nil
+	}
+	return k.d.do(func() error {
+		return k.d.launch("log_softmax_f32", perRow(rows, cols), ptrArg(out.Ptr), ptrArg(x.Ptr), i32Arg(cols))
+	})
+}
+
+// Argmax writes the first index of each row's maximum (NaN never wins) to
+// out, a device buffer of rows int32 values (a Buf of rows elements).
+func (k *kernels) Argmax(out device.Buf, x device.Buf, rows, cols int) error {
+	if err := need("argmax input", x.N, rows*cols); err != nil {
+		return err
+	}
+	if err := need("argmax output", out.N, rows); err != nil {
+		return err
+	}
+	if rows == 0 || cols == 0 {
+		return nil
+	}
+	return k.d.do(func() error {
+		return k.d.launch("argmax_f32", perRow(rows, cols), ptrArg(out.Ptr), ptrArg(x.Ptr), i32Arg(cols))
+	})
+}
+
+func (k *kernels) CopyToHost(dst []float32, src device.Buf) error {
+	if len(dst) < src.N {
+		return fmt.Errorf("cuda device: copy of %d floats into %d", src.N, len(dst))
+	}
+	if src.N == 0 {
+		return nil
+	}
+	d := k.d
+	n := int64(src.N) * 4
+	return d.do(func() error {
+		if d.mode == modeEager {
+			if err := dtohSync(unsafe.Pointer(&dst[0]), uintptr(src.Ptr), n, d.st); err != nil {
+				return err
+			}
+			d.ring.reset()
+			return nil
+		}
+		off, _, err := d.outRing.take(n, false)
+		if err != nil {
+			return err
+		}
+		if err := d.tape.entry(tagToHost, uint64(src.Ptr), uint64(n), uint64(off)); err != nil {
+			return err
+		}
+		if d.mode == modeReplay {
+			d.pending = append(d.pending, pendingCopy{dst: dst[:src.N], off: off})
+			return nil
+		}
+		return dtohAsync(unsafe.Add(d.outPin.p, off), uintptr(src.Ptr), n, d.st)
+	})
+}
+
+func (k *kernels) CopyFromHost(dst device.Buf, src []float32) error {
+	if dst.N < len(src) {
+		return fmt.Errorf("cuda device: copy of %d floats into %d", len(src), dst.N)
+	}
+	if len(src) == 0 {
+		return nil
+	}
+	d := k.d
+	raw := unsafe.Slice((*byte)(unsafe.Pointer(&src[0])), 4*len(src))
+	return d.do(func() error {
+		if d.mode == modeEager && int64(len(raw)) > d.ring.size/4 {
+			return htodSync(uintptr(dst.Ptr), unsafe.Pointer(&src[0]), int64(len(raw)), d.st)
+		}
+		_, err := d.stage(raw, uintptr(dst.Ptr))
+		return err
+	})
+}
+
+func (k *kernels) Upload(p device.Ptr, src []byte) error {
+	if len(src) == 0 {
+		return nil
+	}
+	d := k.d
+	return d.do(func() error {
+		if d.mode != modeEager {
+			return fmt.Errorf("cuda device: upload during graph capture or replay")
+		}
+		return htodSync(uintptr(p), unsafe.Pointer(&src[0]), int64(len(src)), d.st)
+	})
+}

@@ -1,0 +1,315 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync/atomic"
+
+	"github.com/kvhost/kvhost/host/alloc"
+	"github.com/kvhost/kvhost/host/device"
+	"github.com/kvhost/kvhost/host/kv"
+)
+
+// ErrNoCapture means the device cannot capture graphs or run batched decode.
+var ErrNoCapture = errors.New("model: the device cannot capture decode graphs")
+
+// decodeInputs are the fixed host buffers a captured decode step reads:
+// one token, position and page table per row.
+type decodeInputs struct {
+	ids       []int32
+	positions []int32
+	tables    [][]int32
+}
+
+// decodeStep runs one token for each of rows sequences. Every per-step value
+// is read from in's slices when the kernels run, so the same launches can be
+// captured once and replayed (spec §4: fixed buffers, graph-shared logits).
+func (m *Model) decodeStep(sc *scope, pool *kv.Pool, in *decodeInputs, rows int, logitsBuf device.Buf, logits []float32) error {
+	c, k := m.Config, m.k
+	dk, ok := k.(device.DecodeKernels)
+	if !ok {
+		return ErrNoCapture
+	}
+	ids, pos, tables := in.ids[:rows], in.positions[:rows], in.tables[:rows]
+	x, err := sc.buf(rows * c.Hidden)
+	if err != nil {
+		return err
+	}
+	if err := k.Embedding(x, m.tokEmbd, ids); err != nil {
+		return err
+	}
+	scale := float32(1 / math.Sqrt(float64(c.HeadDim)))
+	for l := range m.layers {
+		L := &m.layers[l]
+		h, err := sc.buf(rows * c.Hidden)
+		if err != nil {
+			return err
+		}
+		if err := k.RMSNorm(h, x, L.attnNorm, rows, c.Hidden, c.RMSEps); err != nil {
+			return err
+		}
+		q, err := sc.buf(rows * c.QRow())
+		if err != nil {
+			return err
+		}
+		kk, err := sc.buf(rows * c.KVRow())
+		if err != nil {
+			return err
+		}
+		vv, err := sc.buf(rows * c.KVRow())
+		if err != nil {
+			return err
+		}
+		for _, p := range []struct {
+			out  device.Buf
+			w, b device.Weight
+		}{{q, L.wq, L.bq}, {kk, L.wk, L.bk}, {vv, L.wv, L.bv}} {
+			if err := k.MatMul(p.out, h, rows, p.w); err != nil {
+				return err
+			}
+			if p.b.Ptr != 0 {
+				if err := k.AddBias(p.out, p.b, rows); err != nil {
+					return err
+				}
+			}
+		}
+		if c.QKNorm {
+			if err := k.RMSNorm(q, q, L.qNorm, rows*c.Heads, c.HeadDim, c.RMSEps); err != nil {
+				return err
+			}
+			if err := k.RMSNorm(kk, kk, L.kNorm, rows*c.KVHeads, c.HeadDim, c.RMSEps); err != nil {
+				return err
+			}
+		}
+		if err := k.ApplyRope(m.rope, q, rows, c.Heads, pos); err != nil {
+			return err
+		}
+		if err := k.ApplyRope(m.rope, kk, rows, c.KVHeads, pos); err != nil {
+			return err
+		}
+		kvl := pool.Layer(l)
+		if err := dk.WriteKVRows(kvl, kk, vv, pos, tables); err != nil {
+			return err
+		}
+		att, err := sc.buf(rows * c.QRow())
+		if err != nil {
+			return err
+		}
+		scratch, err := sc.buf(dk.DecodeAttentionScratch(c.ContextLen))
+		if err != nil {
+			return err
+		}
+		if err := dk.DecodeAttention(att, q, c.Heads, kvl, pos, tables, scale, scratch, c.ContextLen); err != nil {
+			return err
+		}
+		sc.free(scratch)
+		sc.free(q)
+		sc.free(kk)
+		sc.free(vv)
+		if err := k.MatMul(h, att, rows, L.wo); err != nil {
+			return err
+		}
+		sc.free(att)
+		if err := k.Add(x, x, h); err != nil {
+			return err
+		}
+		if err := k.RMSNorm(h, x, L.ffnNorm, rows, c.Hidden, c.RMSEps); err != nil {
+			return err
+		}
+		g, err := sc.buf(rows * c.Intermediate)
+		if err != nil {
+			return err
+		}
+		u, err := sc.buf(rows * c.Intermediate)
+		if err != nil {
+			return err
+		}
+		if err := k.MatMul(g, h, rows, L.gate); err != nil {
+			return err
+		}
+		if err := k.MatMul(u, h, rows, L.up); err != nil {
+			return err
+		}
+		if err := k.SiLUMul(g, g, u); err != nil {
+			return err
+		}
+		sc.free(u)
+		if err := k.MatMul(h, g, rows, L.down); err != nil {
+			return err
+		}
+		sc.free(g)
+		if err := k.Add(x, x, h); err != nil {
+			return err
+		}
+		sc.free(h)
+	}
+	if err := k.RMSNorm(x, x, m.outNorm, rows, c.Hidden, c.RMSEps); err != nil {
+		return err
+	}
+	out := logitsBuf.Slice(0, rows*c.Vocab)
+	if err := k.MatMul(out, x, rows, m.output); err != nil {
+		return err
+	}
+	return k.CopyToHost(logits[:rows*c.Vocab], out)
+}
+
+// DecodeGraphs holds one captured decode step per batch bucket, all in one
+// private allocator pool, captured largest first so the smaller ones reuse
+// its blocks: the pool's size is the largest bucket's peak, not the sum.
+type DecodeGraphs struct {
+	m         *Model
+	pool      *kv.Pool
+	buckets   []int // ascending
+	graphs    map[int]device.Graph
+	in        decodeInputs
+	dummy     []int32
+	logitsBuf device.Buf
+	logits    []float32
+	poolID    alloc.PoolID
+
+	replays, padded atomic.Int64
+}
+
+// CaptureDecodeGraphs captures a decode step for every bucket (batch sizes),
+// largest first, into one private pool. Pad rows of a replay write to a
+// dummy page the graphs own.
+func (m *Model) CaptureDecodeGraphs(pool *kv.Pool, buckets []int) (g *DecodeGraphs, err error) {
+	capt, ok := m.dev.(device.Capturer)
+	if _, dok := m.k.(device.DecodeKernels); !ok || !dok {
+		return nil, ErrNoCapture
+	}
+	if len(buckets) == 0 {
+		return nil, fmt.Errorf("model: no decode buckets to capture")
+	}
+	buckets = slices.Clone(buckets)
+	slices.Sort(buckets)
+	buckets = slices.Compact(buckets)
+	if buckets[0] < 1 {
+		return nil, fmt.Errorf("model: decode bucket %d must be positive", buckets[0])
+	}
+	maxBS, c := buckets[len(buckets)-1], m.Config
+	g = &DecodeGraphs{m: m, pool: pool, buckets: buckets, graphs: map[int]device.Graph{}, poolID: m.act.NewPrivatePool("decode-graphs")}
+	defer func() {
+		if err != nil {
+			g.Close()
+		}
+	}()
+	if g.dummy, err = pool.Grow(nil, pool.Spec().PageSize); err != nil {
+		return nil, fmt.Errorf("model: decode graphs need a padding page: %w", err)
+	}
+	maxPages := pool.PagesFor(c.ContextLen)
+	g.in = decodeInputs{ids: make([]int32, maxBS), positions: make([]int32, maxBS), tables: make([][]int32, maxBS)}
+	for i := range g.in.tables {
+		g.in.tables[i] = make([]int32, maxPages)
+	}
+	g.fillPadding(0)
+	p, err := m.act.AllocIn(g.poolID, int64(maxBS)*int64(c.Vocab)*4, alloc.Graph)
+	if err != nil {
+		return nil, fmt.Errorf("model: graph-shared logits buffer: %w", err)
+	}
+	g.logitsBuf = device.Buf{Ptr: p, N: maxBS * c.Vocab}
+	g.logits = make([]float32, maxBS*c.Vocab)
+	for i := len(buckets) - 1; i >= 0; i-- {
+		bs := buckets[i]
+		if err := m.act.BeginCapture(g.poolID); err != nil {
+			return nil, err
+		}
+		if err := capt.BeginCapture(); err != nil {
+			m.act.EndCapture()
+			return nil, err
+		}
+		sc := scope{a: m.act, cat: alloc.Graph}
+		err := m.decodeStep(&sc, pool, &g.in, bs, g.logitsBuf, g.logits)
+		sc.release()
+		graph, cerr := capt.EndCapture()
+		m.act.EndCapture()
+		if err != nil {
+			return nil, fmt.Errorf("model: capture decode bucket %d: %w", bs, err)
+		}
+		if cerr != nil {
+			return nil, cerr
+		}
+		g.graphs[bs] = graph
+	}
+	return g, nil
+}
+
+func (g *DecodeGraphs) fillPadding(from int) {
+	for i := from; i < len(g.in.ids); i++ {
+		g.in.ids[i], g.in.positions[i] = 0, 0
+		for j := range g.in.tables[i] {
+			g.in.tables[i][j] = g.dummy[0]
+		}
+	}
+}
+
+// Buckets returns the captured batch sizes, ascending.
+func (g *DecodeGraphs) Buckets() []int { return slices.Clone(g.buckets) }
+
+// MaxBatch is the largest captured bucket.
+func (g *DecodeGraphs) MaxBatch() int { return g.buckets[len(g.buckets)-1] }
+
+// PoolBytes is the device memory the graphs' private pool holds.
+func (g *DecodeGraphs) PoolBytes() int64 { return g.m.act.PoolReserved(g.poolID) }
+
+// Stats returns replays and padded rows so far.
+func (g *DecodeGraphs) Stats() (replays, paddedRows int64) { return g.replays.Load(), g.padded.Load() }
+
+// Run replays the graph of the smallest bucket that holds seqs (each one
+// decode token with one logits row) and writes len(seqs)×Vocab logits. It
+// returns false, doing nothing, when the batch is larger than every bucket
+// or not a pure decode batch: the caller then runs the forward eagerly.
+func (g *DecodeGraphs) Run(seqs []Seq, logits []float32) (bool, error) {
+	n := len(seqs)
+	if n == 0 || n > g.MaxBatch() {
+		return false, nil
+	}
+	for _, s := range seqs {
+		if len(s.Tokens) != 1 || s.LogitRows != 1 || s.Start >= g.m.Config.ContextLen {
+			return false, nil
+		}
+	}
+	bs := g.buckets[0]
+	for _, b := range g.buckets {
+		if b >= n {
+			bs = b
+			break
+		}
+	}
+	for i, s := range seqs {
+		g.in.ids[i], g.in.positions[i] = s.Tokens[0], int32(s.Start)
+		t := g.in.tables[i]
+		if len(s.Pages) > len(t) {
+			return false, fmt.Errorf("model: page table of %d pages exceeds the graphs' %d", len(s.Pages), len(t))
+		}
+		copy(t, s.Pages)
+		for j := len(s.Pages); j < len(t); j++ {
+			t[j] = g.dummy[0]
+		}
+	}
+	g.fillPadding(n)
+	if err := g.graphs[bs].Launch(); err != nil {
+		return true, err
+	}
+	V := g.m.Config.Vocab
+	copy(logits[:n*V], g.logits[:n*V])
+	g.replays.Add(1)
+	g.padded.Add(int64(bs - n))
+	return true, nil
+}
+
+// Close releases the graphs' pool, logits buffer and padding page.
+func (g *DecodeGraphs) Close() {
+	if g.logitsBuf.Ptr != 0 {
+		_ = g.m.act.Free(g.logitsBuf.Ptr)
+		g.logitsBuf = device.Buf{}
+	}
+	g.graphs = nil
+	_ = g.m.act.ReleasePool(g.poolID)
+	if g.dummy != nil {
+		g.pool.Release(g.dummy)
+		g.dummy = nil
+	}
+}

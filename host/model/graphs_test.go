@@ -1,0 +1,143 @@
+package model
+
+import (
+	"math"
+	"testing"
+
+	"github.com/kvhost/kvhost/host/alloc"
+)
+
+// TestDecodeGraphsEqualEager: for every bucket size (and sizes that pad to
+// it), greedy decoding through captured graphs produces the eager forward's
+// tokens, with logits equal within float rounding.
+func TestDecodeGraphsEqualEager(t *testing.T) {
+	path := writeTiny(t, "f32")
+	r := load(t, path, 512)
+	buckets := []int{1, 2, 4, 8}
+	g, err := r.m.CaptureDecodeGraphs(r.pool, buckets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	V := r.m.Config.Vocab
+	for n := 1; n <= 8; n++ {
+		// Prefill n prompts twice: one copy decodes eagerly, one via graphs.
+		type side struct {
+			seqs   []Seq
+			logits []float32
+		}
+		var sides [2]side
+		for s := range sides {
+			for i := 0; i < n; i++ {
+				prompt := []int32{1, int32(10 + i*7), int32(300 + i), int32(5000 + 13*i)}
+				var pages []int32
+				last := r.run(t, &pages, prompt, 0, 1)
+				pages, err = r.pool.Grow(pages, len(prompt)+8)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sides[s].seqs = append(sides[s].seqs, Seq{Tokens: []int32{int32(argmax32(last))}, Start: len(prompt), Pages: pages, LogitRows: 1})
+			}
+			sides[s].logits = make([]float32, n*V)
+		}
+		for step := 0; step < 6; step++ {
+			if err := r.m.Forward(r.pool, sides[0].seqs, sides[0].logits); err != nil {
+				t.Fatal(err)
+			}
+			ok, err := g.Run(sides[1].seqs, sides[1].logits)
+			if err != nil || !ok {
+				t.Fatalf("n=%d: graph run %v %v", n, ok, err)
+			}
+			for i := 0; i < n; i++ {
+				a, b := sides[0].logits[i*V:(i+1)*V], sides[1].logits[i*V:(i+1)*V]
+				var d float64
+				for j := range a {
+					d = math.Max(d, math.Abs(float64(a[j]-b[j])))
+				}
+				if d > 1e-4 {
+					t.Fatalf("n=%d step %d seq %d: graph logits differ from eager by %g", n, step, i, d)
+				}
+				ta, tb := argmax32(a), argmax32(b)
+				if ta != tb {
+					t.Fatalf("n=%d step %d seq %d: eager token %d, graph token %d", n, step, i, ta, tb)
+				}
+				for s := range sides {
+					sides[s].seqs[i].Tokens[0] = int32(ta)
+					sides[s].seqs[i].Start++
+				}
+			}
+		}
+		for s := range sides {
+			for _, q := range sides[s].seqs {
+				r.pool.Release(q.Pages)
+			}
+		}
+	}
+	if rep, pad := g.Stats(); rep != 48 || pad != 6*(1+3+2+1) {
+		t.Fatalf("replays %d padded rows %d", rep, pad)
+	}
+	// A batch beyond the largest bucket is left to the eager path.
+	if ok, _ := g.Run(make([]Seq, 9), make([]float32, 9*V)); ok {
+		t.Fatal("ran a batch of 9 through graphs of at most 8")
+	}
+}
+
+// TestGraphPoolIsLargestBucket: capturing smaller buckets after the largest
+// adds nothing to the private pool.
+func TestGraphPoolIsLargestBucket(t *testing.T) {
+	path := writeTiny(t, "f32")
+	r := load(t, path, 512)
+	only, err := r.m.CaptureDecodeGraphs(r.pool, []int{16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	largest := only.PoolBytes()
+	only.Close()
+	all, err := r.m.CaptureDecodeGraphs(r.pool, []int{1, 2, 4, 8, 12, 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer all.Close()
+	if all.PoolBytes() != largest {
+		t.Fatalf("pool for all buckets %d bytes, largest bucket alone %d", all.PoolBytes(), largest)
+	}
+	if largest == 0 {
+		t.Fatal("graph pool is empty")
+	}
+	// Graph memory is categorised as such.
+	if st := r.act.Stats(); st.ByCategory[alloc.Graph] == 0 {
+		t.Fatal("no graph-category bytes")
+	}
+}
+
+func BenchmarkDecodeGraphs(b *testing.B) {
+	for _, sh := range benchShapes[:2] {
+		for _, batch := range []int{1, 16} {
+			b.Run(sh.size+"-"+sh.dtype+"/batch="+itoa(batch), func(b *testing.B) {
+				r := load(b, benchModel(b, sh.size, sh.dtype), 4096)
+				g, err := r.m.CaptureDecodeGraphs(r.pool, []int{batch})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer g.Close()
+				seqs := make([]Seq, batch)
+				for i := range seqs {
+					pages, err := r.pool.Grow(nil, r.m.Config.ContextLen)
+					if err != nil {
+						b.Fatal(err)
+					}
+					seqs[i] = Seq{Tokens: []int32{int32(1 + i)}, Start: 64, Pages: pages, LogitRows: 1}
+				}
+				logits := make([]float32, batch*r.m.Config.Vocab)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for n := 0; n < b.N; n++ {
+					if ok, err := g.Run(seqs, logits); !ok || err != nil {
+						b.Fatal(ok, err)
+					}
+				}
+				b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "tok/s")
+			})
+		}
+	}
+}

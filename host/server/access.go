@@ -1,0 +1,151 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// reqInfo travels in an inference request's context: the route (for the
+// Observer) and when the request started (for time to first token).
+type reqInfo struct {
+	route string
+	start time.Time
+}
+
+type reqInfoKey struct{}
+
+func infoOf(ctx context.Context) *reqInfo {
+	if ri, ok := ctx.Value(reqInfoKey{}).(*reqInfo); ok {
+		return ri
+	}
+	return nil
+}
+
+// inference wraps an inference route's handler: observe it, check the API
+// key, refuse it while draining, and count it as in flight.
+func (s *server) inference(route string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ri := &reqInfo{route: route, start: time.Now()}
+		r = r.WithContext(context.WithValue(r.Context(), reqInfoKey{}, ri))
+		obs := s.opts.Observer
+		rec := &statusRecorder{ResponseWriter: w}
+		if obs != nil {
+			obs.RequestStart(route)
+			defer func() {
+				status := rec.status
+				if status == 0 {
+					status = http.StatusOK
+				}
+				obs.RequestEnd(route, status, time.Since(ri.start))
+			}()
+		}
+		if !s.checkKey(rec, r) {
+			return
+		}
+		if reason := s.drained.Load(); reason != nil {
+			s.observeError(r, ErrKindDraining)
+			rec.Header().Set("Connection", "close")
+			writeAPIError(rec, http.StatusServiceUnavailable, drainError(*reason))
+			return
+		}
+		s.inFlight.Add(1)
+		defer s.inFlight.Add(-1)
+		h(rec, r)
+	}
+}
+
+func drainError(reason string) apiError {
+	msg := "the server is draining and admits no new requests"
+	if reason != "" {
+		msg += ": " + reason
+	}
+	return apiError{Message: msg, Type: "service_unavailable", Code: "draining"}
+}
+
+// authorize is checkKey as middleware, for routes outside inference.
+func (s *server) authorize(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.checkKey(w, r) {
+			next.ServeHTTP(w, r)
+		}
+	})
+}
+
+// checkKey answers 401 and returns false unless API keys are off or the
+// request carries one of them as a bearer token. The comparison hashes the
+// presented key and compares the digests with every configured key in
+// constant time, so neither the key's content nor its length nor which key
+// matched shows in the timing. The key is never logged.
+func (s *server) checkKey(w http.ResponseWriter, r *http.Request) bool {
+	if len(s.keys) == 0 {
+		return true
+	}
+	token, ok := bearer(r.Header.Get("Authorization"))
+	if ok {
+		sum := sha256.Sum256([]byte(token))
+		match := 0
+		for i := range s.keys {
+			match |= subtle.ConstantTimeCompare(sum[:], s.keys[i][:])
+		}
+		if match == 1 {
+			return true
+		}
+	}
+	msg := "a valid API key is required: send it as \"Authorization: Bearer <key>\""
+	if ok {
+		msg = "incorrect API key provided"
+	}
+	s.observeError(r, ErrKindUnauthorized)
+	w.Header().Set("WWW-Authenticate", `Bearer realm="kvhost"`)
+	writeAPIError(w, http.StatusUnauthorized, apiError{Message: msg, Type: "invalid_request_error", Code: "invalid_api_key"})
+	return false
+}
+
+// bearer extracts the token of an "Authorization: Bearer <token>" header
+// (the scheme is case-insensitive).
+func bearer(h string) (string, bool) {
+	scheme, token, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+// observeError reports an error of an inference request to the Observer.
+func (s *server) observeError(r *http.Request, kind string) {
+	if s.opts.Observer == nil {
+		return
+	}
+	if ri := infoOf(r.Context()); ri != nil {
+		s.opts.Observer.Error(ri.route, kind)
+	}
+}
+
+// errorKind classifies a mapped error response for the Observer.
+func errorKind(status int, body apiError) string {
+	switch status {
+	case http.StatusBadRequest:
+		return ErrKindInvalidRequest
+	case http.StatusUnauthorized:
+		return ErrKindUnauthorized
+	case http.StatusRequestEntityTooLarge:
+		return ErrKindTooLarge
+	case http.StatusTooManyRequests:
+		return ErrKindQueueFull
+	case http.StatusServiceUnavailable:
+		if body.Code == "draining" {
+			return ErrKindDraining
+		}
+		return ErrKindShuttingDown
+	}
+	if status >= 500 {
+		return ErrKindInternal
+	}
+	return fmt.Sprintf("status_%d", status)
+}

@@ -7,7 +7,10 @@ RUNFLAGS ?=
 BENCHOUT ?= bench/latest.txt
 BENCHTIME ?= 1s
 
-.PHONY: all build run test test-short bench check plugins clean
+CUDA_BIN := bin/kvhost-cuda
+OUT      ?= gpu-report
+
+.PHONY: all build run test test-short bench check plugins clean kernels build-cuda check-cuda gpu-check
 
 all: build
 
@@ -42,6 +45,28 @@ check:
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) mod tidy -diff
+
+# --- CUDA (build tag cuda; needs the CUDA 11.8 toolkit: scripts/install-cuda.sh) ---
+
+# Regenerate kernels/cuda/*.ptx and *.fatbin from the .cu sources (nvcc).
+kernels:
+	scripts/build-kernels.sh
+
+# The CUDA binary, built here and carried to a GPU machine (which has no Go).
+build-cuda: plugins
+	CGO_ENABLED=1 $(GO) build -tags cuda -o $(CUDA_BIN) ./host/cmd/kvhost
+
+# Compile and vet everything behind the cuda tag, compile its tests without
+# running them (gorgonia.org/cu exits at init without a GPU), and fail when
+# the committed PTX has drifted from the sources.
+check-cuda:
+	CGO_ENABLED=1 $(GO) vet -tags cuda ./host/device/cuda/... ./host/cmd/kvhost/... ./kernels/cuda/...
+	CGO_ENABLED=1 $(GO) test -tags cuda -c -o /dev/null ./host/device/cuda/
+	scripts/build-kernels.sh --check
+
+# On the GPU machine: run the prepared check and write its report to $(OUT).
+gpu-check:
+	scripts/gpu-check.sh $(OUT)
 
 clean:
 	rm -rf bin

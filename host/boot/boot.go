@@ -263,7 +263,7 @@ func (s *Stack) sizeKVHost(f Config, b *plan.Budget) error {
 		return err
 	}
 	batches := plan.ProfileBatches(c.ContextLen, f.ChunkedPrefill, f.MaxRunning)
-	peak, err := profile(m, s.Act, tmp, batches)
+	peak, err := profile(m, s.Act, tmp, batches, f.ChunkedPrefill)
 	tmp.Close()
 	if err != nil {
 		return err
@@ -301,11 +301,12 @@ func (s *Stack) sizeKVHost(f Config, b *plan.Budget) error {
 
 // profile runs the worst-case forwards against a small pool and returns the
 // caching allocator's peak reserved bytes; the cache is emptied afterwards.
-func profile(m *model.Model, act *alloc.Allocator, pool *kv.Pool, batches [][]plan.SeqShape) (int64, error) {
+func profile(m *model.Model, act *alloc.Allocator, pool *kv.Pool, batches [][]plan.SeqShape, chunk int) (int64, error) {
 	if err := act.EmptyCache(); err != nil {
 		return 0, err
 	}
 	act.ResetPeak()
+	before := act.Stats().Reserved
 	for _, shapes := range batches {
 		rows := 0
 		for _, sh := range shapes {
@@ -315,11 +316,11 @@ func profile(m *model.Model, act *alloc.Allocator, pool *kv.Pool, batches [][]pl
 		if err := m.Forward(pool, plan.ProfileSeqs(shapes, pool.Spec().NumPages, pool.Spec().PageSize), logits); err != nil {
 			if errors.Is(err, device.ErrOutOfMemory) {
 				return 0, &budget.InsufficientMemoryError{Phase: "profile-forward", NeedBytes: act.Stats().PeakReserved, HaveBytes: act.Stats().Reserved,
-					Knob: "--chunked-prefill-size", Suggest: "a smaller value (or raise --device-memory)"}
+					Knob: "--chunked-prefill-size", Suggest: fmt.Sprint(max(1, chunk/2)), SuggestValue: float64(max(1, chunk/2)), Minimum: 1}
 			}
 			return 0, fmt.Errorf("boot: profile forward: %w", err)
 		}
 	}
-	peak := act.Stats().PeakReserved
+	peak := act.Stats().PeakReserved - before
 	return peak, act.EmptyCache()
 }

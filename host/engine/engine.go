@@ -29,7 +29,9 @@ type Config struct {
 	// batches it declines (prefill chunks, beyond the largest bucket) run
 	// eagerly and are counted.
 	Graphs GraphRunner
-	Logger *slog.Logger
+	// AllocatorState, when set, is recorded in out-of-memory diagnoses.
+	AllocatorState func() any
+	Logger         *slog.Logger
 }
 
 // GraphRunner replays captured decode steps (model.DecodeGraphs).
@@ -128,6 +130,11 @@ type Engine struct {
 
 	stop chan struct{}
 	done chan struct{}
+
+	diagMu sync.Mutex
+	diags  []Diagnosis
+	// lastEager marks that the last forward was a decode batch no graph held.
+	lastEager bool
 }
 
 // New starts an engine over m and pool. eog reports end-of-generation tokens.
@@ -488,6 +495,9 @@ func (e *Engine) add(s *seq, n int) {
 func (e *Engine) run() {
 	e.steps.Add(1)
 	if err := e.forward(e.batch, e.owners); err != nil {
+		if errors.Is(err, device.ErrOutOfMemory) {
+			e.record(e.diagnose(e.batch, e.owners, e.lastEager, err))
+		}
 		if len(e.batch) == 1 || !errors.Is(err, device.ErrOutOfMemory) {
 			for _, s := range e.owners {
 				e.finish(s, Event{Done: true, Err: err})
@@ -497,6 +507,9 @@ func (e *Engine) run() {
 		e.log.Warn("engine: batch forward out of memory; retrying sequences one by one", "seqs", len(e.batch), "err", err)
 		for i := range e.batch {
 			if err := e.forward(e.batch[i:i+1], e.owners[i:i+1]); err != nil {
+				if errors.Is(err, device.ErrOutOfMemory) {
+					e.record(e.diagnose(e.batch[i:i+1], e.owners[i:i+1], e.lastEager, err))
+				}
 				e.finish(e.owners[i], Event{Done: true, Err: err})
 			}
 		}
@@ -513,6 +526,7 @@ func (e *Engine) forward(batch []model.Seq, owners []*seq) error {
 	}
 	logits := e.logits[:rows*e.vocab]
 	ran := false
+	e.lastEager = false
 	if e.cfg.Graphs != nil && isDecode(batch) {
 		var err error
 		if ran, err = e.cfg.Graphs.Run(batch, logits); err != nil {
@@ -522,6 +536,7 @@ func (e *Engine) forward(batch []model.Seq, owners []*seq) error {
 			e.graphSteps.Add(1)
 		} else {
 			e.eagerDecode.Add(1)
+			e.lastEager = true
 		}
 	}
 	if !ran {

@@ -54,6 +54,7 @@ func tinyModel(t testing.TB) string {
 }
 
 type rig struct {
+	dev *cpu.Device
 	// reserved pages are held outside any request (the graphs' padding page)
 	reserved int
 	e        *Engine
@@ -68,7 +69,7 @@ func newRig(t testing.TB, pages int, cfg Config) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{act: alloc.New("caching", dev)}
+	r := &rig{dev: dev, act: alloc.New("caching", dev)}
 	r.m, err = model.Load(tinyModel(t), model.Options{Device: dev, Weights: alloc.NewDirect("weights", dev), Activations: r.act})
 	if err != nil {
 		t.Fatal(err)
@@ -497,4 +498,52 @@ func TestGraphsMatchEager(t *testing.T) {
 	if st.GraphSteps == 0 {
 		t.Fatalf("no step ran through graphs: %+v", st)
 	}
+}
+
+// TestOutOfMemoryFailsAlone: a request whose input-logprob logits do not fit
+// fails alone with a clear error and a diagnosis naming the knob; requests
+// around it complete and every page comes back.
+func TestOutOfMemoryFailsAlone(t *testing.T) {
+	r := newRig(t, 512, Config{MaxRunning: 8, MaxQueue: 8, ChunkedPrefill: 1024})
+	// Leave ~40 MiB free: enough for ordinary forwards, not for 1000 rows of
+	// 32000 fp32 logits (128 MB).
+	ballast := alloc.NewDirect("ballast", r.dev)
+	free, _ := r.dev.MemGetInfo()
+	if _, err := ballast.Alloc(free-40<<20, alloc.Context); err != nil {
+		t.Fatal(err)
+	}
+	long := make([]int32, 1000)
+	for i := range long {
+		long[i] = int32(1 + i*7%3000)
+	}
+	bad, err := r.e.Submit(context.Background(), Request{Prompt: long, MaxTokens: 4, PromptLogprobs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var good []*Stream
+	for _, p := range prompts(4) {
+		s, err := r.e.Submit(context.Background(), Request{Prompt: p, MaxTokens: 8, IgnoreEOS: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		good = append(good, s)
+	}
+	res := collect(bad)
+	if !errors.Is(res.err, device.ErrOutOfMemory) {
+		t.Fatalf("want an out-of-memory error for the logprob request, got %+v", res)
+	}
+	for i, s := range good {
+		if g := collect(s); g.err != nil || len(g.tokens) != 8 {
+			t.Fatalf("request %d next to the failing one: %+v", i, g)
+		}
+	}
+	ds := r.e.Diagnoses()
+	if len(ds) == 0 {
+		t.Fatal("no diagnosis recorded")
+	}
+	d := ds[len(ds)-1]
+	if d.Stage == "" || !d.InputLogprobs || d.Knob != "--logprob-chunk-size" || d.Tokens < 1000 {
+		t.Fatalf("diagnosis %+v", d)
+	}
+	waitIdle(t, r)
 }

@@ -97,14 +97,9 @@ func (m *Model) decodeStep(sc *scope, pool *kv.Pool, in *decodeInputs, rows int,
 		if err != nil {
 			return err
 		}
-		scratch, err := sc.buf(dk.DecodeAttentionScratch(c.ContextLen))
-		if err != nil {
+		if err := dk.DecodeAttention(att, q, c.Heads, kvl, pos, tables, scale, m.attnScratch, c.ContextLen); err != nil {
 			return err
 		}
-		if err := dk.DecodeAttention(att, q, c.Heads, kvl, pos, tables, scale, scratch, c.ContextLen); err != nil {
-			return err
-		}
-		sc.free(scratch)
 		sc.free(q)
 		sc.free(kk)
 		sc.free(vv)

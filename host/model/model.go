@@ -25,6 +25,10 @@ type Model struct {
 	k       device.Kernels
 	act     *alloc.Allocator
 	weights *alloc.Direct
+	ws      *alloc.Workspaces
+	// attnScratch is the shared attention workspace, sized once at load for
+	// the whole context so captured graphs never see it move.
+	attnScratch device.Buf
 
 	tokEmbd, outNorm, output device.Weight
 	layers                   []layer
@@ -49,6 +53,9 @@ type Options struct {
 	// every temporary of the forward.
 	Weights     *alloc.Direct
 	Activations *alloc.Allocator
+	// Workspaces is the process-wide scratch registry; nil makes one over
+	// Activations.
+	Workspaces *alloc.Workspaces
 	// Progress, when set, is called as weights upload (bytes done, total).
 	Progress func(done, total int64)
 }
@@ -77,6 +84,10 @@ func (m *Model) Close() error {
 		}
 	}
 	m.layers = nil
+	if m.attnScratch.Ptr != 0 {
+		m.ws.Close()
+		m.attnScratch = device.Buf{}
+	}
 	return first
 }
 
@@ -261,6 +272,24 @@ func (m *Model) build(src tensorSource, o Options) (err error) {
 			}
 		}
 	}
-	m.rope, err = m.k.NewRope(c.Rope)
-	return err
+	if m.rope, err = m.k.NewRope(c.Rope); err != nil {
+		return err
+	}
+	m.ws = o.Workspaces
+	if m.ws == nil {
+		m.ws = alloc.NewWorkspaces(o.Activations)
+	}
+	floats := m.k.AttentionScratch(0, c.ContextLen)
+	if dk, ok := m.k.(device.DecodeKernels); ok {
+		floats = max(floats, dk.DecodeAttentionScratch(c.ContextLen))
+	}
+	p, err := m.ws.Get("attention.scratch", int64(floats)*4)
+	if err != nil {
+		return fmt.Errorf("model: %w", err)
+	}
+	m.attnScratch = device.Buf{Ptr: p, N: floats}
+	return nil
 }
+
+// Workspaces is the scratch registry the model's kernels use.
+func (m *Model) Workspaces() *alloc.Workspaces { return m.ws }

@@ -102,7 +102,12 @@ func planCPU(in Input) (Report, error) {
 	ph := &phaser{free: in.DeviceBytes}
 	start := ph.free
 	P := ph.add("device init", 0)
-	A := ph.add("weights", wdev)
+	ws := AttentionWorkspace(c, in.Threads)
+	wsBlock, wsSeg := alloc.RoundSize(ws), alloc.SegmentSize(alloc.RoundSize(ws))
+	if wsSeg-wsBlock <= alloc.SmallSize && wsBlock > alloc.SmallSize {
+		wsBlock = wsSeg // large-pool remainders of 1 MiB or less are not split
+	}
+	A := ph.add("weights", wdev+wsSeg)
 	b := Budget{TotalBytes: in.DeviceBytes, PBytes: P, ABytes: A, WeightBytes: wdev,
 		ChunkedPrefill: in.ChunkedPrefill, MaxRunning: in.MaxRunning, ContextLen: c.ContextLen, MaxTotalTokens: in.MaxTotalTokens, Threads: in.Threads,
 		Layout: Layout{Buffers: 2 * c.Layers, RowBytes: int64(c.KVRow()) * 4, PageSize: in.PageSize, Granularity: page}}
@@ -163,7 +168,7 @@ func planCPU(in Input) (Report, error) {
 	arena.Categories[alloc.KVCache.String()] = int64(b.Tokens) * b.Layout.CellBytes()
 	arena.Rounding = arena.DeviceBytes - arena.Categories[alloc.KVCache.String()]
 	snap := snapshot(device.Info{Name: fmt.Sprintf("CPU (%d threads)", in.Threads), Kind: "cpu", Total: in.DeviceBytes, Threads: in.Threads}, start, ph,
-		[]ledger.Usage{w, ledger.NewUsage("caching", ledger.KindCaching), arena}, b)
+		[]ledger.Usage{w, cachingUsage(ws, wsBlock, wsSeg), arena}, b)
 	r := Report{Input: in, Budget: b, Ledger: snap, Peaks: cpuPeaks(c, b)}
 	r.Largest = largest(r.Peaks)
 	return r, nil
@@ -213,4 +218,11 @@ func largest(ps []Peak) string {
 		return ""
 	}
 	return s[0].Name
+}
+
+func cachingUsage(ws, block, seg int64) ledger.Usage {
+	u := ledger.NewUsage("caching", ledger.KindCaching)
+	u.DeviceBytes, u.Categories[alloc.Workspace.String()] = seg, ws
+	u.Rounding, u.Cached = block-ws, seg-block
+	return u
 }

@@ -1,7 +1,10 @@
 package plan
 
 import (
+	"errors"
 	"testing"
+
+	"github.com/kvhost/kvhost/host/budget"
 )
 
 // TestLlama3H100 reproduces spec §7 V3 with --sglang-compat and shows
@@ -40,5 +43,37 @@ func TestLlama3H100(t *testing.T) {
 			t.Fatal("no kvhost figure beside the compat one")
 		}
 		t.Logf("f=%v page %d: SGLang %d tokens, kvhost %d tokens (headroom %d B), largest peak %q", tt.f, tt.page, b.Tokens, r.KVHost.Tokens, r.KVHost.HeadroomBytes, r.Largest)
+	}
+}
+
+func TestGrowInsufficient(t *testing.T) {
+	b := Budget{TotalBytes: 64 << 20, FreeAfterCapture: 10 << 20, PrefixMappedBytes: 4 << 20, HeadroomBytes: 8 << 20, UpperBoundTokens: 1 << 20,
+		Layout: Layout{Buffers: 4, RowBytes: 256, PageSize: 16, Granularity: 2 << 20}}
+	err := Grow(&b, 2048) // 2048 tokens need 4 × 2 MiB + 8 MiB headroom = 16 MiB, 14 MiB there
+	var ime *budget.InsufficientMemoryError
+	if !errors.As(err, &ime) || ime.NeedBytes-ime.HaveBytes != 2<<20 || ime.Knob != "--device-memory" || ime.Suggest != "66MiB" {
+		t.Fatalf("got %v (%+v)", err, ime)
+	}
+	b.FreeAfterCapture = 12 << 20
+	if err := Grow(&b, 2048); err != nil || b.Tokens != 8192 || b.KVMappedBytes != 8<<20 {
+		t.Fatalf("tokens %d mapped %d err %v", b.Tokens, b.KVMappedBytes, err)
+	}
+}
+
+func TestLayoutMaxTokens(t *testing.T) {
+	l := Layout{Buffers: 2, RowBytes: 1000, PageSize: 16, Granularity: 4096}
+	for _, tt := range []struct {
+		avail int64
+		limit int
+		want  int
+	}{{0, 0, 0}, {8192, 0, 0}, {2 * 16384, 0, 16}, {2 * 1 << 20, 0, 1040}, {2 * 1 << 20, 100, 96}} {
+		got := l.MaxTokens(tt.avail, tt.limit)
+		if got != tt.want || l.Mapped(got) > tt.avail || (got > 0 && got%16 != 0) {
+			t.Errorf("MaxTokens(%d, %d) = %d (mapped %d), want %d", tt.avail, tt.limit, got, l.Mapped(got), tt.want)
+		}
+		// One more page must not fit (unless capped).
+		if tt.limit == 0 && l.Mapped(got+16) <= tt.avail {
+			t.Errorf("MaxTokens(%d) = %d is not the largest", tt.avail, got)
+		}
 	}
 }

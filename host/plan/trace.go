@@ -95,10 +95,6 @@ func forwardTrace(c model.Config, seqs []SeqShape, threads int) []op {
 		kk := buf(total * c.KVRow())
 		vv := buf(total * c.KVRow())
 		att := buf(total * c.QRow())
-		for _, s := range seqs {
-			sc := buf(threads * (s.Start + s.N))
-			free(sc)
-		}
 		free(q)
 		free(kk)
 		free(vv)
@@ -134,10 +130,16 @@ func (d *simDriver) Malloc(size int64) (device.Ptr, error) {
 func (d *simDriver) Free(device.Ptr) error { return nil }
 
 // ActivationPeak replays the profile forwards through a fresh caching
-// allocator and returns its peak reserved bytes (segments, what the device
+// allocator and returns its peak reserved bytes above the workspace (segments, what the device
 // is charged) and the largest segment any request of the trace needs.
 func ActivationPeak(c model.Config, batches [][]SeqShape, threads int) (peakReserved, largestSegment int64, err error) {
 	a := alloc.New("profile", &simDriver{next: 1 << 46})
+	// host/model holds the attention scratch workspace (threads·context
+	// floats) from load on; the profile starts with it live.
+	if _, err := a.Alloc(AttentionWorkspace(c, threads), alloc.Workspace); err != nil {
+		return 0, 0, err
+	}
+	before := a.Stats().Reserved
 	for _, b := range batches {
 		ptrs := map[int]device.Ptr{}
 		for _, o := range forwardTrace(c, b, threads) {
@@ -156,5 +158,11 @@ func ActivationPeak(c model.Config, batches [][]SeqShape, threads int) (peakRese
 			largestSegment = max(largestSegment, alloc.SegmentSize(alloc.RoundSize(o.bytes)))
 		}
 	}
-	return a.Stats().PeakReserved, largestSegment, nil
+	return a.Stats().PeakReserved - before, largestSegment, nil
+}
+
+// AttentionWorkspace is the attention scratch host/model allocates at load
+// (kcpu.AttentionScratch(0, context) floats).
+func AttentionWorkspace(c model.Config, threads int) int64 {
+	return int64(threads) * int64(c.ContextLen) * 4
 }

@@ -20,7 +20,7 @@ func (s *server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.generate(w, r, chatEndpoint, p, [][]int32{prompt})
+	s.generate(w, r, p, [][]int32{prompt}, s.newResponder(w, r, chatEndpoint, p))
 }
 
 // prepareChat validates a chat request, renders its messages with the
@@ -47,6 +47,7 @@ func (s *server) prepareChat(req *chatRequest) (genParams, []int32, error) {
 	if err != nil {
 		return p, nil, err
 	}
+	p.promptParam = "messages"
 	wantLP := req.Logprobs != nil && *req.Logprobs
 	if req.TopLogprobs != nil {
 		n := *req.TopLogprobs

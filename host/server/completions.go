@@ -17,7 +17,7 @@ func (s *server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.generate(w, r, completionsEndpoint, p, prompts)
+	s.generate(w, r, p, prompts, s.newResponder(w, r, completionsEndpoint, p))
 }
 
 // prepareCompletion validates a completions request and tokenizes its
@@ -27,19 +27,26 @@ func (s *server) prepareCompletion(req *completionRequest) (genParams, [][]int32
 	if !req.Prompt.Set {
 		return genParams{}, nil, badRequest("prompt", "prompt is required")
 	}
-	if req.Echo {
-		return genParams{}, nil, badRequest("echo", "echo is not supported")
+	// max_tokens 0 with echo scores the prompt without generating (the
+	// lm-eval-harness idiom).
+	maxTokens, discard := req.MaxTokens, false
+	if req.Echo && maxTokens != nil && *maxTokens == 0 {
+		maxTokens, discard = nil, true
 	}
-	p, err := s.common(&req.samplingFields, req.MaxTokens, "max_tokens")
+	p, err := s.common(&req.samplingFields, maxTokens, "max_tokens")
 	if err != nil {
 		return p, nil, err
 	}
+	p.echo, p.discard = req.Echo, discard
 	if req.Logprobs != nil {
 		n := *req.Logprobs
 		if n < 0 || n > maxCompletionLogprobs {
 			return p, nil, badRequest("logprobs", "%d is out of range [0, %d]", n, maxCompletionLogprobs)
 		}
 		p.logprobs, p.topLogprobs = true, n
+		if p.echo {
+			p.promptLogprobs, p.promptTopLogprobs = true, n
+		}
 	}
 	count := len(req.Prompt.Texts) + len(req.Prompt.Tokens)
 	if count > s.opts.MaxPrompts {

@@ -38,10 +38,11 @@ type completionChoice struct {
 
 // completionLogprobs is the legacy completions logprobs object. TopLogprobs
 // is null when logprobs=0 was asked for. TextOffset counts bytes of the
-// generated text.
+// choice's text. With echo, a prompt token without a logprob (the first)
+// has null in token_logprobs and top_logprobs, as OpenAI sends.
 type completionLogprobs struct {
 	Tokens        []string             `json:"tokens"`
-	TokenLogprobs []float64            `json:"token_logprobs"`
+	TokenLogprobs []*float64           `json:"token_logprobs"`
 	TopLogprobs   []map[string]float64 `json:"top_logprobs"`
 	TextOffset    []int                `json:"text_offset"`
 }
@@ -114,7 +115,7 @@ func byteInts(b []byte) []int {
 func completionLogprobsFor(tok Tokenizer, recs []tokenRecord, topN int) *completionLogprobs {
 	lp := &completionLogprobs{
 		Tokens:        make([]string, 0, len(recs)),
-		TokenLogprobs: make([]float64, 0, len(recs)),
+		TokenLogprobs: make([]*float64, 0, len(recs)),
 		TextOffset:    make([]int, 0, len(recs)),
 	}
 	if topN > 0 {
@@ -122,8 +123,16 @@ func completionLogprobsFor(tok Tokenizer, recs []tokenRecord, topN int) *complet
 	}
 	for _, r := range recs {
 		lp.Tokens = append(lp.Tokens, tok.TokenText(r.id))
-		lp.TokenLogprobs = append(lp.TokenLogprobs, finiteLogprob(r.logprob))
 		lp.TextOffset = append(lp.TextOffset, r.offset)
+		if r.noLogprob {
+			lp.TokenLogprobs = append(lp.TokenLogprobs, nil)
+			if topN > 0 {
+				lp.TopLogprobs = append(lp.TopLogprobs, nil)
+			}
+			continue
+		}
+		v := finiteLogprob(r.logprob)
+		lp.TokenLogprobs = append(lp.TokenLogprobs, &v)
 		if topN > 0 {
 			top := make(map[string]float64, topN)
 			for _, c := range r.top[:min(topN, len(r.top))] {

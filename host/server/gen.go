@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"time"
 
 	"github.com/kvhost/kvhost/host/engine"
 )
@@ -9,45 +10,51 @@ import (
 // errStreamEnded is an engine stream that closed without a final event.
 var errStreamEnded = errors.New("server: engine stream closed without a final event")
 
-// tokenRecord is one generated token kept for logprobs. offset is where its
-// text starts in the generated text (bytes).
+// tokenRecord is one token kept for logprobs (or /generate's output_ids).
+// offset is where its text starts in the choice's text (bytes). noLogprob
+// marks a prompt token the engine gave no logprob (the first: nothing
+// predicts it), reported as null.
 type tokenRecord struct {
-	id      int32
-	logprob float32
-	top     []engine.TokenLogprob
-	offset  int
+	id        int32
+	logprob   float32
+	top       []engine.TokenLogprob
+	offset    int
+	noLogprob bool
 }
 
-// choiceState follows one generation: it turns engine events into text
-// deltas (valid UTF-8, stop strings applied) and logprob records.
+// choiceState follows one choice of one generation: it turns engine events
+// into text deltas (valid UTF-8, stop strings applied) and token records.
 type choiceState struct {
-	tok          Tokenizer
-	detok        detokenizer
-	stop         stopMatcher
-	wantLogprobs bool
+	tok       Tokenizer
+	detok     detokenizer
+	stop      stopMatcher
+	keepToks  bool // record tokens (logprobs or output ids wanted)
+	discard   bool // drop every generated token (max_tokens 0)
+	started   bool // the first event arrived
+	lastToken time.Time
 
 	toks   []tokenRecord
 	lpSent int // toks[:lpSent] were handed out by takeLogprobs
 
-	promptTokens     int
 	completionTokens int
+	lastID           int32 // the last generated token
 	finished         bool
 	finishReason     string
 	stoppedByString  bool
 }
 
-func newChoiceState(tok Tokenizer, p genParams, promptTokens int) *choiceState {
+func newChoiceState(tok Tokenizer, p genParams) *choiceState {
 	return &choiceState{
-		tok:          tok,
-		stop:         newStopMatcher(p.stops),
-		wantLogprobs: p.logprobs,
-		promptTokens: promptTokens,
+		tok:      tok,
+		stop:     newStopMatcher(p.stops),
+		keepToks: (p.logprobs || p.keepTokens) && !p.discard,
+		discard:  p.discard,
 	}
 }
 
 // onEvent consumes one engine event and returns the text that may be sent
-// now. After a stop string matched (stoppedByString), the caller cancels the
-// request; an Err event is returned as the error.
+// now. After a stop string matched (stoppedByString) the choice is finished
+// and ignores later events; an Err event is returned as the error.
 func (c *choiceState) onEvent(ev engine.Event) (delta string, err error) {
 	if c.finished {
 		return "", nil
@@ -62,6 +69,9 @@ func (c *choiceState) onEvent(ev engine.Event) (delta string, err error) {
 		if c.finishReason == "" {
 			c.finishReason = "stop"
 		}
+		if c.discard {
+			c.finishReason = "length" // the client asked for 0 tokens and got them
+		}
 		delta, hit := c.stop.add(c.detok.flush())
 		if hit {
 			c.finishReason, c.stoppedByString = "stop", true
@@ -69,12 +79,16 @@ func (c *choiceState) onEvent(ev engine.Event) (delta string, err error) {
 		}
 		return delta + c.stop.flush(), nil
 	}
+	if c.discard {
+		return "", nil
+	}
 	c.completionTokens++
+	c.lastID = ev.Token
 	var b []byte
 	if !c.tok.EOG(ev.Token) {
 		b = c.tok.TokenBytes(ev.Token)
 	}
-	if c.wantLogprobs {
+	if c.keepToks {
 		c.toks = append(c.toks, tokenRecord{
 			id: ev.Token, logprob: ev.Logprob, top: ev.TopLogprobs,
 			offset: c.stop.length() + c.detok.pendingLen(),

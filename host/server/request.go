@@ -19,21 +19,36 @@ const (
 	maxStopBytes          = 256 // bounds the per-token hold-back scan
 	maxCompletionLogprobs = 5   // OpenAI completions: logprobs <= 5
 	maxTopLogprobs        = 20  // OpenAI chat: top_logprobs <= 20; also the engine's limit
+	maxStopTokens         = 64  // bounds the engine's per-token stop check
 	embeddedPrefix        = "samplingFields."
 	samplerPrefix         = "samplerFields."
 )
 
-// decodeBody reads the whole body (bounded) and unmarshals it into dst,
-// turning every failure into a *requestError that names the field.
+// decodeBody reads the body (bounded), checks it with checkJSON and
+// unmarshals it into dst, turning every failure into a *requestError that
+// names the field.
 func (s *server) decodeBody(w http.ResponseWriter, r *http.Request, dst any) error {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(body, dst); err != nil {
+		return jsonError(err)
+	}
+	return nil
+}
+
+// readBody reads the whole body (bounded by MaxBodyBytes) and refuses an
+// empty one and what checkJSON refuses.
+func (s *server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return &requestError{Status: http.StatusRequestEntityTooLarge,
+			return nil, &requestError{Status: http.StatusRequestEntityTooLarge,
 				Message: fmt.Sprintf("request body exceeds %d bytes", mbe.Limit)}
 		}
-		return badRequest("", "reading the request body: %v", err)
+		return nil, badRequest("", "reading the request body: %v", err)
 	}
 	// The body is in memory: lift the read deadline NewHTTPServer's
 	// ReadTimeout set, or net/http's background read of the connection
@@ -41,15 +56,12 @@ func (s *server) decodeBody(w http.ResponseWriter, r *http.Request, dst any) err
 	// Writers without deadlines (tests' recorders) return an error: fine.
 	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
 	if len(bytes.TrimSpace(body)) == 0 {
-		return badRequest("", "the request body is empty; send a JSON object")
+		return nil, badRequest("", "the request body is empty; send a JSON object")
 	}
 	if err := checkJSON(body); err != nil {
-		return err
+		return nil, err
 	}
-	if err := json.Unmarshal(body, dst); err != nil {
-		return jsonError(err)
-	}
-	return nil
+	return body, nil
 }
 
 // jsonError explains an encoding/json error in the API's terms.

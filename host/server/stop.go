@@ -16,6 +16,8 @@ type stopMatcher struct {
 	maxLen int
 	text   []byte
 	sent   int
+	// matched is the stop string that ended the text, once one did.
+	matched string
 }
 
 func newStopMatcher(stops []string) stopMatcher {
@@ -41,6 +43,7 @@ func (m *stopMatcher) add(s string) (emit string, hit bool) {
 		for _, st := range m.stops {
 			if i := bytes.Index(m.text[from:], st); i >= 0 && (best < 0 || from+i < best) {
 				best = from + i
+				m.matched = string(st)
 			}
 		}
 		if best >= 0 {

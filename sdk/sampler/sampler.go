@@ -46,19 +46,19 @@ const (
 	HdrNParams
 	HdrNState
 	HdrNHistory
-	HdrParams      // f32[max_batch*n_params]
-	HdrSeed        // u64[max_batch]
-	HdrStep        // u64[max_batch]
-	HdrNCand       // i32[max_batch]
-	HdrIDs         // i32[max_batch*max_k]
-	HdrLogits      // f32[max_batch*max_k]
-	HdrLogprobs    // f32[max_batch*max_k]
-	HdrHistory     // i32[max_batch*n_history]
-	HdrHistoryLen  // i32[max_batch]
-	HdrState       // f32[max_batch*n_state]
-	HdrOutID       // i32[max_batch]
-	HdrOutLogprob  // f32[max_batch]
-	HeaderWords    // 18
+	HdrParams     // f32[max_batch*n_params]
+	HdrSeed       // u64[max_batch]
+	HdrStep       // u64[max_batch]
+	HdrNCand      // i32[max_batch]
+	HdrIDs        // i32[max_batch*max_k]
+	HdrLogits     // f32[max_batch*max_k]
+	HdrLogprobs   // f32[max_batch*max_k]
+	HdrHistory    // i32[max_batch*n_history]
+	HdrHistoryLen // i32[max_batch]
+	HdrState      // f32[max_batch*n_state]
+	HdrOutID      // i32[max_batch]
+	HdrOutLogprob // f32[max_batch]
+	HeaderWords   // 18
 )
 
 // Host pre-ops a policy can ask for, applied in this order before the cut

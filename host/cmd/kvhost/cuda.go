@@ -24,15 +24,14 @@ func init() { extraCommands["gpu-check"] = gpuCheck }
 // gpuReport is what gpu-check writes to report.json; each section records
 // its own error and the next section still runs.
 type gpuReport struct {
-	Started  time.Time              `json:"started"`
-	Seconds  float64                `json:"seconds"`
-	Device   *gpuDeviceSection      `json:"device,omitempty"`
-	Kernels  []cuda.KernelResult    `json:"kernels,omitempty"`
-	Greedy   []cuda.GreedyResult    `json:"greedy,omitempty"`
-	Decode   []cuda.DecodeResult    `json:"decode,omitempty"`
-	Errors   map[string]string      `json:"errors,omitempty"`
-	Sections map[string]float64     `json:"section_seconds"`
-	Extra    map[string]interface{} `json:"extra,omitempty"`
+	Started  time.Time           `json:"started"`
+	Seconds  float64             `json:"seconds"`
+	Device   *gpuDeviceSection   `json:"device,omitempty"`
+	Kernels  []cuda.KernelResult `json:"kernels,omitempty"`
+	Greedy   []cuda.GreedyResult `json:"greedy,omitempty"`
+	Decode   []cuda.DecodeResult `json:"decode,omitempty"`
+	Errors   map[string]string   `json:"errors,omitempty"`
+	Sections map[string]float64  `json:"section_seconds"`
 }
 
 type gpuDeviceSection struct {

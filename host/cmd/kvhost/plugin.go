@@ -1,0 +1,35 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/kvhost/kvhost/host/plugin"
+)
+
+func init() {
+	extraCommands["plugin"] = pluginCmd
+}
+
+const pluginUsage = `Usage:
+  kvhost plugin check FILE.wasm   handshake, self-test, and print what the plugin declares
+`
+
+func pluginCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "check" {
+		fmt.Fprint(stderr, pluginUsage)
+		return errors.New("plugin: expected 'check FILE.wasm'")
+	}
+	if len(args) != 2 {
+		fmt.Fprint(stderr, pluginUsage)
+		return errors.New("plugin check: expected exactly one file")
+	}
+	rep, err := plugin.CheckFile(ctx, args[1])
+	if err != nil {
+		return fmt.Errorf("plugin check %s: %w", args[1], err)
+	}
+	fmt.Fprint(stdout, rep.String())
+	return nil
+}

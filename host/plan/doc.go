@@ -1,0 +1,20 @@
+// Package plan is kvhost's KV sizing and `kvhost plan`: the arithmetic
+// host/boot uses to size the KV pool from what it measures, and the same
+// arithmetic applied to predictions, so that plan can show the ledger serve
+// would produce without loading any weights.
+//
+// Policies. "kvhost" (the default) reserves the pool's upper bound as
+// address space, maps a prefix, profiles the worst-case forwards
+// (ProfileBatches) against it, keeps the measured peak plus one largest
+// segment as headroom and grows the pool into the rest at the device's
+// granularity, never over-committing (padding and granules are inside the
+// budget). "sglang-compat" reproduces spec §2–§3 bit for bit (host/budget).
+//
+// Invariant: on the CPU device, Plan's phases, allocators, pool and budget
+// equal what host/boot measures, to the byte. The profile forward is
+// predicted by replaying host/model's allocation sequence (forwardTrace)
+// through the real caching allocator; host/boot's tests fail if the two
+// drift apart. GPU presets are described, not measured: their constants
+// (Presets, LoadOverhead, FlashInferWorkspace) are assumptions taken from
+// the spec's vectors and stated in the help.
+package plan

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Runs `kvhost gpu-check` on a GPU machine. That machine has no Go toolchain:
+# build the binary beforehand with `make build-cuda` (bin/kvhost-cuda) and
+# carry the checkout. Usage: scripts/gpu-check.sh OUTDIR [extra gpu-check flags]
+# Writes OUTDIR/report.json, OUTDIR/report.md and OUTDIR/gpu-check.log;
+# finishes in a few minutes (hard limit 280 s).
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+out="${1:-gpu-check-out}"
+shift || true
+mkdir -p "$out"
+bin="${KVHOST_CUDA_BIN:-$root/bin/kvhost-cuda}"
+[ -x "$bin" ] || { echo "gpu-check: $bin missing (run make build-cuda)" >&2; exit 1; }
+{
+	echo "== machine"; uname -a; nvidia-smi 2>&1 | head -20
+	echo "== cublas"; ldconfig -p 2>/dev/null | grep -i cublas
+	find / -xdev -name 'libcublas*.so*' 2>/dev/null | head -20
+} >"$out/machine.txt" 2>&1
+model="$root/../shared/models/stories260K.gguf"
+[ -f "$model" ] || model="$root/shared/models/stories260K.gguf"
+timeout 280 "$bin" gpu-check --out "$out" --model "$model" "$@" 2>&1 | tee "$out/gpu-check.log"
+rc=${PIPESTATUS[0]}
+echo "gpu-check: exit $rc; report in $out/report.md"
+exit "$rc"

@@ -259,7 +259,7 @@ func TestCompletionLogprobs(t *testing.T) {
 	wantLP := []float64{-0.1, -0.2, minLogprob}
 	wantOff := []int{0, 5, 11}
 	for i := range wantTokens {
-		if lp.Tokens[i] != wantTokens[i] || math.Abs(lp.TokenLogprobs[i]-wantLP[i]) > 1e-6 || lp.TextOffset[i] != wantOff[i] {
+		if lp.Tokens[i] != wantTokens[i] || lp.TokenLogprobs[i] == nil || math.Abs(*lp.TokenLogprobs[i]-wantLP[i]) > 1e-6 || lp.TextOffset[i] != wantOff[i] {
 			t.Errorf("position %d: %q %v %d", i, lp.Tokens[i], lp.TokenLogprobs[i], lp.TextOffset[i])
 		}
 		top := lp.TopLogprobs[i]

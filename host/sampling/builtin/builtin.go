@@ -1,0 +1,26 @@
+// Package builtin embeds the built-in sampling policies that
+// scripts/build-samplers.sh (make plugins) writes to wasm/<name>.wasm, so a
+// bare kvhost binary serves standard, greedy, typical, mirostat, dry, xtc
+// and top-n-sigma without a plugins folder.
+//
+// Invariant: wasm/ always holds a committed README.md, so the embed pattern
+// matches on a fresh checkout where nothing was built; FS then lists no
+// .wasm files.
+package builtin
+
+import (
+	"embed"
+	"io/fs"
+)
+
+//go:embed wasm
+var files embed.FS
+
+// FS returns the built-in policies: <name>.wasm files plus a README.md.
+func FS() fs.FS {
+	sub, err := fs.Sub(files, "wasm")
+	if err != nil {
+		panic(err) // "wasm" is embedded
+	}
+	return sub
+}

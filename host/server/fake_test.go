@@ -75,10 +75,15 @@ func (fakeTokenizer) EOG(id int32) bool { return id == tokEOS }
 
 // fakeEngine emits scripted events. It records every request and, when a
 // request's context ends before its script is done, sends the request's
-// index on interrupted.
+// index on interrupted. It honours the engine contract for N (each choice's
+// script tagged with its Choice, the choices' events interleaved round-robin
+// after choice 0's first) and for prompt logprobs (fakePromptLogprobs on
+// choice 0's first event).
 type fakeEngine struct {
-	ctxLen    int
-	script    func(req engine.Request) []engine.Event
+	ctxLen int
+	script func(req engine.Request) []engine.Event
+	// choiceScript, when set, replaces script and may differ per choice.
+	choiceScript func(req engine.Request, choice int) []engine.Event
 	submitErr error
 	// blockAfter > 0: after that many events, wait for the context to end
 	// (a generation that is still running when the client leaves).
@@ -104,7 +109,7 @@ func (e *fakeEngine) Submit(ctx context.Context, req engine.Request) (*engine.St
 		return nil, &engine.InvalidRequestError{Field: "max_tokens",
 			Problem: fmt.Sprintf("prompt (%d) + max_tokens (%d) exceeds the context (%d)", len(req.Prompt), req.MaxTokens, e.ctxLen)}
 	}
-	events := e.script(req)
+	events := e.interleave(req)
 	ch := make(chan engine.Event)
 	go func() {
 		defer close(ch)
@@ -127,6 +132,51 @@ func (e *fakeEngine) Submit(ctx context.Context, req engine.Request) (*engine.St
 		}
 	}()
 	return &engine.Stream{Events: ch}, nil
+}
+
+// interleave builds the event order of all choices of req.
+func (e *fakeEngine) interleave(req engine.Request) []engine.Event {
+	n := max(req.N, 1)
+	per := make([][]engine.Event, n)
+	for c := range n {
+		if e.choiceScript != nil {
+			per[c] = e.choiceScript(req, c)
+		} else {
+			per[c] = e.script(req)
+		}
+		for k := range per[c] {
+			per[c][k].Choice = c
+		}
+	}
+	if req.PromptLogprobs && len(per[0]) > 0 {
+		per[0][0].Prompt = fakePromptLogprobs(req)
+	}
+	var out []engine.Event
+	for k := 0; ; k++ {
+		more := false
+		for c := range n {
+			if k < len(per[c]) {
+				out = append(out, per[c][k])
+				more = true
+			}
+		}
+		if !more {
+			return out
+		}
+	}
+}
+
+// fakePromptLogprobs scores prompt token k (k >= 1, k >= the start) as
+// -k/100 with alternatives: the token itself, then 'z' at -7 and 'y' at -8,
+// PromptTopLogprobs of them.
+func fakePromptLogprobs(req engine.Request) []engine.PromptLogprob {
+	var out []engine.PromptLogprob
+	for k := max(1, req.PromptLogprobStart); k < len(req.Prompt); k++ {
+		lp := -float32(k) / 100
+		top := []engine.TokenLogprob{{Token: req.Prompt[k], Logprob: lp}, {Token: 'z', Logprob: -7}, {Token: 'y', Logprob: -8}}
+		out = append(out, engine.PromptLogprob{Index: k, Token: req.Prompt[k], Logprob: lp, Top: top[:min(req.PromptTopLogprobs, 3)]})
+	}
+	return out
 }
 
 // interrupt records, without blocking, that request idx saw its context end.
@@ -191,7 +241,7 @@ const mistralTemplate = "{{ bos_token }}{% for message in messages %}{% if (mess
 
 type testEnv struct {
 	eng  *fakeEngine
-	h    http.Handler
+	h    *Server
 	logs *bytes.Buffer
 }
 
@@ -202,6 +252,9 @@ func withScript(f func(engine.Request) []engine.Event) envOpt {
 	return func(e *fakeEngine, _ *Options, _ *string) { e.script = f }
 }
 func withOptions(f func(*Options)) envOpt { return func(_ *fakeEngine, o *Options, _ *string) { f(o) } }
+func withChoiceScript(f func(engine.Request, int) []engine.Event) envOpt {
+	return func(e *fakeEngine, _ *Options, _ *string) { e.choiceScript = f }
+}
 func withEngine(f func(*fakeEngine)) envOpt {
 	return func(e *fakeEngine, _ *Options, _ *string) { f(e) }
 }

@@ -5,7 +5,7 @@
 // Termination without wazero's close-on-context-done checks (4–9× on a C
 // sampler, shared/research/wasm-toolchain.md §5): every module is rewritten
 // at load time by host/plugin/fuel, and each call runs with a fuel budget
-// of FuelBase + batch × k × FuelPerCandidate loop iterations. A guest that
+// of FuelBase + batch × (k + history) × FuelPerCandidate loop iterations. A guest that
 // loops forever traps when the budget runs out (a *StepError of kind
 // StepFuel); the instance is discarded and the module keeps serving from
 // fresh instances. Config.Termination can select the context-check runtime

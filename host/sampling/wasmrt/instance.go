@@ -126,8 +126,9 @@ func (inst *Instance) Sample(ctx context.Context, batch int, ids, nCand []int32)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	budget := m.budget(batch)
 	if inst.fuel != nil {
-		inst.fuel.Set(uint64(m.rt.cfg.FuelBase + int64(batch)*int64(k)*m.rt.cfg.FuelPerCandidate))
+		inst.fuel.Set(uint64(budget))
 	}
 	inst.stack[0], inst.stack[1] = uint64(batch), uint64(k)
 	start := time.Now()
@@ -155,7 +156,7 @@ func (inst *Instance) Sample(ctx context.Context, batch int, ids, nCand []int32)
 		err = inst.check(batch, elapsed, ids, nCand)
 	} else if inst.fuel != nil && int64(inst.fuel.Get()) < 0 {
 		err = &StepError{Plugin: m.name, Kind: StepFuel, Elapsed: elapsed,
-			Detail: fmt.Sprintf("budget of %d for batch %d × k %d spent", m.rt.cfg.FuelBase+int64(batch)*int64(k)*m.rt.cfg.FuelPerCandidate, batch, k)}
+			Detail: fmt.Sprintf("budget of %d for batch %d × (k %d + history %d) spent", budget, batch, k, m.desc.History)}
 	} else {
 		err = &StepError{Plugin: m.name, Kind: StepTrap, Elapsed: elapsed, Detail: "guest trapped", Err: err}
 	}
@@ -164,6 +165,12 @@ func (inst *Instance) Sample(ctx context.Context, batch int, ids, nCand []int32)
 		m.failures.Add(1)
 	}
 	return err
+}
+
+// budget is a step's fuel: FuelBase + batch × (K + history) ×
+// FuelPerCandidate.
+func (m *Module) budget(batch int) int64 {
+	return m.rt.cfg.FuelBase + int64(batch)*int64(m.k+m.desc.History)*m.rt.cfg.FuelPerCandidate
 }
 
 // check validates the status and the answers after a call.

@@ -34,8 +34,10 @@ type Config struct {
 	// MemoryLimitPages caps each instance's memory (default 1024 = 64 MiB).
 	MemoryLimitPages uint32
 	// FuelBase and FuelPerCandidate size each call's budget in loop
-	// iterations and function entries: FuelBase + batch*k*FuelPerCandidate
-	// (defaults 1<<20 and 1024). InitFuel bounds instantiation and
+	// iterations and function entries: FuelBase + batch × (k + history) ×
+	// FuelPerCandidate (defaults 1<<20 and 1024: a C sampler loop
+	// iteration costs about 1 ns, so 256 × 64 candidates get at most
+	// about 17 ms). InitFuel bounds instantiation and
 	// kvhost_sampler_init (default 1<<31).
 	FuelBase, FuelPerCandidate, InitFuel int64
 	// Deadline is the per-step latency a step should stay under (default

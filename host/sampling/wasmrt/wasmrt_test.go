@@ -20,7 +20,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	var err error
-	testRT, err = NewRuntime(context.Background(), Config{MaxBatch: 16, FuelBase: 1 << 16, FuelPerCandidate: 64})
+	testRT, err = NewRuntime(context.Background(), Config{MaxBatch: 16, FuelBase: 1 << 16})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

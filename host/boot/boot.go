@@ -38,6 +38,10 @@ type Config struct {
 	// default f, budget = A − P·(1−f), one direct allocation per buffer)
 	// instead of profiling and post-capture growth.
 	SGLangCompat bool
+	// GraphMaxBS is the largest decode batch captured as a graph: -1 takes
+	// spec §2's default for the device's memory class (capped at
+	// MaxRunning), 0 runs every decode eagerly.
+	GraphMaxBS int
 }
 
 // Validate names the bad field.
@@ -79,6 +83,7 @@ type Stack struct {
 	Chat    *chat.Template
 	Ledger  *ledger.Ledger
 	Budget  plan.Budget
+	Graphs  *model.DecodeGraphs
 
 	direct *alloc.Direct // KV arena in SGLang-compat mode
 	arena  *arena        // KV arena in kvhost mode
@@ -88,6 +93,9 @@ type Stack struct {
 func (s *Stack) Close(ctx context.Context) {
 	if s.Engine != nil {
 		_ = s.Engine.Close(ctx)
+	}
+	if s.Graphs != nil {
+		s.Graphs.Close()
 	}
 	if s.Pool != nil {
 		s.Pool.Close()
@@ -159,6 +167,7 @@ func Build(f Config, log *slog.Logger, stdout io.Writer) (*Stack, error) {
 		MaxTotalTokens: f.MaxTotalTokens, Threads: info.Threads,
 		Layout: plan.Layout{Buffers: 2 * c.Layers, RowBytes: int64(c.KVRow()) * 4, PageSize: f.PageSize, Granularity: ledger.DevicePage(info)},
 	}
+	b.GraphBuckets = plan.DecodeBuckets(GraphMaxBS(f, info), f.MaxRunning)
 	if f.SGLangCompat {
 		err = s.sizeCompat(f, &b)
 	} else {
@@ -175,11 +184,18 @@ func Build(f Config, log *slog.Logger, stdout io.Writer) (*Stack, error) {
 	log.Info(fmt.Sprintf("KV cache is allocated. #tokens: %d, page size: %d, cell: %d B/token, K+V size: %.2f GiB (GiB = 2^30 B)", spec.NumPages*spec.PageSize, spec.PageSize, spec.BytesPerToken(), float64(spec.Bytes())/ledger.GiB),
 		"policy", b.Policy, "headroom_bytes", b.HeadroomBytes, "sglang_tokens", b.SGLang.Tokens)
 
-	eng, err := engine.New(engine.Config{MaxRunning: f.MaxRunning, MaxQueue: f.MaxQueue, ChunkedPrefill: f.ChunkedPrefill, Logger: log}, m, s.Pool, c, m.Tokenizer.EOG)
+	ecfg := engine.Config{MaxRunning: f.MaxRunning, MaxQueue: f.MaxQueue, ChunkedPrefill: f.ChunkedPrefill, Logger: log,
+		AllocatorState: func() any { return s.Act.Stats() }}
+	if s.Graphs != nil {
+		ecfg.Graphs = s.Graphs
+		log.Info("decode graphs captured", "buckets", s.Graphs.Buckets(), "pool_bytes", s.Graphs.PoolBytes())
+	}
+	eng, err := engine.New(ecfg, m, s.Pool, c, m.Tokenizer.EOG)
 	if err != nil {
 		return fail(err)
 	}
 	s.Engine = eng
+	L.SetDiagnoses(func() any { return eng.Diagnoses() })
 	tmpl, err := chat.New(m.ChatTemplate, m.BOSText, m.EOSText)
 	if err != nil {
 		log.Warn("the model's chat template does not compile; using the fallback", "err", err)
@@ -219,7 +235,42 @@ func (s *Stack) sizeCompat(f Config, b *plan.Budget) error {
 	b.KVMappedBytes = src.M.DeviceBytes()
 	L.Phase(PhaseKVPools)
 	L.Phase(PhaseWorkspaces)
+	if err := s.captureGraphs(b, pool); err != nil {
+		return err
+	}
 	L.Phase(PhaseCapture)
+	return nil
+}
+
+// GraphMaxBS resolves Config.GraphMaxBS: -1 is spec §2's default for the
+// device's memory (SGLang's table by total MiB, tensor-parallel size 1).
+func GraphMaxBS(f Config, info device.Info) int {
+	if f.GraphMaxBS >= 0 {
+		return f.GraphMaxBS
+	}
+	return budget.GraphMaxBatch(float64(info.Total)/budget.MiB, 1)
+}
+
+// captureGraphs captures the decode graphs against pool; their private
+// pool's segments are what the capture phase costs.
+func (s *Stack) captureGraphs(b *plan.Budget, pool *kv.Pool) error {
+	if len(b.GraphBuckets) == 0 {
+		return nil
+	}
+	g, err := s.Model.CaptureDecodeGraphs(pool, b.GraphBuckets)
+	if errors.Is(err, model.ErrNoCapture) {
+		b.GraphBuckets = nil
+		return nil
+	}
+	if err != nil {
+		if errors.Is(err, device.ErrOutOfMemory) {
+			return &budget.InsufficientMemoryError{Phase: "graph-capture", NeedBytes: s.Act.Stats().PeakReserved, HaveBytes: b.ABytes,
+				Knob: "--cuda-graph-max-bs", Suggest: fmt.Sprint(max(0, b.GraphBuckets[len(b.GraphBuckets)-1]/2))}
+		}
+		return err
+	}
+	s.Graphs = g
+	b.GraphPoolBytes = g.PoolBytes()
 	return nil
 }
 
@@ -264,6 +315,9 @@ func (s *Stack) sizeKVHost(f Config, b *plan.Budget) error {
 	}
 	batches := plan.ProfileBatches(c.ContextLen, f.ChunkedPrefill, f.MaxRunning)
 	peak, err := profile(m, s.Act, tmp, batches, f.ChunkedPrefill)
+	if err == nil {
+		err = s.captureGraphs(b, tmp)
+	}
 	tmp.Close()
 	if err != nil {
 		return err
@@ -295,6 +349,11 @@ func (s *Stack) sizeKVHost(f Config, b *plan.Budget) error {
 		return err
 	}
 	s.Pool = pool
+	if s.Graphs != nil {
+		if err := s.Graphs.Recapture(pool); err != nil {
+			return err
+		}
+	}
 	L.Phase(PhaseGrowth)
 	return nil
 }

@@ -46,7 +46,7 @@ func planFor(t *testing.T, cfg Config) plan.Report {
 	}
 	r, err := plan.Plan(plan.Input{Name: name, Config: c, Weights: ts, Device: "cpu", DeviceBytes: cfg.DeviceMemory, Threads: cfg.Threads,
 		ChunkedPrefill: cfg.ChunkedPrefill, MaxRunning: cfg.MaxRunning, PageSize: cfg.PageSize, MaxTotalTokens: cfg.MaxTotalTokens,
-		MemFractionStatic: cfg.MemFractionStatic, SGLangCompat: cfg.SGLangCompat})
+		MemFractionStatic: cfg.MemFractionStatic, SGLangCompat: cfg.SGLangCompat, GraphMaxBS: cfg.GraphMaxBS})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,6 +65,12 @@ func TestPlanMatchesServe(t *testing.T) {
 		{"tiny kvhost", func() Config { return baseConfig(tiny, 192<<20) }},
 		{"tiny kvhost cap", func() Config { c := baseConfig(tiny, 192<<20); c.MaxTotalTokens = 5000; return c }},
 		{"tiny kvhost f", func() Config { c := baseConfig(tiny, 192<<20); c.MemFractionStatic = 0.9; return c }},
+		{"tiny kvhost graphs", func() Config { c := baseConfig(tiny, 192<<20); c.GraphMaxBS = -1; return c }},
+		{"tiny compat graphs", func() Config {
+			c := baseConfig(tiny, 192<<20)
+			c.SGLangCompat, c.MemFractionStatic, c.GraphMaxBS = true, 0.7, 4
+			return c
+		}},
 		{"tiny compat", func() Config {
 			c := baseConfig(tiny, 192<<20)
 			c.SGLangCompat, c.MemFractionStatic = true, 0.7
@@ -75,7 +81,7 @@ func TestPlanMatchesServe(t *testing.T) {
 			c.MaxRunning, c.ChunkedPrefill, c.PageSize = 4, 100, 1
 			return c
 		}},
-		{"stories260K", func() Config { return baseConfig(sharedModel(t), 64<<20) }},
+		{"stories260K", func() Config { c := baseConfig(sharedModel(t), 64<<20); c.GraphMaxBS = -1; return c }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -108,6 +114,9 @@ func TestPlanMatchesServe(t *testing.T) {
 			}
 			if !reflect.DeepEqual(s.Budget, want.Budget) {
 				t.Errorf("budget:\nserve %+v\nplan  %+v", s.Budget, want.Budget)
+			}
+			if cfg.GraphMaxBS != 0 && (s.Graphs == nil || s.Budget.GraphPoolBytes == 0 || s.Budget.GraphPoolBytes != s.Graphs.PoolBytes()) {
+				t.Errorf("graphs asked for but not captured: %+v pool %d", s.Budget.GraphBuckets, s.Budget.GraphPoolBytes)
 			}
 		})
 	}

@@ -139,6 +139,17 @@ type Engine struct {
 
 // New starts an engine over m and pool. eog reports end-of-generation tokens.
 func New(cfg Config, fwd Forwarder, pool *kv.Pool, mc model.Config, eog func(int32) bool) (*Engine, error) {
+	e, err := newEngine(cfg, fwd, pool, mc, eog)
+	if err != nil {
+		return nil, err
+	}
+	go e.loop()
+	return e, nil
+}
+
+// newEngine builds an engine without its goroutine; scheduler tests drive
+// admit and step by hand to check decisions deterministically.
+func newEngine(cfg Config, fwd Forwarder, pool *kv.Pool, mc model.Config, eog func(int32) bool) (*Engine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -153,7 +164,6 @@ func New(cfg Config, fwd Forwarder, pool *kv.Pool, mc model.Config, eog func(int
 	if k, ok := fwd.(interface{ Kernels() device.Kernels }); ok {
 		e.kern = k.Kernels()
 	}
-	go e.loop()
 	return e, nil
 }
 
@@ -297,8 +307,16 @@ func (e *Engine) shutdown() {
 func (e *Engine) admit() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	// Admit in arrival order while the free pages can hold each newcomer's
+	// tokens: admitting what cannot fit would only preempt it again.
+	free := e.pool.FreePages()
 	for len(e.waiting) > 0 && len(e.running) < e.cfg.MaxRunning {
 		s := e.waiting[0]
+		need := e.pool.PagesFor(len(s.tokens) + 1)
+		if len(e.running) > 0 && need > free {
+			break
+		}
+		free -= need
 		e.waiting = e.waiting[1:]
 		e.running = append(e.running, s)
 	}

@@ -77,13 +77,17 @@ func New(spec Spec, a *alloc.Direct) (*Pool, error) {
 		}
 		p.layers = append(p.layers, device.KVLayer{K: bufs[0], V: bufs[1], PageSize: spec.PageSize, KVHeads: spec.KVHeads, HeadDim: spec.HeadDim})
 	}
-	p.refs = make([]int32, spec.NumPages)
-	p.free = make([]int32, spec.NumPages)
-	for i := range p.free {
-		// Hand out low pages first.
-		p.free[i] = int32(spec.NumPages - 1 - i)
-	}
+	p.initPages()
 	return p, nil
+}
+
+// initPages puts every page on the free list, low pages handed out first.
+func (p *Pool) initPages() {
+	p.refs = make([]int32, p.spec.NumPages)
+	p.free = make([]int32, p.spec.NumPages)
+	for i := range p.free {
+		p.free[i] = int32(p.spec.NumPages - 1 - i)
+	}
 }
 
 // Spec returns the pool's shape.

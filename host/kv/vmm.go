@@ -30,10 +30,6 @@ func NewFromArena(spec Spec, layers []device.KVLayer) (*Pool, error) {
 		}
 	}
 	p := &Pool{spec: spec, layers: append([]device.KVLayer(nil), layers...)}
-	p.refs = make([]int32, spec.NumPages)
-	p.free = make([]int32, spec.NumPages)
-	for i := range p.free {
-		p.free[i] = int32(spec.NumPages - 1 - i)
-	}
+	p.initPages()
 	return p, nil
 }

@@ -57,6 +57,7 @@ type Ledger struct {
 	pools   []KVPool
 	budget  any
 	runtime *alloc.Allocator
+	diags   func() any
 }
 
 // New takes the starting free-memory reading of dev. log may be nil.
@@ -111,6 +112,14 @@ func (l *Ledger) SetRuntime(a *alloc.Allocator) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.runtime = a
+}
+
+// SetDiagnoses names the source of out-of-memory diagnoses (the engine's)
+// that /v1/memory reports beside the ledger.
+func (l *Ledger) SetDiagnoses(f func() any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.diags = f
 }
 
 // Phases returns a copy of the recorded phases.

@@ -64,6 +64,10 @@ type Snapshot struct {
 	KVPools    []KVPool         `json:"kv_pools"`
 	Budget     any              `json:"budget,omitempty"`
 	Runtime    *Runtime         `json:"runtime,omitempty"`
+	// OOM lists recent out-of-memory diagnoses: stage, tokens, whether
+	// input logprobs or an eager batch were involved, allocator state, and
+	// the knob to turn.
+	OOM any `json:"oom_diagnoses,omitempty"`
 }
 
 // Outside is the "outside" allocator's bytes.
@@ -83,8 +87,11 @@ func (l *Ledger) Snapshot() Snapshot {
 	sources := append([]Source(nil), l.sources...)
 	pools := append([]KVPool(nil), l.pools...)
 	s := Snapshot{Device: l.dev.Info(), StartFreeBytes: l.start, Unit: "bytes; GiB = 2^30 B", Phases: append([]Phase(nil), l.phases...), Budget: l.budget}
-	rt := l.runtime
+	rt, diags := l.runtime, l.diags
 	l.mu.Unlock()
+	if diags != nil {
+		s.OOM = diags()
+	}
 	var held int64
 	for _, src := range sources {
 		for _, u := range src.Usage() {

@@ -171,7 +171,7 @@ type DecodeGraphs struct {
 // largest first, into one private pool. Pad rows of a replay write to a
 // dummy page the graphs own.
 func (m *Model) CaptureDecodeGraphs(pool *kv.Pool, buckets []int) (g *DecodeGraphs, err error) {
-	capt, ok := m.dev.(device.Capturer)
+	_, ok := m.dev.(device.Capturer)
 	if _, dok := m.k.(device.DecodeKernels); !ok || !dok {
 		return nil, ErrNoCapture
 	}
@@ -206,29 +206,57 @@ func (m *Model) CaptureDecodeGraphs(pool *kv.Pool, buckets []int) (g *DecodeGrap
 	}
 	g.logitsBuf = device.Buf{Ptr: p, N: maxBS * c.Vocab}
 	g.logits = make([]float32, maxBS*c.Vocab)
-	for i := len(buckets) - 1; i >= 0; i-- {
-		bs := buckets[i]
+	if err := g.capture(); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// capture records every bucket, largest first, into the private pool.
+func (g *DecodeGraphs) capture() error {
+	m := g.m
+	capt := m.dev.(device.Capturer)
+	for i := len(g.buckets) - 1; i >= 0; i-- {
+		bs := g.buckets[i]
 		if err := m.act.BeginCapture(g.poolID); err != nil {
-			return nil, err
+			return err
 		}
 		if err := capt.BeginCapture(); err != nil {
 			m.act.EndCapture()
-			return nil, err
+			return err
 		}
 		sc := scope{a: m.act, cat: alloc.Graph}
-		err := m.decodeStep(&sc, pool, &g.in, bs, g.logitsBuf, g.logits)
+		err := m.decodeStep(&sc, g.pool, &g.in, bs, g.logitsBuf, g.logits)
 		sc.release()
 		graph, cerr := capt.EndCapture()
 		m.act.EndCapture()
 		if err != nil {
-			return nil, fmt.Errorf("model: capture decode bucket %d: %w", bs, err)
+			return fmt.Errorf("model: capture decode bucket %d: %w", bs, err)
 		}
 		if cerr != nil {
-			return nil, cerr
+			return cerr
 		}
 		g.graphs[bs] = graph
 	}
-	return g, nil
+	return nil
+}
+
+// Recapture rebinds the graphs to pool — the KV pool after post-capture
+// growth, whose buffers are longer views of the same memory — by capturing
+// again into the same private pool: the same allocation sequence on the
+// same free blocks, so it costs no new device memory.
+func (g *DecodeGraphs) Recapture(pool *kv.Pool) error {
+	dummy, err := pool.Grow(nil, pool.Spec().PageSize)
+	if err != nil {
+		return fmt.Errorf("model: decode graphs need a padding page: %w", err)
+	}
+	if g.pool != nil && g.dummy != nil {
+		g.pool.Release(g.dummy)
+	}
+	g.pool, g.dummy = pool, dummy
+	g.fillPadding(0)
+	g.graphs = map[int]device.Graph{}
+	return g.capture()
 }
 
 func (g *DecodeGraphs) fillPadding(from int) {

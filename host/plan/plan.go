@@ -28,6 +28,8 @@ type Input struct {
 	MaxTotalTokens    int     `json:"max_total_tokens"`
 	MemFractionStatic float64 `json:"mem_fraction_static"`
 	SGLangCompat      bool    `json:"sglang_compat"`
+	// GraphMaxBS: -1 spec §2's default for the memory class, 0 no graphs.
+	GraphMaxBS int `json:"cuda_graph_max_bs"`
 }
 
 // Peak is one runtime peak the slack must hold (spec §4).
@@ -113,6 +115,19 @@ func planCPU(in Input) (Report, error) {
 		Layout: Layout{Buffers: 2 * c.Layers, RowBytes: int64(c.KVRow()) * 4, PageSize: in.PageSize, Granularity: page}}
 	sg := SGLangFigures(b.TotalBytes, P, A, 0, in.ChunkedPrefill, 1, float64(b.Layout.CellBytes()), in.PageSize, in.MaxTotalTokens, c.ContextLen)
 	arena := ledger.NewUsage("kv_arena", ledger.KindArena)
+	graphMax := in.GraphMaxBS
+	if graphMax < 0 {
+		graphMax = budget.GraphMaxBatch(float64(in.DeviceBytes)/budget.MiB, 1)
+	}
+	b.GraphBuckets = DecodeBuckets(graphMax, in.MaxRunning)
+	var graphRow *ledger.Usage
+	if len(b.GraphBuckets) > 0 {
+		u, err := GraphPool(c, b.GraphBuckets)
+		if err != nil {
+			return Report{}, err
+		}
+		graphRow, b.GraphPoolBytes = &u, u.DeviceBytes
+	}
 	if in.SGLangCompat {
 		b.Policy = "sglang-compat"
 		if in.MemFractionStatic > 0 {
@@ -130,7 +145,7 @@ func planCPU(in Input) (Report, error) {
 		arena.Kind = ledger.KindDirect
 		ph.add("KV pools", b.KVMappedBytes)
 		ph.add("workspaces", 0)
-		ph.add("graph capture (profile forward)", 0)
+		ph.add("graph capture (profile forward)", b.GraphPoolBytes)
 	} else {
 		b.Policy = "kvhost"
 		b.Layout.Granularity = gran
@@ -152,7 +167,7 @@ func planCPU(in Input) (Report, error) {
 			b.MemFractionStatic, b.FractionFromFlag = in.MemFractionStatic, true
 			b.HeadroomBytes = FractionHeadroom(P, in.MemFractionStatic)
 		}
-		b.FreeAfterCapture = ph.add("graph capture (profile forward)", 0)
+		b.FreeAfterCapture = ph.add("graph capture (profile forward)", b.GraphPoolBytes)
 		if err := Grow(&b, c.ContextLen); err != nil {
 			return Report{}, err
 		}
@@ -167,8 +182,12 @@ func planCPU(in Input) (Report, error) {
 	arena.DeviceBytes = b.KVMappedBytes
 	arena.Categories[alloc.KVCache.String()] = int64(b.Tokens) * b.Layout.CellBytes()
 	arena.Rounding = arena.DeviceBytes - arena.Categories[alloc.KVCache.String()]
+	rows := []ledger.Usage{w, cachingUsage(ws, wsBlock, wsSeg)}
+	if graphRow != nil {
+		rows = append(rows, *graphRow)
+	}
 	snap := snapshot(device.Info{Name: fmt.Sprintf("CPU (%d threads)", in.Threads), Kind: "cpu", Total: in.DeviceBytes, Threads: in.Threads}, start, ph,
-		[]ledger.Usage{w, cachingUsage(ws, wsBlock, wsSeg), arena}, b)
+		append(rows, arena), b)
 	r := Report{Input: in, Budget: b, Ledger: snap, Peaks: cpuPeaks(c, b)}
 	r.Largest = largest(r.Peaks)
 	return r, nil

@@ -98,6 +98,8 @@ type Budget struct {
 	KVBudgetBytes        int64         `json:"kv_budget_bytes"`
 	KVMappedBytes        int64         `json:"kv_mapped_bytes"`
 	Tokens               int           `json:"tokens"`
+	GraphBuckets         []int         `json:"graph_buckets,omitempty"`
+	GraphPoolBytes       int64         `json:"graph_pool_bytes"`
 	Reservations         []Reservation `json:"reservations"`
 	SGLang               *SGLang       `json:"sglang,omitempty"`
 }

@@ -1,8 +1,45 @@
-// Package sampling turns a row of logits into the next token.
+// Package sampling turns rows of logits into next tokens.
 //
-// The host-native path runs the pre-ops where the logits live — temperature,
-// top-k, top-p, min-p — and draws from a per-sequence stream keyed by
-// (seed, step), so a request with a seed gets the same tokens whatever else
-// shares its batch. Greedy sampling is an argmax and never copies or sorts
-// the vocabulary.
+// Two paths share one random stream, Rand(seed, step), so a seeded request
+// gets the same tokens whatever else shares its batch:
+//
+//   - Sampler: the host-native standard sampler (temperature, top-k, top-p,
+//     min-p) and LogSoftmaxAt, used by the engine directly.
+//   - Registry: sampling policies as WebAssembly plugins (sampler ABI 1,
+//     sdk/SAMPLER_ABI.md), chosen per request by name, hot-swappable.
+//
+// The Registry API the engine and server use:
+//
+//	reg, err := sampling.NewRegistry(ctx, sampling.Options{Default: "standard"})
+//	c, err := reg.ValidateParams("typical", map[string]any{"typical_p": 0.9})
+//	    // *ParamError / *UnknownPolicyError: HTTP 400
+//	seqs[i] = sampling.SeqState{Params: c, Seed: seed, Step: n, Generated: toks, Bias: sampling.NormalizeBias(lb)}
+//	err = reg.SampleBatch(ctx, "typical", rows, seqs, out) // once per step per policy
+//	reg.Swap(ctx, name, wasm, sampling.SourceUpload)       // PUT /admin/samplers/{name}
+//	reg.Remove(name); reg.List(); stop := reg.Watch(ctx, dir, time.Second)
+//
+// Per step, for each row, the host runs the pre-ops the policy declared
+// (penalties over the generated tokens, logit bias, temperature, top-k,
+// top-p, min-p) where the logits live, and cuts to the policy's K
+// candidates: one pass over the row with a K-entry heap, reading the
+// touched tokens' adjusted logits from a sorted side list, so the
+// vocabulary is never copied or modified (greedy is K = 1: an argmax).
+// Candidates reach the guest sorted by descending logit with their
+// log-softmax over the candidates; the guest writes one token per row into
+// the buffers it allocated once; the host checks every answer against its
+// own copy of the candidates.
+//
+// Invariants:
+//   - A step holds one reference to the policy version current when it
+//     began and runs entirely on it; Swap publishes a new version with an
+//     atomic pointer after wasmrt.Load has compiled, handshaken and
+//     self-tested it, and the old version closes when its last step
+//     releases it. A refused version never serves; the old one keeps on.
+//   - Readers (SampleBatch, ValidateParams, List) take no lock; writers
+//     (Swap, Remove) serialise on a mutex and replace the name map
+//     copy-on-write.
+//   - SampleBatch allocates nothing in steady state: scratch is pooled,
+//     parameters are resolved once per schema and cached in SeqState.
+//   - Runaway guests are bounded by fuel (package wasmrt): a step fails
+//     with an error, the server stays up.
 package sampling

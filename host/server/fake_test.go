@@ -88,6 +88,8 @@ type fakeEngine struct {
 	// blockAfter > 0: after that many events, wait for the context to end
 	// (a generation that is still running when the client leaves).
 	blockAfter int
+	// delay is slept before each event (a slow model).
+	delay time.Duration
 
 	mu          sync.Mutex
 	reqs        []engine.Request
@@ -119,6 +121,9 @@ func (e *fakeEngine) Submit(ctx context.Context, req engine.Request) (*engine.St
 				e.interrupt(idx)
 				return
 			}
+			if e.delay > 0 {
+				time.Sleep(e.delay)
+			}
 			if ctx.Err() != nil {
 				e.interrupt(idx)
 				return
@@ -145,7 +150,7 @@ func (e *fakeEngine) interleave(req engine.Request) []engine.Event {
 			per[c] = e.script(req)
 		}
 		for k := range per[c] {
-			per[c][k].Choice = c
+			per[c][k].Choice += c // a script may set Choice to misroute on purpose
 		}
 	}
 	if req.PromptLogprobs && len(per[0]) > 0 {

@@ -38,6 +38,7 @@ func planCmd(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&in.MaxTotalTokens, "max-total-tokens", 0, "as serve")
 	fs.Float64Var(&in.MemFractionStatic, "mem-fraction-static", 0, "fix the slack at P·(1−f) (0: the policy's own; with --sglang-compat SGLang's default)")
 	fs.BoolVar(&in.SGLangCompat, "sglang-compat", false, "size as SGLang does (spec §2–§3) and show kvhost's figure beside it")
+	fs.IntVar(&in.GraphMaxBS, "cuda-graph-max-bs", -1, "as serve (-1: by device memory class; 0: no decode graphs)")
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: kvhost plan --model PATH [--device cpu --device-memory 6GiB | --gpu NAME [--tp N]] [--json]\n\nGPU presets (memory.total, assumed CUDA context before the first reading; weights bf16, +20 MiB load overhead):\n%s\nFlags:\n", plan.PresetHelp())

@@ -32,6 +32,9 @@ type serveFlags struct {
 	chunkedPrefill int
 	pageSize       int
 	maxTotalTokens int
+	memFraction    float64
+	sglangCompat   bool
+	graphMaxBS     int
 	maxTokensCap   int
 	maxBody        byteSize
 	logLevel       string
@@ -51,6 +54,9 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.IntVar(&f.chunkedPrefill, "chunked-prefill-size", 512, "new tokens in one forward at most (bounds the activation peak)")
 	fs.IntVar(&f.pageSize, "page-size", 16, "KV cache page size in tokens")
 	fs.IntVar(&f.maxTotalTokens, "max-total-tokens", 0, "cap on KV pool tokens (0: as many as memory allows)")
+	fs.Float64Var(&f.memFraction, "mem-fraction-static", 0, "fix the runtime slack at P·(1−f) as SGLang does, instead of kvhost's measured headroom (0: measured)")
+	fs.BoolVar(&f.sglangCompat, "sglang-compat", false, "size the KV pool with SGLang's arithmetic (default f, no profiling, no post-capture growth)")
+	fs.IntVar(&f.graphMaxBS, "cuda-graph-max-bs", -1, "largest decode batch captured as a graph (-1: by device memory class as SGLang; 0: no graphs)")
 	fs.IntVar(&f.maxTokensCap, "max-tokens-cap", 0, "largest max_tokens a request may ask for (0: the context window)")
 	f.maxBody = 4 << 20
 	fs.Var(&f.maxBody, "max-body", "largest request body")
@@ -111,6 +117,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Model: f.model, Device: f.dev, DeviceMemory: int64(f.devMemory), Threads: f.threads,
 		MaxRunning: f.maxRunning, MaxQueue: f.maxQueue, ChunkedPrefill: f.chunkedPrefill,
 		PageSize: f.pageSize, MaxTotalTokens: f.maxTotalTokens,
+		MemFractionStatic: f.memFraction, SGLangCompat: f.sglangCompat, GraphMaxBS: f.graphMaxBS,
 	}, log, stdout)
 	if err != nil {
 		return err

@@ -205,4 +205,3 @@ func (inst *Instance) check(batch int, elapsed time.Duration, ids, nCand []int32
 	}
 	return nil
 }
-

@@ -124,4 +124,3 @@ func read(dir, name string) ([]byte, error) {
 	}
 	return os.ReadFile(filepath.Join(rootPath, dir, name+".wasm"))
 }
-

@@ -1,0 +1,148 @@
+package metrics
+
+import (
+	"sort"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvhost/kvhost/host/ledger"
+)
+
+// Descriptors of the state read at scrape time.
+var (
+	descWaiting   = prometheus.NewDesc("kvhost_num_requests_waiting", "Requests admitted and waiting for a batch slot (queue depth).", nil, nil)
+	descRunning   = prometheus.NewDesc("kvhost_num_requests_running", "Sequences in the running batch (running batch size).", nil, nil)
+	descKVUsage   = prometheus.NewDesc("kvhost_kv_cache_usage_ratio", "Fraction of the KV cache in use, 0 to 1 (engine pages when known, else all ledger pools).", nil, nil)
+	descPreempt   = prometheus.NewDesc("kvhost_preemptions_total", "Sequences preempted (recomputed later) because the KV pool was full.", nil, nil)
+	descSteps     = prometheus.NewDesc("kvhost_engine_steps_total", "Forward steps the engine ran.", nil, nil)
+	descDecode    = prometheus.NewDesc("kvhost_decode_steps_total", "Pure decode steps by how they ran: graph (captured) or eager (no graph fit the batch).", []string{"mode"}, nil)
+	descPoolCap   = prometheus.NewDesc("kvhost_kv_pool_capacity_tokens", "KV pool capacity in tokens (request slots for per-request pools).", []string{"pool"}, nil)
+	descPoolUsed  = prometheus.NewDesc("kvhost_kv_pool_used_tokens", "KV pool tokens in use (pages in use × page size).", []string{"pool"}, nil)
+	descPoolBytes = prometheus.NewDesc("kvhost_kv_pool_size_bytes", "Device bytes of a KV pool (K and V over all layers).", []string{"pool"}, nil)
+	descLedger    = prometheus.NewDesc("kvhost_ledger_bytes", "Device bytes an allocator holds, explained by category (the seven categories plus cached and rounding).", []string{"allocator", "kind", "category"}, nil)
+	descAllocTot  = prometheus.NewDesc("kvhost_ledger_allocator_bytes", "Device bytes an allocator holds in total.", []string{"allocator", "kind"}, nil)
+	descDevTotal  = prometheus.NewDesc("kvhost_device_memory_total_bytes", "Device memory in total.", nil, nil)
+	descDevFree   = prometheus.NewDesc("kvhost_device_memory_free_bytes", "Device memory free now.", nil, nil)
+	descPeakAlloc = prometheus.NewDesc("kvhost_runtime_peak_allocated_bytes", "Caching allocator's peak allocated bytes since start.", nil, nil)
+	descPeakRes   = prometheus.NewDesc("kvhost_runtime_peak_reserved_bytes", "Caching allocator's peak reserved bytes since start.", nil, nil)
+	descPhase     = prometheus.NewDesc("kvhost_startup_phase_bytes", "Device memory each startup phase took (free before − free after).", []string{"phase"}, nil)
+
+	pluginLabels  = []string{"kind", "plugin", "version"}
+	descPlCalls   = prometheus.NewDesc("kvhost_plugin_calls_total", "Calls into a plugin version.", pluginLabels, nil)
+	descPlFail    = prometheus.NewDesc("kvhost_plugin_failures_total", "Failed calls into a plugin version (trap, deadline, bad answer).", pluginLabels, nil)
+	descPlSeconds = prometheus.NewDesc("kvhost_plugin_call_seconds_total", "Time spent in calls into a plugin version.", pluginLabels, nil)
+	descPlInfo    = prometheus.NewDesc("kvhost_plugin_info", "A loaded plugin version (value 1), with its sha256 and source.", []string{"kind", "plugin", "version", "sha256", "source"}, nil)
+
+	// Aliases under the names the Gateway API inference extension's
+	// endpoint picker reads by default (vLLM's; README.md).
+	descVLLMWaiting = prometheus.NewDesc("vllm:num_requests_waiting", "Alias of kvhost_num_requests_waiting for the Gateway API inference extension.", nil, nil)
+	descVLLMRunning = prometheus.NewDesc("vllm:num_requests_running", "Alias of kvhost_num_requests_running for the Gateway API inference extension.", nil, nil)
+	descVLLMKV      = prometheus.NewDesc("vllm:kv_cache_usage_perc", "Alias of kvhost_kv_cache_usage_ratio (0 to 1) for the Gateway API inference extension.", nil, nil)
+	descVLLMGPUKV   = prometheus.NewDesc("vllm:gpu_cache_usage_perc", "Alias of kvhost_kv_cache_usage_ratio (0 to 1) under vLLM's older name.", nil, nil)
+)
+
+// stateCollector reads Sources at scrape time.
+type stateCollector struct{ src Sources }
+
+var _ prometheus.Collector = (*stateCollector)(nil)
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descWaiting, descRunning, descKVUsage, descPreempt, descSteps, descDecode,
+		descPoolCap, descPoolUsed, descPoolBytes, descLedger, descAllocTot, descDevTotal, descDevFree, descPeakAlloc,
+		descPeakRes, descPhase, descPlCalls, descPlFail, descPlSeconds, descPlInfo,
+		descVLLMWaiting, descVLLMRunning, descVLLMKV, descVLLMGPUKV} {
+		ch <- d
+	}
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	var (
+		st     Load
+		snap   ledger.Snapshot
+		haveE  = c.src.Engine != nil
+		haveL  = c.src.Ledger != nil
+		gauge  = prometheus.GaugeValue
+		counts = prometheus.CounterValue
+	)
+	if haveE {
+		st = c.src.Engine()
+		ch <- prometheus.MustNewConstMetric(descWaiting, gauge, float64(st.Waiting))
+		ch <- prometheus.MustNewConstMetric(descRunning, gauge, float64(st.Running))
+		ch <- prometheus.MustNewConstMetric(descVLLMWaiting, gauge, float64(st.Waiting))
+		ch <- prometheus.MustNewConstMetric(descVLLMRunning, gauge, float64(st.Running))
+		ch <- prometheus.MustNewConstMetric(descPreempt, counts, float64(st.Preemptions))
+		ch <- prometheus.MustNewConstMetric(descSteps, counts, float64(st.Steps))
+		ch <- prometheus.MustNewConstMetric(descDecode, counts, float64(st.GraphSteps), "graph")
+		ch <- prometheus.MustNewConstMetric(descDecode, counts, float64(st.EagerDecodeSteps), "eager")
+	}
+	if haveL {
+		snap = c.src.Ledger.Snapshot()
+		collectLedger(ch, snap)
+	}
+	if u, ok := KVUsage(st, haveE, snap.KVPools); ok {
+		ch <- prometheus.MustNewConstMetric(descKVUsage, gauge, u)
+		ch <- prometheus.MustNewConstMetric(descVLLMKV, gauge, u)
+		ch <- prometheus.MustNewConstMetric(descVLLMGPUKV, gauge, u)
+	}
+	if c.src.Plugins != nil {
+		for _, p := range c.src.Plugins() {
+			l := []string{p.Kind, p.Name, p.Version}
+			ch <- prometheus.MustNewConstMetric(descPlCalls, counts, float64(p.Calls), l...)
+			ch <- prometheus.MustNewConstMetric(descPlFail, counts, float64(p.Failures), l...)
+			ch <- prometheus.MustNewConstMetric(descPlSeconds, counts, p.Seconds, l...)
+			ch <- prometheus.MustNewConstMetric(descPlInfo, gauge, 1, p.Kind, p.Name, p.Version, p.SHA256, p.Source)
+		}
+	}
+}
+
+func collectLedger(ch chan<- prometheus.Metric, s ledger.Snapshot) {
+	gauge := prometheus.GaugeValue
+	ch <- prometheus.MustNewConstMetric(descDevTotal, gauge, float64(s.TotalBytes))
+	ch <- prometheus.MustNewConstMetric(descDevFree, gauge, float64(s.FreeBytes))
+	for _, u := range s.Allocators {
+		ch <- prometheus.MustNewConstMetric(descAllocTot, gauge, float64(u.DeviceBytes), u.Name, u.Kind)
+		cats := make([]string, 0, len(u.Categories))
+		for k := range u.Categories {
+			cats = append(cats, k)
+		}
+		sort.Strings(cats)
+		for _, k := range cats {
+			ch <- prometheus.MustNewConstMetric(descLedger, gauge, float64(u.Categories[k]), u.Name, u.Kind, k)
+		}
+		ch <- prometheus.MustNewConstMetric(descLedger, gauge, float64(u.Cached), u.Name, u.Kind, "cached")
+		ch <- prometheus.MustNewConstMetric(descLedger, gauge, float64(u.Rounding), u.Name, u.Kind, "rounding")
+	}
+	for _, p := range s.KVPools {
+		ch <- prometheus.MustNewConstMetric(descPoolCap, gauge, float64(p.CapacityTokens), p.Name)
+		ch <- prometheus.MustNewConstMetric(descPoolUsed, gauge, float64(p.UsedTokens), p.Name)
+		ch <- prometheus.MustNewConstMetric(descPoolBytes, gauge, float64(p.Bytes), p.Name)
+	}
+	for _, p := range s.Phases {
+		ch <- prometheus.MustNewConstMetric(descPhase, gauge, float64(p.Delta), p.Name)
+	}
+	if s.Runtime != nil {
+		ch <- prometheus.MustNewConstMetric(descPeakAlloc, gauge, float64(s.Runtime.PeakAllocatedBytes))
+		ch <- prometheus.MustNewConstMetric(descPeakRes, gauge, float64(s.Runtime.PeakReservedBytes))
+	}
+}
+
+// KVUsage is the KV-cache utilisation the gateway routes on, in [0, 1]:
+// the engine's pages in use over its pages when the engine is known and has
+// pages (the scheduler's own view), else Σ used over Σ capacity of the
+// ledger's pools. ok is false when neither is known.
+func KVUsage(st Load, haveEngine bool, pools []ledger.KVPool) (u float64, ok bool) {
+	if haveEngine && st.KVPagesTotal > 0 {
+		return clamp01(float64(st.KVPagesTotal-st.KVPagesFree) / float64(st.KVPagesTotal)), true
+	}
+	var used, capacity int64
+	for _, p := range pools {
+		used += int64(p.UsedTokens)
+		capacity += int64(p.CapacityTokens)
+	}
+	if capacity <= 0 {
+		return 0, false
+	}
+	return clamp01(float64(used) / float64(capacity)), true
+}
+
+func clamp01(x float64) float64 { return min(max(x, 0), 1) }

@@ -1,0 +1,143 @@
+package sampling
+
+import (
+	"context"
+	"fmt"
+)
+
+// SeqState is what a step needs to know about one sequence. Keep it
+// across the sequence's steps: SampleBatch caches resolved parameters in
+// Params and allocates State on the first step.
+type SeqState struct {
+	Params Compiled
+	// Seed and Step key the sequence's random stream: the same seed, step
+	// and parameters give the same token whatever else is in the batch.
+	Seed, Step uint64
+	// Generated holds the tokens generated so far (penalties; the last
+	// History of them go to policies that ask for them).
+	Generated []int32
+	// Bias is the logit bias, from NormalizeBias.
+	Bias []TokenBias
+	// State is the policy's per-sequence state (zeroed when the policy's
+	// state size changes); nil before the first step.
+	State []float32
+}
+
+// Choice is a step's result for one sequence.
+type Choice struct {
+	Token int32
+	// Logprob is the log-probability the policy gave the token among its
+	// candidates after the pre-ops (0 for greedy).
+	Logprob float32
+	// Version is "<version>+<sha256 prefix>" of the policy version that
+	// chose it.
+	Version string
+}
+
+// batchScratch is one step's working memory (pooled).
+type batchScratch struct {
+	rows  []rowScratch
+	ids   []int32 // host copy of the candidates, stride K
+	nCand []int32
+}
+
+// SampleBatch runs one decode step of policy ("" = default) for the rows
+// of logits (one per sequence, vocabulary-wide; never copied or modified)
+// and writes out[i] for seqs[i]. Rows beyond the runtime's MaxBatch are
+// split into several guest calls. It holds the policy version for the
+// whole step, so a concurrent Swap never mixes versions within a step.
+// It allocates nothing in steady state.
+func (r *Registry) SampleBatch(ctx context.Context, policy string, rows [][]float32, seqs []SeqState, out []Choice) error {
+	if len(rows) != len(seqs) || len(out) < len(rows) {
+		return fmt.Errorf("sampling: %d rows, %d sequences, %d outputs", len(rows), len(seqs), len(out))
+	}
+	e := r.entry(policy)
+	var g *generation
+	if e != nil {
+		g = e.acquire()
+	}
+	if g == nil {
+		if policy == "" {
+			policy = r.opts.Default
+		}
+		return &UnknownPolicyError{Policy: policy, Available: r.names()}
+	}
+	defer g.release()
+	s := r.scratch.Get().(*batchScratch)
+	defer r.scratch.Put(s)
+	maxB := g.mod.MaxBatch()
+	for start := 0; start < len(rows); start += maxB {
+		end := min(start+maxB, len(rows))
+		e.calls.Add(1)
+		if err := r.step(ctx, g, s, rows[start:end], seqs[start:end], out[start:end]); err != nil {
+			e.failures.Add(1)
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *Registry) step(ctx context.Context, g *generation, s *batchScratch, rows [][]float32, seqs []SeqState, out []Choice) error {
+	m := g.mod
+	k := m.K()
+	d := m.Descriptor()
+	np, ns, nh := g.schema.nGuest, d.State, d.History
+	batch := len(rows)
+	if len(s.rows) < batch {
+		s.rows = append(s.rows, make([]rowScratch, batch-len(s.rows))...)
+	}
+	if cap(s.ids) < batch*k {
+		s.ids = make([]int32, batch*k)
+	}
+	if cap(s.nCand) < batch {
+		s.nCand = make([]int32, batch)
+	}
+	ids, nCand := s.ids[:batch*k], s.nCand[:batch]
+	inst, err := m.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer m.Release(inst)
+	io := &inst.IO
+	for b, row := range rows {
+		seq := &seqs[b]
+		if seq.Params.key != g.schema.key {
+			seq.Params.resolve(g.schema)
+		}
+		if len(row) == 0 {
+			return fmt.Errorf("sampling: row %d is empty", b)
+		}
+		rs := &s.rows[b]
+		n := rs.candidates(row, seq, &seq.Params.host, g.schema.ops, k,
+			io.IDs[b*k:b*k+k], io.Logits[b*k:b*k+k], io.Logprobs[b*k:b*k+k])
+		if n == 0 {
+			return fmt.Errorf("sampling: row %d has no finite logit", b)
+		}
+		copy(ids[b*k:b*k+n], io.IDs[b*k:b*k+n])
+		nCand[b] = int32(n)
+		io.NCand[b] = int32(n)
+		copy(io.Params[b*np:b*np+np], seq.Params.guest)
+		io.Seed[b], io.Step[b] = seq.Seed, seq.Step
+		if nh > 0 {
+			h := seq.Generated[max(0, len(seq.Generated)-nh):]
+			copy(io.History[b*nh:], h)
+			io.HistoryLen[b] = int32(len(h))
+		}
+		if ns > 0 {
+			if len(seq.State) != ns {
+				seq.State = make([]float32, ns)
+			}
+			copy(io.State[b*ns:b*ns+ns], seq.State)
+		}
+	}
+	if err := inst.Sample(ctx, batch, ids, nCand); err != nil {
+		return err
+	}
+	for b := range batch {
+		out[b] = Choice{Token: io.OutID[b], Logprob: io.OutLogprob[b], Version: g.version}
+		if ns > 0 {
+			copy(seqs[b].State, io.State[b*ns:b*ns+ns])
+		}
+	}
+	return nil
+}

@@ -10,7 +10,9 @@ BENCHTIME ?= 1s
 CUDA_BIN := bin/kvhost-cuda
 OUT      ?= gpu-report
 
-.PHONY: all build run test test-short bench check plugins clean kernels build-cuda check-cuda gpu-check
+FUZZTIME ?= 10s
+
+.PHONY: all build run test test-short bench check plugins clean fuzz kernels build-cuda check-cuda gpu-check
 
 all: build
 
@@ -38,6 +40,10 @@ test-short: plugins
 bench: plugins
 	@mkdir -p $(dir $(BENCHOUT))
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./... | tee $(BENCHOUT)
+
+# Every native fuzz target for $(FUZZTIME) each (CI runs a short budget).
+fuzz: plugins
+	scripts/fuzz.sh $(FUZZTIME)
 
 # gofmt, go vet and go.mod tidiness.
 check:

@@ -1,0 +1,338 @@
+package server
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kvhost/kvhost/host/engine"
+)
+
+func TestAPIKeys(t *testing.T) {
+	env := newEnv(t, withOptions(func(o *Options) { o.APIKeys = []string{"sk-first-key", "sk-second-key"} }))
+	for _, tc := range []struct {
+		method, path, auth string
+		want               int
+	}{
+		{"POST", "/v1/completions", "", 401},
+		{"POST", "/v1/completions", "Bearer sk-wrong", 401},
+		{"POST", "/v1/completions", "Bearer sk-first-key-and-more", 401},
+		{"POST", "/v1/completions", "Basic sk-first-key", 401},
+		{"POST", "/v1/completions", "Bearer sk-first-key", 200},
+		{"POST", "/v1/completions", "bearer sk-second-key", 200},
+		{"POST", "/v1/chat/completions", "", 401},
+		{"POST", "/generate", "", 401},
+		{"POST", "/generate", "Bearer sk-second-key", 200},
+		{"GET", "/v1/models", "", 401},
+		{"GET", "/v1/models", "Bearer sk-first-key", 200},
+		{"GET", "/health", "", 200},
+	} {
+		body := map[string]string{"/v1/completions": `{"prompt":"a"}`, "/generate": `{"text":"a"}`,
+			"/v1/chat/completions": `{"messages":[{"role":"user","content":"x"}]}`}[tc.path]
+		req := newRequest(tc.method, tc.path, body)
+		if tc.auth != "" {
+			req.Header.Set("Authorization", tc.auth)
+		}
+		rec := serve(env.h, req)
+		if rec.Code != tc.want {
+			t.Errorf("%s %s %q: %d, want %d", tc.method, tc.path, tc.auth, rec.Code, tc.want)
+		}
+		if tc.want == 401 {
+			e := decode[wireError](t, rec.Body.Bytes())
+			if e.Error.Code == nil || *e.Error.Code != "invalid_api_key" || rec.Header().Get("WWW-Authenticate") == "" {
+				t.Errorf("401 body %s", rec.Body)
+			}
+		}
+	}
+	if strings.Contains(env.logs.String(), "sk-") {
+		t.Errorf("a key reached the log: %s", env.logs)
+	}
+	if err := (Options{APIKeys: []string{"k", ""}}).Validate(); err == nil {
+		t.Error("an empty API key was accepted")
+	}
+}
+
+func TestDrain(t *testing.T) {
+	env := newEnv(t, withScript(scriptText("abcdef", "length")), withEngine(func(e *fakeEngine) { e.delay = 20 * time.Millisecond }))
+	srv := httptest.NewServer(env.h)
+	defer srv.Close()
+	resp, err := srv.Client().Post(srv.URL+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"p","stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	if _, err := br.ReadString('\n'); err != nil { // the stream is running
+		t.Fatal(err)
+	}
+	if env.h.InFlight() != 1 || env.h.Draining() {
+		t.Fatalf("in flight %d draining %v", env.h.InFlight(), env.h.Draining())
+	}
+	env.h.Drain("restarting for an upgrade")
+	for _, path := range []string{"/v1/completions", "/health"} {
+		rec := env.do(t, map[string]string{"/health": "GET"}[path]+map[bool]string{true: "", false: "POST"}[path == "/health"], path, `{"prompt":"p"}`)
+		e := decode[wireError](t, rec.Body.Bytes())
+		if rec.Code != 503 || e.Error.Code == nil || *e.Error.Code != "draining" || !strings.Contains(e.Error.Message, "restarting for an upgrade") {
+			t.Errorf("%s while draining: %d %s", path, rec.Code, rec.Body)
+		}
+	}
+	rest, _ := io.ReadAll(br)
+	if !strings.Contains(string(rest), `"finish_reason":"length"`) || !strings.HasSuffix(string(rest), "data: [DONE]\n\n") {
+		t.Errorf("the running stream did not finish: %q", rest)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for env.h.InFlight() != 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if env.h.InFlight() != 0 {
+		t.Errorf("in flight %d after the stream ended", env.h.InFlight())
+	}
+}
+
+func TestNewHTTPServer(t *testing.T) {
+	hs := NewHTTPServer(http.NotFoundHandler(), ":0")
+	if hs.ReadHeaderTimeout <= 0 || hs.ReadTimeout <= 0 || hs.IdleTimeout <= 0 || hs.WriteTimeout != 0 || hs.MaxHeaderBytes <= 0 || hs.Addr != ":0" {
+		t.Errorf("server %+v", hs)
+	}
+}
+
+// A stream that outlives ReadTimeout still completes: the handler lifts the
+// read deadline once the body is read. Slow-loris headers are cut off.
+func TestHTTPServerTimeouts(t *testing.T) {
+	env := newEnv(t, withScript(scriptText("abcdefghij", "length")), withEngine(func(e *fakeEngine) { e.delay = 40 * time.Millisecond }))
+	ts := httptest.NewUnstartedServer(nil)
+	ts.Config = NewHTTPServer(env.h, "")
+	ts.Config.ReadTimeout = 150 * time.Millisecond
+	ts.Config.ReadHeaderTimeout = 100 * time.Millisecond
+	ts.Start()
+	defer ts.Close()
+
+	for _, stream := range []bool{true, false} {
+		resp, err := ts.Client().Post(ts.URL+"/v1/completions", "application/json", strings.NewReader(fmt.Sprintf(`{"prompt":"p","stream":%v}`, stream)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), `"finish_reason":"length"`) || !strings.Contains(string(body), "j") {
+			t.Errorf("stream=%v: a 400 ms generation was cut short: %q", stream, body)
+		}
+	}
+
+	conn, err := net.Dial("tcp", ts.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_, _ = conn.Write([]byte("POST /v1/completions HTTP/1.1\r\nHost: x\r\n")) // and never finish
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	start := time.Now()
+	_, err = io.ReadAll(conn)
+	if err != nil || time.Since(start) > 3*time.Second {
+		t.Errorf("slow-loris connection not closed by the server: %v after %v", err, time.Since(start))
+	}
+}
+
+func TestMounts(t *testing.T) {
+	tag := func(name string) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(w, "%s %s %s", name, r.Method, r.URL.Path)
+		})
+	}
+	bare := newEnv(t)
+	full := newEnv(t, withOptions(func(o *Options) {
+		o.Memory, o.Metrics, o.Admin, o.Web = tag("memory"), tag("metrics"), tag("admin"), tag("web")
+		o.APIKeys = []string{"key"}
+	}))
+	for _, tc := range []struct {
+		method, path string
+		auth         bool
+		bare, full   int
+		body         string
+	}{
+		{"GET", "/v1/memory", true, 404, 200, "memory GET /v1/memory"},
+		{"GET", "/v1/memory", false, 404, 401, ""},
+		{"GET", "/metrics", false, 404, 200, "metrics GET /metrics"},
+		{"POST", "/admin/plugins/x", false, 404, 200, "admin POST /admin/plugins/x"},
+		{"GET", "/admin", false, 404, 200, "admin GET /admin"},
+		{"GET", "/", false, 404, 200, "web GET /"},
+		{"GET", "/app/index.js", false, 404, 200, "web GET /app/index.js"},
+		{"POST", "/", false, 404, 405, ""},
+		{"GET", "/v1/unknown", true, 404, 404, ""},
+	} {
+		for _, env := range []*testEnv{bare, full} {
+			req := newRequest(tc.method, tc.path, "")
+			if tc.auth {
+				req.Header.Set("Authorization", "Bearer key")
+			}
+			rec := serve(env.h, req)
+			want := map[*testEnv]int{bare: tc.bare, full: tc.full}[env]
+			if rec.Code != want || (want == 200 && env == full && rec.Body.String() != tc.body) {
+				t.Errorf("%s %s (full=%v): %d %q, want %d %q", tc.method, tc.path, env == full, rec.Code, rec.Body, want, tc.body)
+			}
+		}
+	}
+}
+
+type fakeSampler struct{}
+
+func (fakeSampler) Validate(name string, params map[string]any) error {
+	if name != "" && name != "mirostat" {
+		return fmt.Errorf("unknown sampler policy %q", name)
+	}
+	if tau, ok := params["tau"]; ok {
+		if v, ok := tau.(float64); !ok || v <= 0 {
+			return fmt.Errorf("sampler_params.tau must be a positive number, got %v", tau)
+		}
+	}
+	return nil
+}
+
+func TestSamplerExtension(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	env := newEnv(t, withOptions(func(o *Options) {
+		o.Sampler = fakeSampler{}
+		o.ApplySampler = func(req *engine.Request, name string, params map[string]any) {
+			mu.Lock()
+			got = append(got, fmt.Sprintf("%s %v", name, params))
+			mu.Unlock()
+			req.Sampling.TopK = 7 // visible in the engine request
+		}
+	}))
+	for _, tc := range []struct {
+		path, body string
+		status     int
+		msg        string
+	}{
+		{"/v1/completions", `{"prompt":"a","sampler":"mirostat","sampler_params":{"tau":5}}`, 200, ""},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"sampler":"mirostat"}`, 200, ""},
+		{"/generate", `{"text":"a","sampler_params":{"tau":2.5}}`, 200, ""},
+		{"/v1/completions", `{"prompt":"a","sampler":"nope"}`, 400, `unknown sampler policy "nope"`},
+		{"/generate", `{"text":"a","sampler":"mirostat","sampler_params":{"tau":-1}}`, 400, "sampler_params.tau must be a positive"},
+		{"/v1/completions", `{"prompt":"a","sampler_params":[1]}`, 400, "object"},
+	} {
+		rec := env.do(t, http.MethodPost, tc.path, tc.body)
+		if rec.Code != tc.status || !strings.Contains(rec.Body.String(), tc.msg) {
+			t.Errorf("%s %s: %d %s", tc.path, tc.body, rec.Code, rec.Body)
+		}
+	}
+	want := []string{"mirostat map[tau:5]", "mirostat map[]", " map[tau:2.5]"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("ApplySampler calls %q, want %q", got, want)
+	}
+	for _, r := range env.eng.requests() {
+		if r.Sampling.TopK != 7 {
+			t.Errorf("engine request without the applied sampler: %+v", r)
+		}
+	}
+	if err := (Options{Sampler: fakeSampler{}}).Validate(); err == nil {
+		t.Error("a validator without ApplySampler was accepted")
+	}
+}
+
+type recObserver struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (o *recObserver) add(s string) { o.mu.Lock(); o.events = append(o.events, s); o.mu.Unlock() }
+func (o *recObserver) RequestStart(route string) { o.add("start " + route) }
+func (o *recObserver) FirstToken(route string, d time.Duration) {
+	if d > 0 {
+		o.add("first " + route)
+	}
+}
+func (o *recObserver) NextToken(route string, d time.Duration) {
+	if d > 0 {
+		o.add("next")
+	}
+}
+func (o *recObserver) Error(route, kind string) { o.add("error " + route + " " + kind) }
+func (o *recObserver) RequestEnd(route string, status int, d time.Duration) {
+	o.add(fmt.Sprintf("end %s %d", route, status))
+}
+func (o *recObserver) take() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	s := strings.Join(o.events, "|")
+	o.events = nil
+	return s
+}
+
+func TestObserver(t *testing.T) {
+	obs := &recObserver{}
+	var submitErr error
+	env := newEnv(t, withOptions(func(o *Options) { o.Observer = obs; o.APIKeys = []string{"k"} }),
+		withScript(scriptText("abc", "length")))
+	env.eng.submitErr = nil
+	post := func(path, body string) {
+		req := newRequest(http.MethodPost, path, body)
+		req.Header.Set("Authorization", "Bearer k")
+		serve(env.h, req)
+	}
+	post("/v1/completions", `{"prompt":"p","stream":true}`)
+	if got, want := obs.take(), "start /v1/completions|first /v1/completions|next|next|end /v1/completions 200"; got != want {
+		t.Errorf("stream:\n got %s\nwant %s", got, want)
+	}
+	post("/generate", `{"text":"p","sampling_params":{"n":2}}`)
+	if got := obs.take(); strings.Count(got, "first") != 1 || strings.Count(got, "next") != 4 {
+		t.Errorf("n=2: %s", got)
+	}
+	post("/v1/chat/completions", `{"messages":[]}`)
+	if got, want := obs.take(), "start /v1/chat/completions|error /v1/chat/completions invalid_request|end /v1/chat/completions 400"; got != want {
+		t.Errorf("400:\n got %s\nwant %s", got, want)
+	}
+	serve(env.h, newRequest(http.MethodPost, "/v1/completions", `{"prompt":"p"}`))
+	if got := obs.take(); !strings.Contains(got, "error /v1/completions unauthorized|end /v1/completions 401") {
+		t.Errorf("401: %s", got)
+	}
+	for _, tc := range []struct {
+		err  error
+		kind string
+	}{{engine.ErrQueueFull, "queue_full"}, {engine.ErrShuttingDown, "shutting_down"}, {errors.New("boom"), "internal"}} {
+		env.eng.submitErr, submitErr = tc.err, tc.err
+		post("/v1/completions", `{"prompt":"p"}`)
+		if got := obs.take(); !strings.Contains(got, "error /v1/completions "+tc.kind) {
+			t.Errorf("%v: %s", submitErr, got)
+		}
+	}
+	env.eng.submitErr = nil
+	env.eng.script = func(engine.Request) []engine.Event { return []engine.Event{{Token: 'a'}, {Err: engine.ErrShuttingDown}} }
+	post("/v1/completions", `{"prompt":"p","stream":true}`)
+	if got := obs.take(); !strings.Contains(got, "error /v1/completions shutting_down|end /v1/completions 200") {
+		t.Errorf("stream error: %s", got)
+	}
+	env.h.Drain("")
+	post("/v1/completions", `{"prompt":"p"}`)
+	if got := obs.take(); !strings.Contains(got, "error /v1/completions draining|end /v1/completions 503") {
+		t.Errorf("draining: %s", got)
+	}
+}
+
+func TestMaxPromptTokens(t *testing.T) {
+	env := newEnv(t, withOptions(func(o *Options) { o.MaxPromptTokens = 4 }))
+	for _, tc := range []struct{ path, body, param string }{
+		{"/v1/completions", `{"prompt":"abcd"}`, "prompt"},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}]}`, "messages"},
+		{"/generate", `{"input_ids":[1,2,3,4,5]}`, "input_ids"},
+		{"/generate", `{"text":"abcd"}`, "text"},
+	} {
+		rec := env.do(t, http.MethodPost, tc.path, tc.body)
+		e := decode[wireError](t, rec.Body.Bytes())
+		if rec.Code != 400 || e.Error.Param == nil || *e.Error.Param != tc.param || !strings.Contains(e.Error.Message, "this server's limit is 4") {
+			t.Errorf("%s: %d %s", tc.body, rec.Code, rec.Body)
+		}
+	}
+	if rec := env.do(t, http.MethodPost, "/v1/completions", `{"prompt":"abc"}`); rec.Code != 200 {
+		t.Errorf("a prompt at the limit: %d", rec.Code)
+	}
+}

@@ -87,7 +87,7 @@ type Config struct {
 
 // asset is one embedded file with its precomputed validator.
 type asset struct {
-	body []byte
+	body  []byte
 	ctype string
 	etag  string
 }
@@ -102,7 +102,8 @@ var contentTypes = map[string]string{
 	".map":  "application/json",
 }
 
-// Handler serves the dashboard at / and its JSON under /ui/api/.
+// Handler serves the dashboard at / (its files under /ui/) and its JSON
+// under /ui/api/.
 func Handler(o Options) http.Handler {
 	if o.APITimeout <= 0 {
 		o.APITimeout = 10 * time.Second
@@ -121,7 +122,7 @@ func Handler(o Options) http.Handler {
 			return err
 		}
 		sum := sha256.Sum256(b)
-		assets["/"+p] = asset{body: b, ctype: ct, etag: `"` + hex.EncodeToString(sum[:8]) + `"`}
+		assets[p] = asset{body: b, ctype: ct, etag: `"` + hex.EncodeToString(sum[:8]) + `"`}
 		return nil
 	})
 	if err != nil {
@@ -165,9 +166,14 @@ func serveAsset(w http.ResponseWriter, r *http.Request, assets map[string]asset)
 		http.Error(w, "web: use GET", http.StatusMethodNotAllowed)
 		return
 	}
-	p := r.URL.Path
-	if p == "/" {
-		p = "/index.html"
+	// index.html at / (and /index.html); every other file under /ui/, so
+	// the dashboard's names never shadow a future API route.
+	var p string
+	switch u := r.URL.Path; {
+	case u == "/" || u == "/index.html":
+		p = "index.html"
+	case strings.HasPrefix(u, "/ui/") && u != "/ui/index.html":
+		p = strings.TrimPrefix(u, "/ui/")
 	}
 	a, ok := assets[p]
 	if !ok {

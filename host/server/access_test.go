@@ -77,8 +77,9 @@ func TestDrain(t *testing.T) {
 		t.Fatalf("in flight %d draining %v", env.h.InFlight(), env.h.Draining())
 	}
 	env.h.Drain("restarting for an upgrade")
-	for _, path := range []string{"/v1/completions", "/health"} {
-		rec := env.do(t, map[string]string{"/health": "GET"}[path]+map[bool]string{true: "", false: "POST"}[path == "/health"], path, `{"prompt":"p"}`)
+	for _, tc := range []struct{ method, path string }{{"POST", "/v1/completions"}, {"GET", "/health"}} {
+		path := tc.path
+		rec := env.do(t, tc.method, path, `{"prompt":"p"}`)
 		e := decode[wireError](t, rec.Body.Bytes())
 		if rec.Code != 503 || e.Error.Code == nil || *e.Error.Code != "draining" || !strings.Contains(e.Error.Message, "restarting for an upgrade") {
 			t.Errorf("%s while draining: %d %s", path, rec.Code, rec.Body)
@@ -216,7 +217,7 @@ func TestSamplerExtension(t *testing.T) {
 		{"/v1/completions", `{"prompt":"a","sampler":"mirostat","sampler_params":{"tau":5}}`, 200, ""},
 		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"sampler":"mirostat"}`, 200, ""},
 		{"/generate", `{"text":"a","sampler_params":{"tau":2.5}}`, 200, ""},
-		{"/v1/completions", `{"prompt":"a","sampler":"nope"}`, 400, `unknown sampler policy "nope"`},
+		{"/v1/completions", `{"prompt":"a","sampler":"nope"}`, 400, `unknown sampler policy \"nope\"`},
 		{"/generate", `{"text":"a","sampler":"mirostat","sampler_params":{"tau":-1}}`, 400, "sampler_params.tau must be a positive"},
 		{"/v1/completions", `{"prompt":"a","sampler_params":[1]}`, 400, "object"},
 	} {
@@ -244,7 +245,7 @@ type recObserver struct {
 	events []string
 }
 
-func (o *recObserver) add(s string) { o.mu.Lock(); o.events = append(o.events, s); o.mu.Unlock() }
+func (o *recObserver) add(s string)              { o.mu.Lock(); o.events = append(o.events, s); o.mu.Unlock() }
 func (o *recObserver) RequestStart(route string) { o.add("start " + route) }
 func (o *recObserver) FirstToken(route string, d time.Duration) {
 	if d > 0 {
@@ -270,10 +271,8 @@ func (o *recObserver) take() string {
 
 func TestObserver(t *testing.T) {
 	obs := &recObserver{}
-	var submitErr error
 	env := newEnv(t, withOptions(func(o *Options) { o.Observer = obs; o.APIKeys = []string{"k"} }),
 		withScript(scriptText("abc", "length")))
-	env.eng.submitErr = nil
 	post := func(path, body string) {
 		req := newRequest(http.MethodPost, path, body)
 		req.Header.Set("Authorization", "Bearer k")
@@ -299,14 +298,16 @@ func TestObserver(t *testing.T) {
 		err  error
 		kind string
 	}{{engine.ErrQueueFull, "queue_full"}, {engine.ErrShuttingDown, "shutting_down"}, {errors.New("boom"), "internal"}} {
-		env.eng.submitErr, submitErr = tc.err, tc.err
+		env.eng.submitErr = tc.err
 		post("/v1/completions", `{"prompt":"p"}`)
 		if got := obs.take(); !strings.Contains(got, "error /v1/completions "+tc.kind) {
-			t.Errorf("%v: %s", submitErr, got)
+			t.Errorf("%v: %s", tc.err, got)
 		}
 	}
 	env.eng.submitErr = nil
-	env.eng.script = func(engine.Request) []engine.Event { return []engine.Event{{Token: 'a'}, {Err: engine.ErrShuttingDown}} }
+	env.eng.script = func(engine.Request) []engine.Event {
+		return []engine.Event{{Token: 'a'}, {Err: engine.ErrShuttingDown}}
+	}
 	post("/v1/completions", `{"prompt":"p","stream":true}`)
 	if got := obs.take(); !strings.Contains(got, "error /v1/completions shutting_down|end /v1/completions 200") {
 		t.Errorf("stream error: %s", got)

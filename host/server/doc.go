@@ -6,23 +6,50 @@
 // knows about the model comes through the consumer-defined Backend and
 // Tokenizer interfaces, which tests satisfy with fakes.
 //
-// Routes (chi v5):
+// Routes (chi v5); New returns a *Server, an http.Handler with Drain:
 //
-//	GET  /health               200 {"status":"ok"}; 503 while an optional HealthChecker fails
+//	GET  /health               200 {"status":"ok"}; 503 while an optional HealthChecker fails or after Drain
 //	GET  /v1/models            the one model, with max_model_len
-//	POST /v1/completions       prompt: string | [string] | [id] | [[id]] (a batch: one choice each)
+//	POST /v1/completions       prompt: string | [string] | [id] | [[id]] (a batch: n choices each)
 //	POST /v1/chat/completions  messages rendered by Backend.Chat()
+//	POST /generate             SGLang's native API (see native.go for the shape)
+//	GET  /v1/memory, GET /metrics, /admin/..., GET /* (Web)   Options mount points
 //
 // # Request rules
 //
-// Unknown fields are ignored, as OpenAI does; a known field of the wrong JSON
-// type is a 400 whose param names it. n must be 1. stop is a string or up to
-// 4 non-empty strings (each at most 256 bytes, which bounds the per-token
-// hold-back scan). Defaults: temperature 1, top_p 1 (top_p 0 means greedy),
-// max_tokens = context length minus prompt length, clipped to
-// Options.MaxTokensCap. Extensions: top_k (0 or -1 disable), min_p, ignore_eos.
-// Accepted and unused: model (the response names the served model), user.
-// echo is refused. presence/frequency penalties are ignored.
+// Bodies are checked before they are unmarshalled: an object that repeats a
+// key, or nesting deeper than 64, is a 400 naming the path. Unknown fields are
+// ignored on the OpenAI routes, as OpenAI does, and refused (400 naming them)
+// on /generate; a known field of the wrong JSON type is a 400 whose param
+// names it. n is 1..Options.MaxN; choice index = prompt index * n + choice.
+// stop is a string or up to 4 non-empty strings (each at most 256 bytes,
+// which bounds the per-token hold-back scan). Defaults: temperature 1, top_p 1
+// (top_p 0 means greedy), max_tokens = context length minus prompt length,
+// clipped to Options.MaxTokensCap (/generate: max_new_tokens 128, clipped the
+// same way). A prompt longer than Options.MaxPromptTokens is a 400 stating
+// the limit. Extensions: top_k (0 or -1 disable), min_p, ignore_eos,
+// stop_token_ids, and sampler + sampler_params (checked by Options.Sampler,
+// applied by Options.ApplySampler). Accepted and unused: model (the response
+// names the served model), user. presence/frequency penalties are ignored.
+//
+// echo (completions) prefixes each choice with the prompt as the model saw
+// it: the bytes of its tokens, BOS included. With logprobs the prompt tokens
+// come first in the logprobs, the first with null logprob and top_logprobs
+// (nothing predicts it), and text_offset counts from the start of the echoed
+// text. max_tokens 0 with echo (and max_new_tokens 0 on /generate) scores
+// the prompt without returning generated tokens: the engine is asked for
+// one token, which is dropped, and usage reports 0 completion tokens.
+//
+// # Access
+//
+// Options.APIKeys guards /v1/... and /generate with bearer tokens (401 in
+// the OpenAI error shape; sha256 digests compared in constant time; never
+// logged). /health, /metrics and the Web UI stay open; /admin checks its
+// own key. After Server.Drain new inference requests get 503 "draining" with
+// the reason, while running ones (streams included) finish. NewHTTPServer
+// sets read/header/idle timeouts and no WriteTimeout: each write gets its own
+// deadline (Options.StreamWriteTimeout), so long streams live while clients
+// that stop reading are dropped.
 //
 // # Generation invariants
 //
@@ -31,11 +58,15 @@
 //     back until a later token completes it (impossible sequences become
 //     U+FFFD at once, so at most 3 bytes wait). End-of-generation tokens
 //     contribute no text.
-//   - Stop strings end generation as soon as the text contains one; the stop
+//   - Stop strings end a choice as soon as its text contains one; the stop
 //     string and everything after it are trimmed, any suffix that could begin
-//     a stop string is held back while streaming so it is never sent, the
-//     engine request is cancelled through its context, and finish_reason is
-//     "stop".
+//     a stop string is held back while streaming so it is never sent, and
+//     finish_reason is "stop". The choice's later events are ignored; its
+//     engine request (one context for all n choices) is cancelled once every
+//     choice has finished.
+//   - With n > 1 events are routed by Event.Choice; an event for a choice the
+//     request lacks, or a stream that closes with a choice unfinished, is an
+//     internal error. An Err event of any choice ends the whole response.
 //   - Every engine request's context derives from the HTTP request's: a client
 //     that disconnects cancels generation (and frees its KV pages).
 //   - Logprobs are reported for exactly the tokens whose text starts inside
@@ -43,8 +74,9 @@
 //     inside a trimmed stop string). Streaming attaches them to the chunk that
 //     carries their text. -Inf/NaN become -9999 (JSON has no infinities).
 //     Completions text_offset counts bytes of the generated text.
-//   - usage counts prompt tokens as submitted and every token the engine
-//     generated, including one that completed a stop string.
+//   - usage counts prompt tokens as submitted (once per prompt, whatever n)
+//     and every token the engine generated for every choice, including one
+//     that completed a stop string.
 //
 // Streaming follows OpenAI: `data: {json}\n\n` chunks flushed one by one; chat
 // starts with a delta {"role":"assistant","content":""}, then content deltas,
@@ -62,6 +94,9 @@
 // → 413; engine.ErrQueueFull → 429; engine.ErrShuttingDown → 503; anything
 // else → 500 with a generic message (the detail is logged, never sent). The
 // body is always {"error":{"message","type","param","code"}}.
+//
+// Options.Observer receives request start/end, time to first token,
+// inter-token gaps and errors by kind (the ErrKind constants) for metrics.
 //
 // Requests are logged with slog (method, path, status, duration, bytes); no
 // header or query string is ever logged, so Authorization never is.

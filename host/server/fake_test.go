@@ -84,7 +84,7 @@ type fakeEngine struct {
 	script func(req engine.Request) []engine.Event
 	// choiceScript, when set, replaces script and may differ per choice.
 	choiceScript func(req engine.Request, choice int) []engine.Event
-	submitErr error
+	submitErr    error
 	// blockAfter > 0: after that many events, wait for the context to end
 	// (a generation that is still running when the client leaves).
 	blockAfter int

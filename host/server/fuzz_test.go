@@ -83,3 +83,121 @@ func FuzzChatBody(f *testing.F) {
 		fuzzBody(t, env, "/v1/chat/completions", body)
 	})
 }
+
+func FuzzGenerateBody(f *testing.F) {
+	for _, s := range []string{
+		`{"text":"Hi"}`,
+		`{"input_ids":[1,2,3],"sampling_params":{"max_new_tokens":4,"temperature":0,"stop":["EN","."],"stop_token_ids":[5],"n":2},"stream":true}`,
+		`{"text":"abc","return_logprob":true,"logprob_start_len":0,"top_logprobs_num":3,"return_text_in_logprobs":true}`,
+		`{"text":"abc","return_logprob":true,"logprob_start_len":2,"sampling_params":{"max_new_tokens":0}}`,
+		`{"text":"x","sampling_params":{"top_p":0.5,"top_k":-1,"min_p":0.1,"seed":-3,"ignore_eos":true}}`,
+		`{"text":"x","sampler":"greedy","sampler_params":{"a":[1,{"b":null}]}}`,
+		`{"text":"x","text":"y"}`, `{"text":"x","rid":1}`, `{"input_ids":[[1]]}`, `[`, `{}`,
+	} {
+		f.Add([]byte(s))
+	}
+	env := fuzzEnv(f)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		fuzzBody(t, env, "/generate", body)
+	})
+}
+
+// FuzzCheckJSON compares the duplicate-key check with a reference: a
+// valid body passes exactly when re-encoding its generic decoding loses no
+// key, i.e. when no object repeats a key.
+func FuzzCheckJSON(f *testing.F) {
+	for _, s := range []string{`{"a":1,"b":{"a":2}}`, `{"a":1,"a":2}`, `[{"x":[{"y":1,"y":2}]}]`, `{"":1,"":2}`, `"s"`, `{"a":{"b":1},"c":{"b":1}}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if !json.Valid(body) {
+			return
+		}
+		err := checkJSON(body)
+		dup := hasDuplicateKey(t, body)
+		deep := depth(body) > maxJSONDepth
+		if (err != nil) != (dup || deep) {
+			t.Fatalf("checkJSON(%q) = %v; duplicate %v, too deep %v", body, err, dup, deep)
+		}
+	})
+}
+
+// hasDuplicateKey counts every object key in body with a plain scan of the
+// decoded value tree against the raw key count: a repeated key is lost in
+// the decoded map.
+func hasDuplicateKey(t *testing.T, body []byte) bool {
+	var v any
+	if err := json.Unmarshal(body, &v); err != nil {
+		t.Fatalf("valid JSON did not decode: %v", err)
+	}
+	return rawKeys(json.RawMessage(body)) != treeKeys(v)
+}
+
+func treeKeys(v any) int {
+	n := 0
+	switch x := v.(type) {
+	case map[string]any:
+		n += len(x)
+		for _, e := range x {
+			n += treeKeys(e)
+		}
+	case []any:
+		for _, e := range x {
+			n += treeKeys(e)
+		}
+	}
+	return n
+}
+
+// rawKeys counts keys as written, duplicates included, by decoding objects
+// into ordered key/value pairs.
+func rawKeys(raw json.RawMessage) int {
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	n := 0
+	var walk func()
+	walk = func() {
+		tok, err := dec.Token()
+		if err != nil {
+			return
+		}
+		switch tok {
+		case json.Delim('{'):
+			for dec.More() {
+				if _, err := dec.Token(); err != nil {
+					return
+				}
+				n++
+				walk()
+			}
+			_, _ = dec.Token()
+		case json.Delim('['):
+			for dec.More() {
+				walk()
+			}
+			_, _ = dec.Token()
+		}
+	}
+	walk()
+	return n
+}
+
+func depth(body []byte) int {
+	d, best := 0, 0
+	inStr, esc := false, false
+	for _, c := range body {
+		switch {
+		case esc:
+			esc = false
+		case inStr && c == '\\':
+			esc = true
+		case c == '"':
+			inStr = !inStr
+		case !inStr && (c == '{' || c == '['):
+			d++
+			best = max(best, d)
+		case !inStr && (c == '}' || c == ']'):
+			d--
+		}
+	}
+	return best
+}

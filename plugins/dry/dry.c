@@ -48,7 +48,7 @@ static int row(kvhost_row *r) {
 		if (z > mx) mx = z;
 	}
 	for (int i = 0; i < n; i++) {
-		w[i] = exp(w[i] - mx);
+		w[i] = kvhost_exp(w[i] - mx);
 		sum += w[i];
 	}
 	int i = kvhost_pick(w, n, sum, kvhost_rand(r->seed, r->step, 0));

@@ -16,7 +16,7 @@ static int row(kvhost_row *r) {
 	int n = r->n;
 	double sum = 0;
 	for (int i = 0; i < n; i++) {
-		w[i] = exp((double)r->logprobs[i]);
+		w[i] = kvhost_exp((double)r->logprobs[i]);
 		sum += w[i];
 	}
 	int m = 1;

@@ -18,7 +18,7 @@ static int row(kvhost_row *r) {
 	}
 	double sum = 0;
 	for (int i = 0; i < n; i++) {
-		w[i] = exp((double)r->logprobs[i]);
+		w[i] = kvhost_exp((double)r->logprobs[i]);
 		sum += w[i];
 	}
 	if (top_p > 0 && top_p < 1) {

@@ -21,7 +21,7 @@ static int row(kvhost_row *r) {
 	while (m < n && (double)r->logits[m] >= cut) m++;
 	double sum = 0;
 	for (int i = 0; i < m; i++) {
-		w[i] = exp((double)r->logprobs[i]);
+		w[i] = kvhost_exp((double)r->logprobs[i]);
 		sum += w[i];
 	}
 	int i = kvhost_pick(w, m, sum, kvhost_rand(r->seed, r->step, 0));

@@ -11,7 +11,7 @@ static int row(kvhost_row *r) {
 	float typical_p = r->params[0];
 	double sum = 0, ent = 0;
 	for (int i = 0; i < n; i++) {
-		p[i] = exp((double)r->logprobs[i]);
+		p[i] = kvhost_exp((double)r->logprobs[i]);
 		sum += p[i];
 	}
 	for (int i = 0; i < n; i++) {

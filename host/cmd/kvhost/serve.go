@@ -122,13 +122,16 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	h := server.New(backend{s}, server.Options{MaxBodyBytes: int64(f.maxBody), MaxTokensCap: f.maxTokensCap, Logger: log})
+	h := server.New(backend{s}, server.Options{
+		MaxBodyBytes: int64(f.maxBody), MaxTokensCap: f.maxTokensCap, Logger: log,
+		Memory: s.Ledger.Handler(),
+	})
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		s.Close(context.Background())
 		return err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	srv := server.NewHTTPServer(h, f.addr)
 	log.Info("ready", "url", "http://"+ln.Addr().String(), "model", s.Model.Name)
 	fmt.Fprintf(stdout, "kvhost is serving %s at http://%s (OpenAI API under /v1)\n", s.Model.Name, ln.Addr())
 	errc := make(chan error, 1)
@@ -139,14 +142,33 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	case <-ctx.Done():
 	}
-	log.Info("shutting down", "grace", f.shutdownWait)
-	sctx, cancel := context.WithTimeout(context.Background(), f.shutdownWait)
+	return shutdown(h, srv, s, f.shutdownWait, log)
+}
+
+// shutdown stops admitting (new requests get 503), lets running streams
+// finish within grace, then ends what is left cleanly (each open stream gets
+// a final error event) and closes the listener and the device.
+func shutdown(h *server.Server, srv *http.Server, s *boot.Stack, grace time.Duration, log *slog.Logger) error {
+	log.Info("shutting down: draining", "in_flight", h.InFlight(), "grace", grace)
+	h.Drain("the server is shutting down")
+	deadline := time.Now().Add(grace)
+	for h.InFlight() > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := h.InFlight(); n > 0 {
+		log.Warn("shutting down: grace period over, ending open streams", "in_flight", n)
+	}
+	ectx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	err = srv.Shutdown(sctx)
-	s.Close(sctx)
+	if s.Engine != nil {
+		_ = s.Engine.Close(ectx)
+	}
+	err := srv.Shutdown(ectx)
+	s.Close(ectx)
 	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
+	log.Info("shut down")
 	_ = os.Stdout.Sync()
 	return nil
 }

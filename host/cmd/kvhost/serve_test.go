@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -164,5 +165,70 @@ func TestChatAndErrors(t *testing.T) {
 	code, body = post("/v1/completions", `{"prompt": 5}`)
 	if code != 400 || !strings.Contains(body, "prompt") {
 		t.Fatalf("bad body: %d %s", code, body)
+	}
+}
+
+// TestGracefulShutdown: on shutdown the server stops admitting, lets a
+// running stream finish, and run returns nil.
+func TestGracefulShutdown(t *testing.T) {
+	model := sharedModel(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--model", model, "--addr", addr, "--device-memory", "256MiB", "--log-level", "error"}, io.Discard, io.Discard)
+	}()
+	url := "http://" + addr
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get(url + "/health")
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server did not start: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	body := `{"prompt":"Once upon a time","max_tokens":200,"temperature":0,"stream":true,"ignore_eos":true}`
+	resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Scan() // first chunk arrived: the stream is running
+	cancel()  // SIGTERM
+	chunks, sawDone := 1, false
+	for sc.Scan() {
+		if line := sc.Text(); line == "data: [DONE]" {
+			sawDone = true
+		} else if strings.HasPrefix(line, "data: ") {
+			chunks++
+			if strings.Contains(line, `"error"`) {
+				t.Fatalf("the running stream was cut: %s", line)
+			}
+		}
+	}
+	if !sawDone || chunks < 100 {
+		t.Fatalf("stream ended after %d chunks, [DONE]=%v", chunks, sawDone)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run returned %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("run did not return after shutdown")
+	}
+	if _, err := http.Get(url + "/health"); err == nil {
+		t.Fatal("server still answering after shutdown")
 	}
 }

@@ -1,0 +1,53 @@
+// Entry point: tabs, the shared error banner, and each panel's start.
+import { getJSON } from './api.js';
+import { startMemory } from './memory.js';
+import { startWork } from './work.js';
+import { startPlugins } from './plugins.js';
+import { startPlayground } from './playground.js';
+import { startPlan } from './plan.js';
+
+const errors = new Map();
+
+// onError shows the latest failure of each panel in the banner instead of
+// the console, and clears it when the panel recovers (see clearError).
+function onError(panel, e) {
+  errors.set(panel, e.status === 401 ? `${panel}: ${e.message} — type the API key (top right)` : `${panel}: ${e.message}`);
+  const b = document.getElementById('banner');
+  b.textContent = [...errors.values()].join(' · ');
+  b.hidden = false;
+}
+
+function selectTab(name) {
+  for (const btn of document.querySelectorAll('#tabs button')) btn.setAttribute('aria-selected', String(btn.dataset.tab === name));
+  for (const s of document.querySelectorAll('main > section')) s.hidden = s.id !== name;
+  if (window.location.hash !== `#${name}`) history.replaceState(null, '', `#${name}`);
+  // Charts in hidden sections have no size until shown.
+  for (const c of document.querySelectorAll(`#${name} canvas`)) Chart.getChart(c)?.resize();
+}
+
+async function main() {
+  for (const btn of document.querySelectorAll('#tabs button')) btn.addEventListener('click', () => selectTab(btn.dataset.tab));
+  const first = window.location.hash.slice(1);
+  selectTab(document.getElementById(first)?.classList.contains('tab') ? first : 'memory');
+  let cfg;
+  try {
+    cfg = await getJSON('/ui/api/config');
+  } catch (e) {
+    onError('dashboard', e);
+    cfg = { work: false, plugins: false, plan: false, plan_models: [], plan_gpus: [], default_sampler: '' };
+  }
+  window.kvhostConfig = cfg;
+  // Clear a panel's error when the key changes: the next poll retries.
+  for (const id of ['api-key', 'admin-key']) document.getElementById(id).addEventListener('change', () => {
+    errors.clear();
+    document.getElementById('banner').hidden = true;
+  });
+  startMemory(cfg, onError);
+  startWork(cfg, onError);
+  startPlayground(cfg);
+  startPlugins(cfg, onError);
+  startPlan(cfg);
+  document.body.dataset.ready = 'true';
+}
+
+main();

@@ -2,6 +2,8 @@ package sdk
 
 // KV dtypes a host may pass in HostFacts.KVDType (ABI.md §Host facts).
 const (
+	// KVFP32 is full precision, what the CPU device stores.
+	KVFP32    = "fp32"
 	KVBF16    = "bf16"
 	KVFP16    = "fp16"
 	KVFP8E4M3 = "fp8_e4m3"
@@ -13,7 +15,7 @@ const (
 )
 
 // KVDTypes lists every accepted HostFacts.KVDType.
-var KVDTypes = []string{KVBF16, KVFP16, KVFP8E4M3, KVFP8E5M2, KVMXFP8, KVFP4}
+var KVDTypes = []string{KVFP32, KVBF16, KVFP16, KVFP8E4M3, KVFP8E5M2, KVMXFP8, KVFP4}
 
 // bufferDTypes maps each dtype a buffer may be declared with to its size in
 // bytes. Sub-byte data is declared packed: "fp4x2" is one byte holding two
@@ -42,6 +44,8 @@ func DTypeSize(dtype string) (int64, bool) {
 // storage byte holds two values so the formulas halve it explicitly).
 func KVElementSize(kvDType string) (int64, bool) {
 	switch kvDType {
+	case KVFP32:
+		return 4, true
 	case KVBF16, KVFP16:
 		return 2, true
 	case KVFP8E4M3, KVFP8E5M2, KVMXFP8, KVFP4:
@@ -54,7 +58,7 @@ func KVElementSize(kvDType string) (int64, bool) {
 // (mxfp8 stores e4m3 values; fp4 stores packed pairs).
 func KVStorageDType(kvDType string) (string, bool) {
 	switch kvDType {
-	case KVBF16, KVFP16, KVFP8E4M3, KVFP8E5M2:
+	case KVFP32, KVBF16, KVFP16, KVFP8E4M3, KVFP8E5M2:
 		return kvDType, true
 	case KVMXFP8:
 		return KVFP8E4M3, true

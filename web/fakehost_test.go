@@ -78,7 +78,7 @@ func (f *fakeHost) handler() http.Handler {
 				return nil, err
 			}
 			return map[string]any{"input": map[string]any{"model": model, "device": gpu}, "ledger": snap,
-				"peaks": []map[string]any{{"name": "decode graphs", "bytes": 700 << 20}, {"name": "prefill activations", "bytes": 1100 << 20}},
+				"peaks":        []map[string]any{{"name": "decode graphs", "bytes": 700 << 20}, {"name": "prefill activations", "bytes": 1100 << 20}},
 				"largest_peak": "prefill activations"}, nil
 		},
 		PlanModels:     []string{"llama-3.1-8b", "qwen2-7b", "stories260K"},

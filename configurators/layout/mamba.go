@@ -23,7 +23,7 @@ func (Mamba) Describe() sdk.Descriptor {
 	return sdk.Descriptor{
 		Name: "mamba", Version: "1.0.0", Kind: sdk.KindConfigurator, ABI: sdk.ABIVersion,
 		Architectures: []string{"Qwen3NextForCausalLM", "NemotronHForCausalLM", "FalconH1ForCausalLM"},
-		KVDTypes:      []string{sdk.KVBF16, sdk.KVFP16, sdk.KVFP8E4M3, sdk.KVFP8E5M2},
+		KVDTypes:      []string{sdk.KVFP32, sdk.KVBF16, sdk.KVFP16, sdk.KVFP8E4M3, sdk.KVFP8E5M2},
 	}
 }
 

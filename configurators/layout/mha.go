@@ -25,7 +25,7 @@ func (MHA) Describe() sdk.Descriptor {
 	return sdk.Descriptor{
 		Name: "mha", Version: "1.0.0", Kind: sdk.KindConfigurator, ABI: sdk.ABIVersion,
 		Architectures: MHAArchitectures,
-		KVDTypes:      []string{sdk.KVBF16, sdk.KVFP16, sdk.KVFP8E4M3, sdk.KVFP8E5M2, sdk.KVMXFP8},
+		KVDTypes:      []string{sdk.KVFP32, sdk.KVBF16, sdk.KVFP16, sdk.KVFP8E4M3, sdk.KVFP8E5M2, sdk.KVMXFP8},
 	}
 }
 

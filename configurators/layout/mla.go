@@ -20,7 +20,7 @@ func (MLA) Describe() sdk.Descriptor {
 	return sdk.Descriptor{
 		Name: "mla", Version: "1.0.0", Kind: sdk.KindConfigurator, ABI: sdk.ABIVersion,
 		Architectures: MLAArchitectures,
-		KVDTypes:      []string{sdk.KVBF16, sdk.KVFP16, sdk.KVFP8E4M3, sdk.KVFP8E5M2},
+		KVDTypes:      []string{sdk.KVFP32, sdk.KVBF16, sdk.KVFP16, sdk.KVFP8E4M3, sdk.KVFP8E5M2},
 	}
 }
 

@@ -27,7 +27,7 @@ func (SWA) Describe() sdk.Descriptor {
 			"GptOssForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM",
 			"Gemma3ForConditionalGeneration", "Cohere2ForCausalLM",
 		},
-		KVDTypes: []string{sdk.KVBF16, sdk.KVFP16, sdk.KVFP8E4M3, sdk.KVFP8E5M2},
+		KVDTypes: []string{sdk.KVFP32, sdk.KVBF16, sdk.KVFP16, sdk.KVFP8E4M3, sdk.KVFP8E5M2},
 	}
 }
 

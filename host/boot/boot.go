@@ -17,6 +17,8 @@ import (
 	"github.com/kvhost/kvhost/host/model"
 	"github.com/kvhost/kvhost/host/model/chat"
 	"github.com/kvhost/kvhost/host/plan"
+	"github.com/kvhost/kvhost/host/plugin"
+	"github.com/kvhost/kvhost/host/plugin/builtin"
 )
 
 // Config is everything startup needs; host/cmd fills it from flags.
@@ -42,6 +44,10 @@ type Config struct {
 	// spec §2's default for the device's memory class (capped at
 	// MaxRunning), 0 runs every decode eagerly.
 	GraphMaxBS int
+	// Configurators is the KV-configurator plugin registry; nil means the
+	// built-in set, overlaid by PluginsDir when one is given.
+	Configurators *plugin.Registry
+	PluginsDir    string
 }
 
 // Validate names the bad field.
@@ -85,6 +91,7 @@ type Stack struct {
 	Budget  plan.Budget
 	Graphs  *model.DecodeGraphs
 
+	kv     plan.KVConfig // the configurator that sized the pool
 	direct *alloc.Direct // KV arena in SGLang-compat mode
 	arena  *arena        // KV arena in kvhost mode
 }
@@ -167,6 +174,18 @@ func Build(f Config, log *slog.Logger, stdout io.Writer) (*Stack, error) {
 		MaxTotalTokens: f.MaxTotalTokens, Threads: info.Threads,
 		Layout: plan.Layout{Buffers: 2 * c.Layers, RowBytes: int64(c.KVRow()) * 4, PageSize: f.PageSize, Granularity: ledger.DevicePage(info)},
 	}
+	reg, err := configurators(f)
+	if err != nil {
+		return fail(err)
+	}
+	kc, lay, err := plan.ConfigureKV(context.Background(), reg, c, f.PageSize)
+	if err != nil {
+		return fail(fmt.Errorf("boot: KV configurator: %w", err))
+	}
+	lay.Granularity = b.Layout.Granularity
+	b.Layout, b.KVConfigurator = lay, kc.Record()
+	s.kv = kc
+	log.Info("KV layout configured", "plugin", kc.Plugin, "version", kc.Version, "cell_bytes", kc.CellBytes, "buffers", lay.Buffers)
 	b.GraphBuckets = plan.DecodeBuckets(GraphMaxBS(f, info), f.MaxRunning)
 	if f.SGLangCompat {
 		err = s.sizeCompat(f, &b)
@@ -223,11 +242,15 @@ func (s *Stack) sizeCompat(f Config, b *plan.Budget) error {
 		}
 		return err
 	}
-	b.Tokens, b.KVBudgetBytes, b.UpperBoundTokens = sg.Tokens, sg.BudgetBytes, sg.Tokens
+	t, err := s.kv.Units(context.Background(), sg.BudgetBytes, sg.Tokens)
+	if err != nil {
+		return err
+	}
+	b.Tokens, b.KVBudgetBytes, b.UpperBoundTokens = t, sg.BudgetBytes, sg.Tokens
 	arena, src := ledger.NewDirect("kv_arena", s.Dev, ledger.DevicePage(s.Dev.Info()))
 	L.AddSource(src)
 	s.direct = arena
-	pool, err := kv.New(kv.Spec{Layers: c.Layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, PageSize: f.PageSize, NumPages: sg.Tokens / f.PageSize}, arena)
+	pool, err := kv.New(kv.Spec{Layers: c.Layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, PageSize: f.PageSize, NumPages: b.Tokens / f.PageSize}, arena)
 	if err != nil {
 		return err
 	}
@@ -240,6 +263,22 @@ func (s *Stack) sizeCompat(f Config, b *plan.Budget) error {
 	}
 	L.Phase(PhaseCapture)
 	return nil
+}
+
+// configurators returns the registry a Config names: its own, the built-in
+// set overlaid by PluginsDir, or the process's built-in set.
+func configurators(f Config) (*plugin.Registry, error) {
+	switch {
+	case f.Configurators != nil:
+		return f.Configurators, nil
+	case f.PluginsDir != "":
+		rt, err := plugin.NewRuntime(context.Background(), plugin.Config{})
+		if err != nil {
+			return nil, err
+		}
+		return plugin.NewRegistry(rt, builtin.FS(), f.PluginsDir)
+	}
+	return plan.DefaultConfigurators()
 }
 
 // GraphMaxBS resolves Config.GraphMaxBS: -1 is spec §2's default for the
@@ -338,6 +377,9 @@ func (s *Stack) sizeKVHost(f Config, b *plan.Budget) error {
 	b.FreeAfterCapture = L.Phase(PhaseCapture).FreeAfter
 
 	if err := plan.Grow(b, c.ContextLen); err != nil {
+		return err
+	}
+	if err := plan.ApplyUnits(context.Background(), s.kv, b, c.ContextLen); err != nil {
 		return err
 	}
 	if err := ar.mapTo(b.Tokens); err != nil {

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"context"
 	"fmt"
 	"sort"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/kvhost/kvhost/host/device"
 	"github.com/kvhost/kvhost/host/ledger"
 	"github.com/kvhost/kvhost/host/model"
+	"github.com/kvhost/kvhost/host/plugin"
 )
 
 // Input is a model and a device to plan for, with serve's knobs.
@@ -30,6 +32,9 @@ type Input struct {
 	SGLangCompat      bool    `json:"sglang_compat"`
 	// GraphMaxBS: -1 spec §2's default for the memory class, 0 no graphs.
 	GraphMaxBS int `json:"cuda_graph_max_bs"`
+	// Configurators sizes the KV pool (nil: the built-in set), exactly as
+	// serve's.
+	Configurators *plugin.Registry `json:"-"`
 }
 
 // Peak is one runtime peak the slack must hold (spec §4).
@@ -113,6 +118,19 @@ func planCPU(in Input) (Report, error) {
 	b := Budget{TotalBytes: in.DeviceBytes, PBytes: P, ABytes: A, WeightBytes: wdev,
 		ChunkedPrefill: in.ChunkedPrefill, MaxRunning: in.MaxRunning, ContextLen: c.ContextLen, MaxTotalTokens: in.MaxTotalTokens, Threads: in.Threads,
 		Layout: Layout{Buffers: 2 * c.Layers, RowBytes: int64(c.KVRow()) * 4, PageSize: in.PageSize, Granularity: page}}
+	reg := in.Configurators
+	if reg == nil {
+		var err error
+		if reg, err = DefaultConfigurators(); err != nil {
+			return Report{}, err
+		}
+	}
+	kc, lay, err := ConfigureKV(context.Background(), reg, c, in.PageSize)
+	if err != nil {
+		return Report{}, fmt.Errorf("plan: KV configurator: %w", err)
+	}
+	lay.Granularity = b.Layout.Granularity
+	b.Layout, b.KVConfigurator = lay, kc.Record()
 	sg := SGLangFigures(b.TotalBytes, P, A, 0, in.ChunkedPrefill, 1, float64(b.Layout.CellBytes()), in.PageSize, in.MaxTotalTokens, c.ContextLen)
 	arena := ledger.NewUsage("kv_arena", ledger.KindArena)
 	graphMax := in.GraphMaxBS
@@ -139,8 +157,12 @@ func planCPU(in Input) (Report, error) {
 		if sg.Error != "" || sg.Tokens <= 0 {
 			return Report{}, fmt.Errorf("plan: SGLang-compatible sizing fails: %s", sg.Error)
 		}
-		b.Tokens, b.KVBudgetBytes, b.UpperBoundTokens = sg.Tokens, sg.BudgetBytes, sg.Tokens
-		buf := int64(sg.Tokens) * b.Layout.RowBytes
+		t, err := kc.Units(context.Background(), sg.BudgetBytes, sg.Tokens)
+		if err != nil {
+			return Report{}, err
+		}
+		b.Tokens, b.KVBudgetBytes, b.UpperBoundTokens = t, sg.BudgetBytes, sg.Tokens
+		buf := int64(t) * b.Layout.RowBytes
 		b.KVMappedBytes = int64(b.Layout.Buffers) * alignUp(buf, page)
 		arena.Kind = ledger.KindDirect
 		ph.add("KV pools", b.KVMappedBytes)
@@ -169,6 +191,9 @@ func planCPU(in Input) (Report, error) {
 		}
 		b.FreeAfterCapture = ph.add("graph capture (profile forward)", b.GraphPoolBytes)
 		if err := Grow(&b, c.ContextLen); err != nil {
+			return Report{}, err
+		}
+		if err := ApplyUnits(context.Background(), kc, &b, c.ContextLen); err != nil {
 			return Report{}, err
 		}
 		ph.add("post-capture KV growth", b.KVMappedBytes-b.PrefixMappedBytes)

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"sort"
@@ -98,6 +99,7 @@ type Budget struct {
 	KVBudgetBytes        int64         `json:"kv_budget_bytes"`
 	KVMappedBytes        int64         `json:"kv_mapped_bytes"`
 	Tokens               int           `json:"tokens"`
+	KVConfigurator       *KVConfig     `json:"kv_configurator,omitempty"`
 	GraphBuckets         []int         `json:"graph_buckets,omitempty"`
 	GraphPoolBytes       int64         `json:"graph_pool_bytes"`
 	Reservations         []Reservation `json:"reservations"`
@@ -140,6 +142,21 @@ func Grow(b *Budget, minTokens int) error {
 		Knob: "--device-memory", Suggest: fmt.Sprintf("%dMiB", (total+budget.MiB-1)/budget.MiB),
 		SuggestValue: float64(alignUp(total, budget.MiB)), Minimum: float64(total),
 	}
+}
+
+// ApplyUnits lets the configurator turn the KV budget into tokens (spec §3:
+// bytes → units), capped by what Grow found fits the granular mapping, and
+// adopts its answer.
+func ApplyUnits(ctx context.Context, kc KVConfig, b *Budget, minTokens int) error {
+	t, err := kc.Units(ctx, b.KVBudgetBytes, b.Tokens)
+	if err != nil {
+		return err
+	}
+	if t < minTokens {
+		return fmt.Errorf("plan: configurator %s sized the KV pool at %d tokens, less than one context of %d", kc.Plugin, t, minTokens)
+	}
+	b.Tokens, b.KVMappedBytes = t, b.Layout.Mapped(t)
+	return nil
 }
 
 // SGLangFigures applies SGLang's §2–§3 arithmetic to readings P and A: the

@@ -63,8 +63,18 @@ func (r *Registry) SampleBatch(ctx context.Context, policy string, rows [][]floa
 		return &UnknownPolicyError{Policy: policy, Available: r.names()}
 	}
 	defer g.release()
-	s := r.scratch.Get().(*batchScratch)
-	defer r.scratch.Put(s)
+	var s *batchScratch
+	select {
+	case s = <-r.scratch:
+	default:
+		s = new(batchScratch)
+	}
+	defer func() {
+		select {
+		case r.scratch <- s:
+		default:
+		}
+	}()
 	maxB := g.mod.MaxBatch()
 	for start := 0; start < len(rows); start += maxB {
 		end := min(start+maxB, len(rows))

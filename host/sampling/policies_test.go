@@ -356,7 +356,7 @@ func TestPolicyMirostat(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 3))
 	row := make([]float32, 2000)
 	for i := range row {
-		row[i] = float32(-1.2 * math.Log(float64(i+1)) + 0.1*rng.NormFloat64()) // Zipf-like
+		row[i] = float32(-1.2*math.Log(float64(i+1)) + 0.1*rng.NormFloat64()) // Zipf-like
 	}
 	seq := []SeqState{{Params: c, Seed: 11}}
 	mu := 2 * tau

@@ -87,7 +87,7 @@ type Registry struct {
 
 	mu       sync.Mutex // serialises writers (Swap, Remove)
 	policies atomic.Pointer[map[string]*entry]
-	scratch  sync.Pool
+	scratch  chan *batchScratch // free list (a channel: unlike sync.Pool it never drops items, so steps stay allocation-free)
 }
 
 // NewRegistry builds the runtime and loads the built-in policies.
@@ -104,7 +104,7 @@ func NewRegistry(ctx context.Context, opts Options) (*Registry, error) {
 	}
 	r := &Registry{rt: rt, opts: opts, log: opts.Logger, builtins: map[string][]byte{}}
 	r.policies.Store(&map[string]*entry{})
-	r.scratch.New = func() any { return new(batchScratch) }
+	r.scratch = make(chan *batchScratch, 64)
 	if !opts.NoBuiltins {
 		names, err := fs.Glob(builtin.FS(), "*.wasm")
 		if err != nil {

@@ -39,6 +39,21 @@ func (p *Pool) MatMul(out, x []float32, m int, w Matrix) {
 		return
 	}
 	threads := p.Threads()
+	if m >= gemmMinM {
+		if threads == 1 {
+			var t gemmTask
+			t.init(out, x, m, w, rb)
+			t.run(0)
+			return
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		t := &p.gm
+		t.init(out, x, m, w, rb)
+		p.parallel(t)
+		t.out, t.x, t.w.Data = nil, nil, nil
+		return
+	}
 	if threads == 1 {
 		matmulRows(out, x, m, w, rb, 0, w.Rows)
 		return

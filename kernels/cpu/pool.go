@@ -24,6 +24,7 @@ type Pool struct {
 	wg      sync.WaitGroup
 
 	mm  matmulTask
+	gm  gemmTask
 	at  attnTask
 	dat decodeAttnTask
 }

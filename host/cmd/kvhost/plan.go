@@ -10,13 +10,15 @@ import (
 
 	"github.com/kvhost/kvhost/host/ledger"
 	"github.com/kvhost/kvhost/host/plan"
+	"github.com/kvhost/kvhost/host/plugin"
+	"github.com/kvhost/kvhost/host/plugin/builtin"
 )
 
 func init() { extraCommands["plan"] = planCmd }
 
 // planCmd is `kvhost plan`: the ledger serve would produce, with no weights
 // loaded.
-func planCmd(_ context.Context, args []string, stdout, stderr io.Writer) error {
+func planCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("plan", stderr)
 	var (
 		in      plan.Input
@@ -39,6 +41,8 @@ func planCmd(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Float64Var(&in.MemFractionStatic, "mem-fraction-static", 0, "fix the slack at P·(1−f) (0: the policy's own; with --sglang-compat SGLang's default)")
 	fs.BoolVar(&in.SGLangCompat, "sglang-compat", false, "size as SGLang does (spec §2–§3) and show kvhost's figure beside it")
 	fs.IntVar(&in.GraphMaxBS, "cuda-graph-max-bs", -1, "as serve (-1: by device memory class; 0: no decode graphs)")
+	var pluginsDir string
+	fs.StringVar(&pluginsDir, "plugins", "", "folder of .wasm configurators overriding the built-ins, as serve")
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: kvhost plan --model PATH [--device cpu --device-memory 6GiB | --gpu NAME [--tp N]] [--json]\n\nGPU presets (memory.total, assumed CUDA context before the first reading; weights bf16, +20 MiB load overhead):\n%s\nFlags:\n", plan.PresetHelp())
@@ -56,6 +60,15 @@ func planCmd(_ context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	in.Name, in.Config, in.Weights = name, c, ts
+	if pluginsDir != "" {
+		rt, err := plugin.NewRuntime(ctx, plugin.Config{})
+		if err != nil {
+			return err
+		}
+		if in.Configurators, err = plugin.NewRegistry(rt, builtin.FS(), pluginsDir); err != nil {
+			return err
+		}
+	}
 	switch {
 	case gpu != "":
 		in.Device = gpu
@@ -86,6 +99,9 @@ func writeReport(w io.Writer, r plan.Report) error {
 		return err
 	}
 	fmt.Fprintf(w, "\nKV tokens %d (cell %d B, page %d), headroom (slack) %d B = %.3f GiB\n", b.Tokens, b.Layout.CellBytes(), b.Layout.PageSize, b.HeadroomBytes, float64(b.HeadroomBytes)/ledger.GiB)
+	if k := b.KVConfigurator; k != nil {
+		fmt.Fprintf(w, "KV layout by configurator plugin %s %s (sha256 %.12s…): %d B/token in pool %q\n", k.Plugin, k.Version, k.SHA256, k.CellBytes, k.Pool)
+	}
 	for _, res := range b.Reservations {
 		where := "host"
 		if res.Device {

@@ -38,6 +38,12 @@ type serveFlags struct {
 	maxTokensCap   int
 	maxBody        byteSize
 	logLevel       string
+	maxPrompt      int
+	apiKey         string
+	apiKeyFile     string
+	adminKey       string
+	adminKeyFile   string
+	pluginsDir     string
 	shutdownWait   time.Duration
 }
 
@@ -60,6 +66,12 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.IntVar(&f.maxTokensCap, "max-tokens-cap", 0, "largest max_tokens a request may ask for (0: the context window)")
 	f.maxBody = 4 << 20
 	fs.Var(&f.maxBody, "max-body", "largest request body")
+	fs.IntVar(&f.maxPrompt, "max-prompt-tokens", 0, "longest prompt in tokens a request may send (0: the context window)")
+	fs.StringVar(&f.apiKey, "api-key", "", "require this bearer key on the inference routes (or KVHOST_API_KEY)")
+	fs.StringVar(&f.apiKeyFile, "api-key-file", "", "file with bearer keys for the inference routes, one per line")
+	fs.StringVar(&f.adminKey, "admin-key", "", "bearer key for the /admin routes (or KVHOST_ADMIN_KEY); without one they are disabled")
+	fs.StringVar(&f.adminKeyFile, "admin-key-file", "", "file holding the admin bearer key")
+	fs.StringVar(&f.pluginsDir, "plugins", "", "folder of .wasm plugins (KV configurators, samplers); a file named like a built-in overrides it")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug | info | warn | error")
 	fs.DurationVar(&f.shutdownWait, "shutdown-timeout", 30*time.Second, "how long running streams may finish on shutdown")
 	if err := fs.Parse(args); err != nil {
@@ -68,7 +80,39 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	if f.model == "" {
 		return f, errors.New("serve: --model is required (try: make run, which generates a demo model)")
 	}
+	if f.apiKey == "" {
+		f.apiKey = os.Getenv("KVHOST_API_KEY")
+	}
+	if f.adminKey == "" {
+		f.adminKey = os.Getenv("KVHOST_ADMIN_KEY")
+	}
 	return f, nil
+}
+
+// keys collects bearer keys from a flag value and a key file (one per line,
+// blank lines and # comments ignored). Keys never reach a log line.
+func keys(flagKey, file string) ([]string, error) {
+	var out []string
+	if flagKey != "" {
+		out = append(out, flagKey)
+	}
+	if file == "" {
+		return out, nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("key file: %w", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line != "" && !strings.HasPrefix(line, "#") {
+			out = append(out, line)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("key file %s holds no key", file)
+	}
+	return out, nil
 }
 
 func newLogger(level string, w io.Writer) (*slog.Logger, error) {
@@ -113,18 +157,23 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	apiKeys, err := keys(f.apiKey, f.apiKeyFile)
+	if err != nil {
+		return err
+	}
 	s, err := boot.Build(boot.Config{
 		Model: f.model, Device: f.dev, DeviceMemory: int64(f.devMemory), Threads: f.threads,
 		MaxRunning: f.maxRunning, MaxQueue: f.maxQueue, ChunkedPrefill: f.chunkedPrefill,
 		PageSize: f.pageSize, MaxTotalTokens: f.maxTotalTokens,
 		MemFractionStatic: f.memFraction, SGLangCompat: f.sglangCompat, GraphMaxBS: f.graphMaxBS,
+		PluginsDir: f.pluginsDir,
 	}, log, stdout)
 	if err != nil {
 		return err
 	}
 	h := server.New(backend{s}, server.Options{
-		MaxBodyBytes: int64(f.maxBody), MaxTokensCap: f.maxTokensCap, Logger: log,
-		Memory: s.Ledger.Handler(),
+		MaxBodyBytes: int64(f.maxBody), MaxTokensCap: f.maxTokensCap, MaxPromptTokens: f.maxPrompt,
+		APIKeys: apiKeys, Logger: log, Memory: s.Ledger.Handler(),
 	})
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {

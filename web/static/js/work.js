@@ -34,6 +34,7 @@ export function renderWork(w) {
   const t = Date.parse(w.time) / 1000;
   let rin = 0;
   let rout = 0;
+  const first = !prev;
   if (prev && t > prev.t) {
     rin = (w.tokens_in - prev.in) / (t - prev.t);
     rout = (w.tokens_out - prev.out) / (t - prev.t);
@@ -50,7 +51,8 @@ export function renderWork(w) {
   rateChart ??= lineChart('work-rate', [['in', '#2f6fed'], ['out', '#e8853d']]);
   queueChart ??= lineChart('work-queue', [['running', '#3aa67a'], ['waiting', '#c54b8c']]);
   const label = new Date(t * 1000).toLocaleTimeString('en-GB');
-  push(rateChart, label, [rin, rout]);
+  // The first poll has no previous counters to rate against.
+  if (!first) push(rateChart, label, [rin, rout]);
   push(queueChart, label, [w.running, w.waiting]);
   const errs = w.recent_errors ?? [];
   const table = document.getElementById('work-errors');

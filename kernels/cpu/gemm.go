@@ -1,0 +1,171 @@
+package cpu
+
+import (
+	"encoding/binary"
+	"unsafe"
+)
+
+// Packed GEMM for MatMul with m >= gemmMinM x rows (prefill). The weight rows
+// are split into panels of gemmNR rows; for each chunk of gemmKC columns a
+// panel is converted to f32 and packed k-major (pk[k*gemmNR+j] = W[r0+j][k0+k])
+// into a per-worker buffer that stays in L1, then a gemmMR×gemmNR register
+// tile of out is accumulated per k from two panel vectors and gemmMR
+// broadcasts of x. Every weight element is converted once per call (per
+// gemmMC block of x rows), instead of once per four x rows as in the
+// dot-product tiles, and there are no horizontal sums.
+const (
+	gemmMR   = 6   // x rows per microkernel tile
+	gemmNR   = 16  // weight rows per panel (two ymm vectors)
+	gemmKC   = 256 // columns per packed chunk: 16 KiB of panel, a multiple of Q8Block
+	gemmMC   = 240 // x rows per work item: a 240×256 f32 block of x stays in L2
+	gemmMinMDefault = 8 // smallest m that takes the GEMM path
+)
+
+// gemmBufLen is the per-worker packing buffer in floats, with room to align
+// the panel to a cache line.
+const gemmBufLen = gemmNR*gemmKC + 16
+
+// gemmTask is one GEMM MatMul split into work items of (x-row block, panel).
+type gemmTask struct {
+	out, x []float32
+	m      int
+	w      Matrix
+	rb     int
+	npan   int // panels of gemmNR weight rows
+	ch     chunker
+}
+
+func (t *gemmTask) init(out, x []float32, m int, w Matrix, rb int) {
+	t.out, t.x, t.m, t.w, t.rb = out, x, m, w, rb
+	t.npan = (w.Rows + gemmNR - 1) / gemmNR
+	t.ch.reset(t.npan * ((m + gemmMC - 1) / gemmMC))
+}
+
+func (t *gemmTask) run(int) {
+	// The packing buffer lives on the worker's stack: it needs no Pool state,
+	// works for a nil Pool and allocates nothing.
+	var buf [gemmBufLen]float32
+	off := int(-uintptr(unsafe.Pointer(&buf[0]))&63) / 4
+	pk := buf[off : off+gemmNR*gemmKC]
+	for c := t.ch.take(); c >= 0; c = t.ch.take() {
+		t.item(c, pk)
+	}
+}
+
+// item computes out for x rows [i0, i1) and weight rows [r0, r0+nr).
+func (t *gemmTask) item(c int, pk []float32) {
+	cols, rows := t.w.Cols, t.w.Rows
+	i0 := c / t.npan * gemmMC
+	i1 := min(i0+gemmMC, t.m)
+	r0 := c % t.npan * gemmNR
+	nr := min(gemmNR, rows-r0)
+	var xo [gemmMR]int
+	var tile [gemmMR * gemmNR]float32
+	for k0 := 0; k0 < cols; k0 += gemmKC {
+		kc := min(gemmKC, cols-k0)
+		packPanel(pk, t.w, t.rb, r0, nr, k0, kc)
+		acc := k0 > 0
+		for i := i0; i < i1; i += gemmMR {
+			mr := min(gemmMR, i1-i)
+			for j := range xo {
+				// Rows past the end repeat the last row; their results are dropped.
+				xo[j] = (i+min(j, mr-1))*cols + k0
+			}
+			if mr == gemmMR && nr == gemmNR && gemmTileSIMD(t.out, i*rows+r0, rows, t.x, &xo, pk, kc, acc) {
+				continue
+			}
+			if !gemmTileSIMD(tile[:], 0, gemmNR, t.x, &xo, pk, kc, false) {
+				gemmTileGo(&tile, t.x, &xo, pk, kc)
+			}
+			for ii := range mr {
+				o := t.out[(i+ii)*rows+r0:][:nr]
+				s := tile[ii*gemmNR:][:nr]
+				if acc {
+					for j := range o {
+						o[j] += s[j]
+					}
+				} else {
+					copy(o, s)
+				}
+			}
+		}
+	}
+}
+
+// gemmTileGo is the portable microkernel: tile[i*gemmNR+j] = Σ_k
+// x[xo[i]+k]·pk[k*gemmNR+j], two x rows × four panel columns at a time.
+func gemmTileGo(tile *[gemmMR * gemmNR]float32, x []float32, xo *[gemmMR]int, pk []float32, kc int) {
+	pk = pk[:kc*gemmNR]
+	for i := 0; i < gemmMR; i += 2 {
+		xa, xb := x[xo[i]:][:kc], x[xo[i+1]:][:kc]
+		for j := 0; j < gemmNR; j += 4 {
+			var a0, a1, a2, a3, b0, b1, b2, b3 float32
+			for k := range kc {
+				p := pk[k*gemmNR+j:][:4]
+				u, v := xa[k], xb[k]
+				a0 += u * p[0]
+				a1 += u * p[1]
+				a2 += u * p[2]
+				a3 += u * p[3]
+				b0 += v * p[0]
+				b1 += v * p[1]
+				b2 += v * p[2]
+				b3 += v * p[3]
+			}
+			ta, tb := tile[i*gemmNR+j:][:4], tile[(i+1)*gemmNR+j:][:4]
+			ta[0], ta[1], ta[2], ta[3] = a0, a1, a2, a3
+			tb[0], tb[1], tb[2], tb[3] = b0, b1, b2, b3
+		}
+	}
+}
+
+// packPanel converts and packs columns [k0, k0+kc) of weight rows [r0, r0+nr)
+// into pk[k*gemmNR+j]; rows past nr are zero. Q8_0 chunks start and end on
+// block boundaries (gemmKC is a multiple of Q8Block and cols of a Q8_0 matrix
+// are too).
+func packPanel(pk []float32, w Matrix, rb, r0, nr, k0, kc int) {
+	done := 0
+	if nr == gemmNR {
+		done = packSIMD(pk, w, rb, r0, k0, kc)
+	}
+	if done == kc {
+		return
+	}
+	k0, kc, pk = k0+done, kc-done, pk[done*gemmNR:]
+	for j := range nr {
+		row := w.Data[(r0+j)*rb : (r0+j+1)*rb]
+		switch w.Type {
+		case F32:
+			for k, v := range bytesF32(row)[k0 : k0+kc] {
+				pk[k*gemmNR+j] = v
+			}
+		case F16:
+			for k := range kc {
+				pk[k*gemmNR+j] = F16ToF32(binary.LittleEndian.Uint16(row[2*(k0+k):]))
+			}
+		case BF16:
+			for k := range kc {
+				pk[k*gemmNR+j] = BF16ToF32(binary.LittleEndian.Uint16(row[2*(k0+k):]))
+			}
+		case Q8_0:
+			for b := k0 / Q8Block; b < (k0+kc)/Q8Block; b++ {
+				blk := row[b*Q8BlockBytes : (b+1)*Q8BlockBytes]
+				// d·q is exact in float32 (11 + 8 significant bits).
+				d := F16ToF32(binary.LittleEndian.Uint16(blk))
+				dst := pk[(b*Q8Block-k0)*gemmNR+j:]
+				for q, v := range blk[2:] {
+					dst[q*gemmNR] = d * float32(int8(v))
+				}
+			}
+		}
+	}
+	for j := nr; j < gemmNR; j++ {
+		for k := range kc {
+			pk[k*gemmNR+j] = 0
+		}
+	}
+}
+
+// gemmMinM is the smallest m that takes the GEMM path; tests lower or raise
+// it to compare both paths.
+var gemmMinM = gemmMinMDefault

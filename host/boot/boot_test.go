@@ -2,8 +2,12 @@ package boot
 
 import (
 	"context"
+	"github.com/kvhost/kvhost/host/plugin/builtin"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	_ "github.com/kvhost/kvhost/host/device/cpu"
@@ -58,5 +62,40 @@ func TestBuildLedgerInvariants(t *testing.T) {
 		t.Logf("compat=%v tokens=%d headroom=%d sglang=%+v", compat, s.Budget.Tokens, s.Budget.HeadroomBytes, *s.Budget.SGLang)
 		_ = ledger.WriteTable(os.Stdout, snap)
 		s.Close(context.Background())
+	}
+}
+
+// TestPluginsDirOverridesConfigurator: a .wasm dropped into the plugins
+// folder replaces the built-in of the same name at model load — a broken one
+// stops startup with a reason naming it, a good one sizes the pool.
+func TestPluginsDirOverridesConfigurator(t *testing.T) {
+	path := writeModel(t, "tiny")
+	mha, err := fs.ReadFile(builtin.FS(), "mha.wasm")
+	if err != nil {
+		t.Fatalf("built-in mha.wasm missing (run make plugins): %v", err)
+	}
+	good := t.TempDir()
+	if err := os.WriteFile(filepath.Join(good, "mha.wasm"), mha, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := baseConfig(path, 192<<20)
+	cfg.PluginsDir = good
+	s, err := Build(cfg, nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := s.Budget.KVConfigurator; k == nil || k.Plugin != "mha" || k.CellBytes != s.Pool.Spec().BytesPerToken() {
+		t.Fatalf("configurator record %+v", s.Budget.KVConfigurator)
+	}
+	s.Close(context.Background())
+
+	bad := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bad, "mha.wasm"), []byte("\x00asm garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg.PluginsDir = bad
+	_, err = Build(cfg, nil, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "mha") {
+		t.Fatalf("a broken mha.wasm override should stop startup naming it, got %v", err)
 	}
 }

@@ -31,8 +31,11 @@ type Options struct {
 	// Default is the policy a request without a sampler field gets
 	// (default "standard").
 	Default string
-	// NoBuiltins skips loading the embedded built-in policies.
+	// NoBuiltins skips loading the built-in policies; Builtins replaces
+	// the embedded set (package builtin) with another folder of
+	// <name>.wasm files (tests use the freshly built ones on disk).
 	NoBuiltins bool
+	Builtins   fs.FS
 	Logger     *slog.Logger
 }
 
@@ -106,12 +109,16 @@ func NewRegistry(ctx context.Context, opts Options) (*Registry, error) {
 	r.policies.Store(&map[string]*entry{})
 	r.scratch = make(chan *batchScratch, 64)
 	if !opts.NoBuiltins {
-		names, err := fs.Glob(builtin.FS(), "*.wasm")
+		fsys := opts.Builtins
+		if fsys == nil {
+			fsys = builtin.FS()
+		}
+		names, err := fs.Glob(fsys, "*.wasm")
 		if err != nil {
 			return nil, err
 		}
 		for _, file := range names {
-			b, err := fs.ReadFile(builtin.FS(), file)
+			b, err := fs.ReadFile(fsys, file)
 			if err != nil {
 				return nil, err
 			}

@@ -34,6 +34,15 @@ func newRegistry(t testing.TB, opts Options) *Registry {
 	if opts.Runtime.MaxBatch == 0 {
 		opts.Runtime.MaxBatch = 64
 	}
+	if opts.Builtins == nil {
+		// The files TestMain just built, not the copies embedded when this
+		// test binary was compiled (which may predate them).
+		root, err := testwasm.Root()
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.Builtins = os.DirFS(filepath.Join(root, "host/sampling/builtin/wasm"))
+	}
 	r, err := NewRegistry(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)

@@ -65,13 +65,19 @@ func (t *gemmTask) item(c int, pk []float32) {
 		kc := min(gemmKC, cols-k0)
 		packPanel(pk, t.w, t.rb, r0, nr, k0, kc)
 		acc := k0 > 0
-		for i := i0; i < i1; i += gemmMR {
+		for i := i0; i < i1; {
+			if i1-i >= 2*gemmMR && nr == gemmNR &&
+				gemmTile12SIMD(t.out, i*rows+r0, rows, t.x, i*cols+k0, cols, pk, kc, acc) {
+				i += 2 * gemmMR
+				continue
+			}
 			mr := min(gemmMR, i1-i)
 			for j := range xo {
 				// Rows past the end repeat the last row; their results are dropped.
 				xo[j] = (i+min(j, mr-1))*cols + k0
 			}
 			if mr == gemmMR && nr == gemmNR && gemmTileSIMD(t.out, i*rows+r0, rows, t.x, &xo, pk, kc, acc) {
+				i += gemmMR
 				continue
 			}
 			if !gemmTileSIMD(tile[:], 0, gemmNR, t.x, &xo, pk, kc, false) {
@@ -88,6 +94,7 @@ func (t *gemmTask) item(c int, pk []float32) {
 					copy(o, s)
 				}
 			}
+			i += gemmMR
 		}
 	}
 }

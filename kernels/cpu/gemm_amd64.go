@@ -2,6 +2,15 @@
 
 package cpu
 
+import "golang.org/x/sys/cpu"
+
+// avx512Available reports whether the 12×16 AVX-512 GEMM microkernel can run
+// (x/sys/cpu also checks that the OS saves the zmm state); useAVX512 selects
+// it and tests flip it. It is only used together with useSIMD.
+var avx512Available = simdAvailable && cpu.X86.HasAVX512F
+
+var useAVX512 = avx512Available
+
 //go:noescape
 func gemm6x16AVX(xp *[gemmMR]*float32, b *float32, kc int, c *float32, ldc int, acc int)
 
@@ -70,3 +79,21 @@ func packSIMD(pk []float32, w Matrix, rb, r0, k0, kc int) int {
 
 //go:noescape
 func gemm12x16AVX512(x *float32, xs int, b *float32, kc int, c *float32, ldc int, acc int)
+
+// gemmTile12SIMD runs the AVX-512 microkernel for the full 12×16 tile whose
+// top-left output is out[c], x rows at x[xo+i*xs] (at least kc floats each).
+// It reports false when that kernel is not in use.
+func gemmTile12SIMD(out []float32, c, ldc int, x []float32, xo, xs int, pk []float32, kc int, acc bool) bool {
+	if !useSIMD || !useAVX512 {
+		return false
+	}
+	_ = out[c+(2*gemmMR-1)*ldc+gemmNR-1]
+	_ = pk[kc*gemmNR-1]
+	_ = x[xo+(2*gemmMR-1)*xs+kc-1]
+	a := 0
+	if acc {
+		a = 1
+	}
+	gemm12x16AVX512(&x[xo], xs, &pk[0], kc, &out[c], ldc, a)
+	return true
+}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -37,7 +38,11 @@ func do(t *testing.T, h http.Handler, method, path, key string, body []byte) (in
 
 func TestAdminRoutes(t *testing.T) {
 	ctx := context.Background()
-	reg, err := sampling.NewRegistry(ctx, sampling.Options{})
+	root, err := testwasm.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := sampling.NewRegistry(ctx, sampling.Options{Builtins: os.DirFS(filepath.Join(root, "host/sampling/builtin/wasm"))})
 	if err != nil {
 		t.Fatal(err)
 	}

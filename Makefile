@@ -12,12 +12,15 @@ OUT      ?= gpu-report
 
 FUZZTIME ?= 10s
 
-.PHONY: all build run test test-short bench check plugins clean fuzz kernels build-cuda check-cuda gpu-check
+.PHONY: all build run test test-short bench check plugins clean fuzz web kernels build-cuda check-cuda gpu-check
 
 all: build
 
+# The built-in plugins the binary embeds: Go configurators (wasip1) and C
+# sampling policies (clang + wasi-libc: scripts/install-wasm-toolchain.sh).
 plugins:
-	@if [ -x scripts/build-plugins.sh ]; then scripts/build-plugins.sh; fi
+	@scripts/build-plugins.sh
+	@scripts/build-samplers.sh
 
 build: plugins
 	$(GO) build -o $(BIN) ./host/cmd/kvhost
@@ -44,6 +47,11 @@ bench: plugins
 # Every native fuzz target for $(FUZZTIME) each (CI runs a short budget).
 fuzz: plugins
 	scripts/fuzz.sh $(FUZZTIME)
+
+# Refresh the dashboard's vendored Chart.js from web/package-lock.json (needs
+# npm); the copied file is committed, so build and run never need npm.
+web:
+	cd web && npm ci --no-audit --no-fund && npm run vendor
 
 # gofmt, go vet and go.mod tidiness.
 check:

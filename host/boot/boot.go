@@ -19,6 +19,7 @@ import (
 	"github.com/kvhost/kvhost/host/plan"
 	"github.com/kvhost/kvhost/host/plugin"
 	"github.com/kvhost/kvhost/host/plugin/builtin"
+	"github.com/kvhost/kvhost/host/sampling"
 )
 
 // Config is everything startup needs; host/cmd fills it from flags.
@@ -48,6 +49,8 @@ type Config struct {
 	// built-in set, overlaid by PluginsDir when one is given.
 	Configurators *plugin.Registry
 	PluginsDir    string
+	// Samplers, when set, gives the engine its sampling policy plugins.
+	Samplers *sampling.Registry
 }
 
 // Validate names the bad field.
@@ -90,6 +93,8 @@ type Stack struct {
 	Ledger  *ledger.Ledger
 	Budget  plan.Budget
 	Graphs  *model.DecodeGraphs
+	// Configurators is the registry the KV configurator came from.
+	Configurators *plugin.Registry
 
 	kv     plan.KVConfig // the configurator that sized the pool
 	direct *alloc.Direct // KV arena in SGLang-compat mode
@@ -178,6 +183,7 @@ func Build(f Config, log *slog.Logger, stdout io.Writer) (*Stack, error) {
 	if err != nil {
 		return fail(err)
 	}
+	s.Configurators = reg
 	kc, lay, err := plan.ConfigureKV(context.Background(), reg, c, f.PageSize)
 	if err != nil {
 		return fail(fmt.Errorf("boot: KV configurator: %w", err))
@@ -204,7 +210,7 @@ func Build(f Config, log *slog.Logger, stdout io.Writer) (*Stack, error) {
 		"policy", b.Policy, "headroom_bytes", b.HeadroomBytes, "sglang_tokens", b.SGLang.Tokens)
 
 	ecfg := engine.Config{MaxRunning: f.MaxRunning, MaxQueue: f.MaxQueue, ChunkedPrefill: f.ChunkedPrefill, Logger: log,
-		AllocatorState: func() any { return s.Act.Stats() }}
+		AllocatorState: func() any { return s.Act.Stats() }, Samplers: f.Samplers}
 	if s.Graphs != nil {
 		ecfg.Graphs = s.Graphs
 		log.Info("decode graphs captured", "buckets", s.Graphs.Buckets(), "pool_bytes", s.Graphs.PoolBytes())

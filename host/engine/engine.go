@@ -29,6 +29,9 @@ type Config struct {
 	// batches it declines (prefill chunks, beyond the largest bucket) run
 	// eagerly and are counted.
 	Graphs GraphRunner
+	// Samplers, when set, runs every non-greedy (or explicitly named)
+	// policy as a plugin, batched per policy per step.
+	Samplers *sampling.Registry
 	// AllocatorState, when set, is recorded in out-of-memory diagnoses.
 	AllocatorState func() any
 	Logger         *slog.Logger
@@ -83,6 +86,11 @@ type seq struct {
 	// prompt logprobs gathered during prefill, sent with the first token
 	promptLP []PromptLogprob
 	started  bool
+	// policy is the plugin policy sampling this sequence ("" for the
+	// host's greedy argmax); state persists across steps (mirostat's mu).
+	policy  string
+	state   sampling.SeqState
+	sampled bool // chosen this step (scratch for sampleAndEmit)
 }
 
 // Stats is a snapshot for /health and metrics.
@@ -127,6 +135,13 @@ type Engine struct {
 	logits []float32
 	batch  []model.Seq
 	owners []*seq
+	// per-step sampling scratch
+	pending []pendingRow
+	work    []pendingRow
+	rows    [][]float32
+	states  []sampling.SeqState
+	choices []sampling.Choice
+	group   []pendingRow
 
 	stop chan struct{}
 	done chan struct{}
@@ -191,6 +206,9 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	} else {
 		e.seeds = e.seeds*6364136223846793005 + 1442695040888963407
 		s.seed = e.seeds
+	}
+	if err := e.resolvePolicy(s); err != nil {
+		return nil, err
 	}
 	e.waiting = append(e.waiting, s)
 	select {
@@ -574,12 +592,12 @@ func (e *Engine) forward(batch []model.Seq, owners []*seq) error {
 			case pos+1 < s.prompt && !s.started:
 				e.scorePrompt(s, pos+1, row)
 			case pos == len(s.tokens)-1:
-				e.emit(s, row)
+				e.pending = append(e.pending, pendingRow{s, row})
 			}
 		}
 		r += b.LogitRows
 	}
-	return nil
+	return e.sampleAndEmit()
 }
 
 // scorePrompt records the logprob of prompt token idx from the row that
@@ -609,19 +627,22 @@ func (e *Engine) fork(s *seq, row []float32) {
 		}
 		s.grp.open++
 		e.running = append(e.running, child)
-		e.emit(child, row)
+		if err := e.resolvePolicy(child); err != nil {
+			e.finish(child, Event{Done: true, Err: err})
+			continue
+		}
+		e.pending = append(e.pending, pendingRow{child, row})
 	}
 }
 
-// emit samples s's next token from its logits row and streams it.
-func (e *Engine) emit(s *seq, row []float32) {
+// emit streams tok, the token chosen for s from row, and forks the other
+// choices after a prompt's first token.
+func (e *Engine) emit(s *seq, row []float32, tok int32, version string) {
 	if !s.started && max(s.req.N, 1) > 1 {
 		defer e.fork(s, row)
 	}
-	p := sampling.Params{Temperature: s.req.Sampling.Temperature, TopK: s.req.Sampling.TopK, TopP: s.req.Sampling.TopP, MinP: s.req.Sampling.MinP}
-	tok := e.sampler.Sample(row, p, s.seed, s.step)
 	s.step++
-	ev := Event{Token: tok, Choice: s.choice}
+	ev := Event{Token: tok, Choice: s.choice, SamplerVersion: version}
 	if !s.started {
 		s.started = true
 		ev.Prompt, s.promptLP = s.promptLP, nil
@@ -643,6 +664,103 @@ func (e *Engine) emit(s *seq, row []float32) {
 	case generated >= s.req.MaxTokens || len(s.tokens) >= e.ctxLen:
 		e.finish(s, Event{Done: true, FinishReason: "length"})
 	}
+}
+
+// pendingRow is a sequence whose next token is to be chosen from row.
+type pendingRow struct {
+	s   *seq
+	row []float32
+}
+
+// resolvePolicy decides how s samples: a greedy request that names no
+// policy is the host's argmax; everything else runs the named (or default)
+// plugin policy when the engine has a registry, else the host's sampler.
+func (e *Engine) resolvePolicy(s *seq) error {
+	r := s.req
+	if e.cfg.Samplers == nil || r.Sampler == "" && r.SamplerParams == nil && r.Sampling.Temperature == 0 {
+		return nil
+	}
+	c := r.SamplerParams
+	if c == nil {
+		params := map[string]any{"temperature": float64(r.Sampling.Temperature)}
+		if r.Sampling.TopP > 0 && r.Sampling.TopP < 1 {
+			params["top_p"] = float64(r.Sampling.TopP)
+		}
+		if r.Sampling.TopK > 0 {
+			params["top_k"] = float64(r.Sampling.TopK)
+		}
+		if r.Sampling.MinP > 0 {
+			params["min_p"] = float64(r.Sampling.MinP)
+		}
+		cc, err := e.cfg.Samplers.ValidateParams(r.Sampler, params)
+		if err != nil {
+			return &InvalidRequestError{Field: "sampler", Problem: err.Error()}
+		}
+		c = &cc
+	}
+	s.policy = c.Policy()
+	s.state = sampling.SeqState{Params: *c, Seed: s.seed}
+	return nil
+}
+
+// sampleAndEmit chooses the next token of every pending row — host argmax
+// or sampler, or one plugin call per policy for the whole step — and
+// streams them. A policy that fails fails only its own sequences.
+func (e *Engine) sampleAndEmit() error {
+	pend := append(e.work[:0], e.pending...)
+	e.pending = e.pending[:0]
+	defer func() { e.work = pend[:0] }()
+	for i := 0; i < len(pend); i++ {
+		p := pend[i]
+		if p.s.policy != "" {
+			continue
+		}
+		r := p.s.req.Sampling
+		tok := e.sampler.Sample(p.row, sampling.Params{Temperature: r.Temperature, TopK: r.TopK, TopP: r.TopP, MinP: r.MinP}, p.s.seed, p.s.step)
+		e.emit(p.s, p.row, tok, "")
+		pend = append(pend, e.pending...) // forks of this row
+		e.pending = e.pending[:0]
+	}
+	for {
+		e.group = e.group[:0]
+		policy := ""
+		for _, p := range pend {
+			if p.s.policy != "" && !p.s.done && (policy == "" || p.s.policy == policy) && !p.s.sampled {
+				policy = p.s.policy
+				e.group = append(e.group, p)
+			}
+		}
+		if len(e.group) == 0 {
+			break
+		}
+		e.rows, e.states = e.rows[:0], e.states[:0]
+		for _, p := range e.group {
+			st := &p.s.state
+			st.Step, st.Generated = p.s.step, p.s.tokens[p.s.prompt:]
+			e.rows = append(e.rows, p.row)
+			e.states = append(e.states, *st)
+		}
+		if cap(e.choices) < len(e.group) {
+			e.choices = make([]sampling.Choice, len(e.group))
+		}
+		out := e.choices[:len(e.group)]
+		err := e.cfg.Samplers.SampleBatch(context.Background(), policy, e.rows, e.states, out)
+		for i, p := range e.group {
+			p.s.sampled = true
+			p.s.state.State = e.states[i].State
+			if err != nil {
+				e.finish(p.s, Event{Done: true, Err: fmt.Errorf("engine: sampler %s: %w", policy, err)})
+				continue
+			}
+			e.emit(p.s, p.row, out[i].Token, policy+"@"+out[i].Version)
+		}
+		pend = append(pend, e.pending...)
+		e.pending = e.pending[:0]
+	}
+	for _, p := range pend {
+		p.s.sampled = false
+	}
+	return nil
 }
 
 func isDecode(batch []model.Seq) bool {

@@ -3,6 +3,8 @@ package engine
 import (
 	"errors"
 	"fmt"
+
+	"github.com/kvhost/kvhost/host/sampling"
 )
 
 // SamplingParams are the per-request knobs the engine's sampler honours. Zero
@@ -48,6 +50,13 @@ type Request struct {
 	// PromptLogprobStart on (index 0 has none: nothing predicts it), with
 	// PromptTopLogprobs alternatives. Their logits are computed chunk by
 	// chunk during prefill and delivered on the first event.
+	// Sampler names a sampling policy plugin ("" means the engine's
+	// default) and SamplerParams its validated parameters; both are used
+	// only when the engine has a sampler registry. A greedy request with no
+	// policy named is an argmax on the host.
+	Sampler       string
+	SamplerParams *sampling.Compiled
+
 	// N is the number of choices (0 means 1). They share the prompt's KV
 	// pages, copy-on-write, and each samples with its own stream (seed+i).
 	N int
@@ -77,10 +86,13 @@ type TokenLogprob struct {
 // or a failure (Err, which also ends the stream).
 type Event struct {
 	// Choice is the index (0..N-1) of the choice this event belongs to.
-	Choice      int
-	Token       int32
-	Logprob     float32
-	TopLogprobs []TokenLogprob
+	Choice int
+	Token  int32
+	// SamplerVersion names the policy version that chose Token
+	// ("name@version+sha"), empty for the host's greedy argmax.
+	SamplerVersion string
+	Logprob        float32
+	TopLogprobs    []TokenLogprob
 	// Prompt carries the prompt's logprobs on the first event when asked.
 	Prompt       []PromptLogprob
 	Done         bool

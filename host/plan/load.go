@@ -1,7 +1,9 @@
 package plan
 
 import (
+	"embed"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,20 +36,49 @@ func LoadModel(path string) (name string, c model.Config, ts []Tensor, err error
 	if err != nil {
 		return "", model.Config{}, nil, fmt.Errorf("plan: %w", err)
 	}
+	c, ts, err = configJSON(raw, cfgPath)
+	return filepath.Base(filepath.Dir(cfgPath)), c, ts, err
+}
+
+//go:embed models/*.json
+var bundled embed.FS
+
+// Bundled lists the model configurations embedded in the binary.
+func Bundled() []string {
+	ents, _ := fs.ReadDir(bundled, "models")
+	var out []string
+	for _, e := range ents {
+		if n, ok := strings.CutSuffix(e.Name(), ".json"); ok {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// LoadBundled is LoadModel for an embedded configuration.
+func LoadBundled(name string) (model.Config, []Tensor, error) {
+	raw, err := bundled.ReadFile("models/" + name + ".json")
+	if err != nil {
+		return model.Config{}, nil, fmt.Errorf("plan: no bundled model %q (have %v)", name, Bundled())
+	}
+	return configJSON(raw, name)
+}
+
+func configJSON(raw []byte, cfgPath string) (model.Config, []Tensor, error) {
 	hc, err := hf.ParseConfig(raw)
 	if err != nil {
-		return "", model.Config{}, nil, fmt.Errorf("plan: %s: %w", cfgPath, err)
+		return model.Config{}, nil, fmt.Errorf("plan: %s: %w", cfgPath, err)
 	}
-	c, err = model.ConfigFromHF(hc, cfgPath)
+	c, err := model.ConfigFromHF(hc, cfgPath)
 	if err != nil {
-		return "", model.Config{}, nil, err
+		return model.Config{}, nil, err
 	}
 	elem := 2.0
 	if hc.TorchDType == "float32" {
 		elem = 4
 	}
-	ts, err = WeightTensors(c, DenseMatrices(c, elem))
-	return filepath.Base(filepath.Dir(cfgPath)), c, ts, err
+	ts, err := WeightTensors(c, DenseMatrices(c, elem))
+	return c, ts, err
 }
 
 func loadGGUF(path string) (string, model.Config, []Tensor, error) {

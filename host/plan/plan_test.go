@@ -77,3 +77,26 @@ func TestLayoutMaxTokens(t *testing.T) {
 		}
 	}
 }
+
+func TestBundledModelsPlan(t *testing.T) {
+	names := Bundled()
+	if len(names) < 3 {
+		t.Fatalf("bundled models %v", names)
+	}
+	for _, n := range names {
+		c, ts, err := LoadBundled(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := Plan(Input{Name: n, Config: c, Weights: ts, Device: "H100-80GB"})
+		if err != nil {
+			t.Fatalf("%s: %v", n, err)
+		}
+		if r.Budget.Tokens <= 0 {
+			t.Fatalf("%s: no KV tokens", n)
+		}
+	}
+	if _, _, err := LoadBundled("nope"); err == nil {
+		t.Fatal("unknown bundled model loaded")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"github.com/go-chi/chi/v5"
 	"io"
 	"net"
 	"net/http"
@@ -335,5 +336,24 @@ func TestMaxPromptTokens(t *testing.T) {
 	}
 	if rec := env.do(t, http.MethodPost, "/v1/completions", `{"prompt":"abc"}`); rec.Code != 200 {
 		t.Errorf("a prompt at the limit: %d", rec.Code)
+	}
+}
+
+// TestAdminChiRouterSeesFullPath: an admin handler that is itself a chi
+// router with absolute routes (as host/sampling/admin is) is reached.
+func TestAdminChiRouterSeesFullPath(t *testing.T) {
+	sub := chi.NewRouter()
+	sub.Get("/admin/samplers", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("list")) })
+	sub.Put("/admin/samplers/{name}", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("put " + chi.URLParam(r, "name"))) })
+	h := newEnv(t, withOptions(func(o *Options) { o.Admin = sub })).h
+	for _, tc := range []struct{ method, path, want string }{
+		{http.MethodGet, "/admin/samplers", "list"},
+		{http.MethodPut, "/admin/samplers/typical", "put typical"},
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(tc.method, tc.path, nil))
+		if rec.Code != 200 || rec.Body.String() != tc.want {
+			t.Fatalf("%s %s: %d %q", tc.method, tc.path, rec.Code, rec.Body.String())
+		}
 	}
 }

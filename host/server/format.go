@@ -27,6 +27,9 @@ type completionResponse struct {
 	Model   string             `json:"model"`
 	Choices []completionChoice `json:"choices"`
 	Usage   any                `json:"usage,omitempty"`
+	// SystemFingerprint names the sampling policy version that chose the
+	// tokens ("standard@1.0.0+3f2a…"), so swaps are observable.
+	SystemFingerprint string `json:"system_fingerprint,omitempty"`
 }
 
 type completionChoice struct {
@@ -54,6 +57,8 @@ type chatResponse struct {
 	Model   string       `json:"model"`
 	Choices []chatChoice `json:"choices"`
 	Usage   any          `json:"usage,omitempty"`
+	// SystemFingerprint: as in completionResponse.
+	SystemFingerprint string `json:"system_fingerprint,omitempty"`
 }
 
 type chatChoice struct {

@@ -17,6 +17,7 @@ const (
 // responder is the OpenAI sink: SSE chunks while streaming, or one JSON body
 // at the end.
 type responder struct {
+	fp      string // sampler version of the latest token (system_fingerprint)
 	s       *server
 	w       http.ResponseWriter
 	r       *http.Request
@@ -142,10 +143,10 @@ func (o *responder) end(u usage) {
 		if o.p.includeUsage {
 			var chunk any
 			if o.ep == chatEndpoint {
-				chunk = chatResponse{ID: o.id, Object: "chat.completion.chunk", Created: o.created,
+				chunk = chatResponse{ID: o.id, Object: "chat.completion.chunk", Created: o.created, SystemFingerprint: o.fp,
 					Model: o.model, Choices: []chatChoice{}, Usage: u}
 			} else {
-				chunk = completionResponse{ID: o.id, Object: "text_completion", Created: o.created,
+				chunk = completionResponse{ID: o.id, Object: "text_completion", Created: o.created, SystemFingerprint: o.fp,
 					Model: o.model, Choices: []completionChoice{}, Usage: u}
 			}
 			if o.send(chunk) != nil {
@@ -157,7 +158,7 @@ func (o *responder) end(u usage) {
 	}
 	extendWrite(o.w, o.s.opts.StreamWriteTimeout)
 	if o.ep == chatEndpoint {
-		resp := chatResponse{ID: o.id, Object: "chat.completion", Created: o.created, Model: o.model, Usage: u}
+		resp := chatResponse{ID: o.id, Object: "chat.completion", Created: o.created, SystemFingerprint: o.fp, Model: o.model, Usage: u}
 		for i := range o.texts {
 			resp.Choices = append(resp.Choices, chatChoice{
 				Index:        i,
@@ -169,7 +170,7 @@ func (o *responder) end(u usage) {
 		writeJSON(o.w, http.StatusOK, resp)
 		return
 	}
-	resp := completionResponse{ID: o.id, Object: "text_completion", Created: o.created, Model: o.model, Usage: u}
+	resp := completionResponse{ID: o.id, Object: "text_completion", Created: o.created, SystemFingerprint: o.fp, Model: o.model, Usage: u}
 	for i := range o.texts {
 		resp.Choices = append(resp.Choices, completionChoice{
 			Index: i, Text: o.texts[i].String(),
@@ -224,13 +225,13 @@ func (o *responder) chunkUsage() any {
 }
 
 func (o *responder) chatChunk(i int, d *chatDelta, lp *chatLogprobs, reason *string) chatResponse {
-	return chatResponse{ID: o.id, Object: "chat.completion.chunk", Created: o.created, Model: o.model,
+	return chatResponse{ID: o.id, Object: "chat.completion.chunk", Created: o.created, SystemFingerprint: o.fp, Model: o.model,
 		Choices: []chatChoice{{Index: i, Delta: d, Logprobs: lp, FinishReason: reason}},
 		Usage:   o.chunkUsage()}
 }
 
 func (o *responder) completionChunk(i int, text string, lp *completionLogprobs, reason *string) completionResponse {
-	return completionResponse{ID: o.id, Object: "text_completion", Created: o.created, Model: o.model,
+	return completionResponse{ID: o.id, Object: "text_completion", Created: o.created, SystemFingerprint: o.fp, Model: o.model,
 		Choices: []completionChoice{{Index: i, Text: text, Logprobs: lp, FinishReason: reason}},
 		Usage:   o.chunkUsage()}
 }
@@ -277,3 +278,5 @@ func sendDone(w http.ResponseWriter, d time.Duration) {
 		_ = http.NewResponseController(w).Flush()
 	}
 }
+
+func (o *responder) fingerprint(v string) { o.fp = v }

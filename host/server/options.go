@@ -145,6 +145,12 @@ type Observer interface {
 	RequestEnd(route string, status int, elapsed time.Duration)
 }
 
+// PromptObserver is the optional Observer capability of counting prompt
+// tokens: TokensIn is called once per admitted engine request.
+type PromptObserver interface {
+	TokensIn(route string, n int)
+}
+
 // Error kinds passed to Observer.Error.
 const (
 	ErrKindInvalidRequest = "invalid_request" // 400: bad JSON, types, ranges, template rejections

@@ -50,6 +50,10 @@ type sink interface {
 	fail(err error)
 }
 
+// fingerprinter is the optional sink capability of reporting which sampler
+// version produced the tokens (OpenAI's system_fingerprint).
+type fingerprinter interface{ fingerprint(v string) }
+
 // generate submits one engine request per prompt, each with p.n choices,
 // and feeds their events to out. Every request context derives from the
 // HTTP request's, so a client that disconnects cancels all of them. A choice
@@ -84,6 +88,11 @@ func (s *server) generate(w http.ResponseWriter, r *http.Request, p genParams, p
 			cancel()
 			s.writeError(w, r, err)
 			return
+		}
+		if po, ok := s.opts.Observer.(PromptObserver); ok {
+			if ri := infoOf(r.Context()); ri != nil {
+				po.TokensIn(ri.route, len(req.Prompt))
+			}
 		}
 		rn := &run{ctx: ctx, cancel: cancel, events: st.Events, prompt: req.Prompt, base: total, open: p.n}
 		for range p.n {
@@ -125,6 +134,11 @@ func (s *server) generate(w http.ResponseWriter, r *http.Request, p genParams, p
 		}
 		if len(ev.Prompt) > 0 && rn.promptLP == nil {
 			rn.promptLP = ev.Prompt
+		}
+		if ev.SamplerVersion != "" {
+			if f, ok := out.(fingerprinter); ok {
+				f.fingerprint(ev.SamplerVersion)
+			}
 		}
 		st := rn.choices[ev.Choice]
 		if st.finished {

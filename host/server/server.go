@@ -124,7 +124,13 @@ func New(b Backend, opts Options) *Server {
 		r.Method(http.MethodGet, "/metrics", opts.Metrics)
 	}
 	if opts.Admin != nil {
-		r.Mount("/admin", opts.Admin)
+		// The admin handler routes on the full path: hide chi's routing
+		// state so a chi router inside starts from the URL again.
+		full := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			opts.Admin.ServeHTTP(w, req.WithContext(context.WithValue(req.Context(), chi.RouteCtxKey, nil)))
+		})
+		r.Handle("/admin", full)
+		r.Handle("/admin/*", full)
 	}
 	if opts.Web != nil {
 		// Unknown API paths stay JSON 404s instead of reaching the UI.

@@ -2,23 +2,25 @@ package cpu
 
 import (
 	"encoding/binary"
+	"math"
 	"unsafe"
 )
 
 // Packed GEMM for MatMul with m >= gemmMinM x rows (prefill). The weight rows
 // are split into panels of gemmNR rows; for each chunk of gemmKC columns a
 // panel is converted to f32 and packed k-major (pk[k*gemmNR+j] = W[r0+j][k0+k])
-// into a per-worker buffer that stays in L1, then a gemmMR×gemmNR register
-// tile of out is accumulated per k from two panel vectors and gemmMR
-// broadcasts of x. Every weight element is converted once per call (per
-// gemmMC block of x rows), instead of once per four x rows as in the
-// dot-product tiles, and there are no horizontal sums.
+// into a per-worker buffer that stays in L1, then a register tile of out is
+// accumulated per k from the panel row and broadcasts of x: 12×16 with
+// AVX-512 (one zmm load, twelve broadcast-FMAs per k), 6×16 with AVX2 (two
+// ymm loads, six broadcasts, twelve FMAs), or the portable Go kernel. Every
+// weight element is converted once per call (per gemmMC block of x rows)
+// rather than once per four x rows as in the dot-product tiles, and there are
+// no horizontal sums. Tiles accumulate into out across k chunks.
 const (
-	gemmMR   = 6   // x rows per microkernel tile
-	gemmNR   = 16  // weight rows per panel (two ymm vectors)
-	gemmKC   = 256 // columns per packed chunk: 16 KiB of panel, a multiple of Q8Block
-	gemmMC   = 240 // x rows per work item: a 240×256 f32 block of x stays in L2
-	gemmMinMDefault = 8 // smallest m that takes the GEMM path
+	gemmMR = 6   // x rows per AVX2 tile (the AVX-512 tile has 2*gemmMR)
+	gemmNR = 16  // weight rows per panel (two ymm or one zmm vector)
+	gemmKC = 256 // columns per packed chunk: 16 KiB of panel, a multiple of Q8Block
+	gemmMC = 240 // x rows per work item: a 240×256 f32 block of x stays in L2
 )
 
 // gemmBufLen is the per-worker packing buffer in floats, with room to align
@@ -42,59 +44,84 @@ func (t *gemmTask) init(out, x []float32, m int, w Matrix, rb int) {
 }
 
 func (t *gemmTask) run(int) {
-	// The packing buffer lives on the worker's stack: it needs no Pool state,
-	// works for a nil Pool and allocates nothing.
+	// The scratch lives on the worker's stack: it needs no Pool state, works
+	// for a nil Pool and allocates nothing.
 	var buf [gemmBufLen]float32
+	var xt [2 * gemmMR * gemmKC]float32
 	off := int(-uintptr(unsafe.Pointer(&buf[0]))&63) / 4
 	pk := buf[off : off+gemmNR*gemmKC]
 	for c := t.ch.take(); c >= 0; c = t.ch.take() {
-		t.item(c, pk)
+		t.item(c, pk, &xt)
 	}
 }
 
-// item computes out for x rows [i0, i1) and weight rows [r0, r0+nr).
-func (t *gemmTask) item(c int, pk []float32) {
+// item computes out for x rows [i0, i1) and weight rows [r0, r0+nr). Full
+// tiles are written in place; partial ones (fewer x rows or weight rows) go
+// through tile and are copied out. xt holds the x rows of a partial
+// 12-row tile, which the 12-row kernel addresses by a fixed stride.
+func (t *gemmTask) item(c int, pk []float32, xt *[2 * gemmMR * gemmKC]float32) {
 	cols, rows := t.w.Cols, t.w.Rows
 	i0 := c / t.npan * gemmMC
 	i1 := min(i0+gemmMC, t.m)
 	r0 := c % t.npan * gemmNR
 	nr := min(gemmNR, rows-r0)
 	var xo [gemmMR]int
-	var tile [gemmMR * gemmNR]float32
+	var tile [2 * gemmMR * gemmNR]float32
 	for k0 := 0; k0 < cols; k0 += gemmKC {
 		kc := min(gemmKC, cols-k0)
 		packPanel(pk, t.w, t.rb, r0, nr, k0, kc)
 		acc := k0 > 0
 		for i := i0; i < i1; {
-			if i1-i >= 2*gemmMR && nr == gemmNR &&
-				gemmTile12SIMD(t.out, i*rows+r0, rows, t.x, i*cols+k0, cols, pk, kc, acc) {
-				i += 2 * gemmMR
-				continue
+			mr := min(2*gemmMR, i1-i)
+			if mr > gemmMR && useSIMD && useAVX512 {
+				x, xoff, xs := t.x, i*cols+k0, cols
+				if mr < 2*gemmMR {
+					for ii := range mr {
+						copy(xt[ii*gemmKC:][:kc], t.x[(i+ii)*cols+k0:][:kc])
+					}
+					x, xoff, xs = xt[:], 0, gemmKC
+				}
+				if mr == 2*gemmMR && nr == gemmNR {
+					if gemmTile12SIMD(t.out, i*rows+r0, rows, x, xoff, xs, pk, kc, acc) {
+						i += mr
+						continue
+					}
+				} else if gemmTile12SIMD(tile[:], 0, gemmNR, x, xoff, xs, pk, kc, false) {
+					writeTile(t.out, tile[:], i, mr, rows, r0, nr, acc)
+					i += mr
+					continue
+				}
 			}
-			mr := min(gemmMR, i1-i)
+			mr = min(gemmMR, i1-i)
 			for j := range xo {
 				// Rows past the end repeat the last row; their results are dropped.
 				xo[j] = (i+min(j, mr-1))*cols + k0
 			}
 			if mr == gemmMR && nr == gemmNR && gemmTileSIMD(t.out, i*rows+r0, rows, t.x, &xo, pk, kc, acc) {
-				i += gemmMR
+				i += mr
 				continue
 			}
 			if !gemmTileSIMD(tile[:], 0, gemmNR, t.x, &xo, pk, kc, false) {
-				gemmTileGo(&tile, t.x, &xo, pk, kc)
+				gemmTileGo((*[gemmMR * gemmNR]float32)(tile[:]), t.x, &xo, pk, kc)
 			}
-			for ii := range mr {
-				o := t.out[(i+ii)*rows+r0:][:nr]
-				s := tile[ii*gemmNR:][:nr]
-				if acc {
-					for j := range o {
-						o[j] += s[j]
-					}
-				} else {
-					copy(o, s)
-				}
+			writeTile(t.out, tile[:], i, mr, rows, r0, nr, acc)
+			i += mr
+		}
+	}
+}
+
+// writeTile stores (acc: adds) the mr×nr corner of a tile with row stride
+// gemmNR to out at x row i, weight row r0.
+func writeTile(out, tile []float32, i, mr, rows, r0, nr int, acc bool) {
+	for ii := range mr {
+		o := out[(i+ii)*rows+r0:][:nr]
+		s := tile[ii*gemmNR:][:nr]
+		if acc {
+			for j := range o {
+				o[j] += s[j]
 			}
-			i += gemmMR
+		} else {
+			copy(o, s)
 		}
 	}
 }
@@ -107,17 +134,18 @@ func gemmTileGo(tile *[gemmMR * gemmNR]float32, x []float32, xo *[gemmMR]int, pk
 		xa, xb := x[xo[i]:][:kc], x[xo[i+1]:][:kc]
 		for j := 0; j < gemmNR; j += 4 {
 			var a0, a1, a2, a3, b0, b1, b2, b3 float32
-			for k := range kc {
-				p := pk[k*gemmNR+j:][:4]
-				u, v := xa[k], xb[k]
-				a0 += u * p[0]
-				a1 += u * p[1]
-				a2 += u * p[2]
-				a3 += u * p[3]
-				b0 += v * p[0]
-				b1 += v * p[1]
-				b2 += v * p[2]
-				b3 += v * p[3]
+			p := pk[j:]
+			for k, u := range xa {
+				q := p[k*gemmNR : k*gemmNR+4 : k*gemmNR+4]
+				v := xb[k]
+				a0 += u * q[0]
+				a1 += u * q[1]
+				a2 += u * q[2]
+				a3 += u * q[3]
+				b0 += v * q[0]
+				b1 += v * q[1]
+				b2 += v * q[2]
+				b3 += v * q[3]
 			}
 			ta, tb := tile[i*gemmNR+j:][:4], tile[(i+1)*gemmNR+j:][:4]
 			ta[0], ta[1], ta[2], ta[3] = a0, a1, a2, a3
@@ -173,6 +201,25 @@ func packPanel(pk []float32, w Matrix, rb, r0, nr, k0, kc int) {
 	}
 }
 
-// gemmMinM is the smallest m that takes the GEMM path; tests lower or raise
-// it to compare both paths.
-var gemmMinM = gemmMinMDefault
+// gemmMinMOverride, when positive, replaces gemmMinM's measured thresholds;
+// tests set it to drive every shape through one path.
+var gemmMinMOverride int
+
+// gemmMinM is the smallest m for which the GEMM path beats the dot-product
+// tiles, as measured on a 2-core Sapphire Rapids VM (BenchmarkMatMulGEMM and
+// smaller m): with AVX-512 a full 12-row tile pays from m = 12; with AVX2 only
+// the panel packing needs m ≈ 32 to pay off; the portable Go microkernel only
+// wins where it saves per-element conversions (f16, bf16).
+func gemmMinM(t DType) int {
+	switch {
+	case gemmMinMOverride > 0:
+		return gemmMinMOverride
+	case useSIMD && useAVX512:
+		return 12
+	case useSIMD:
+		return 32
+	case t == F16 || t == BF16:
+		return 16
+	}
+	return math.MaxInt
+}

@@ -271,3 +271,56 @@ loop:
 	JNZ  loop
 	VZEROUPPER
 	RET
+
+// LDQ8ROW loads 8 int8 of one Q8_0 row at da, scales them by the block's f16
+// scale at sa and leaves the f32 values in r (Y8 is a temporary).
+#define LDQ8ROW(sa, da, r) \
+	VPBROADCASTW sa, X8     \
+	VCVTPH2PS    X8, Y8     \
+	VPMOVSXBD    da, r      \
+	VCVTDQ2PS    r, r       \
+	VMULPS       Y8, r, r
+
+#define LDQ8(d) \
+	LDQ8ROW((AX), d(AX), Y0)             \
+	LDQ8ROW((AX)(R8*1), d(AX)(R8*1), Y1) \
+	LDQ8ROW((AX)(R8*2), d(AX)(R8*2), Y2) \
+	LDQ8ROW((AX)(R9*1), d(AX)(R9*1), Y3) \
+	LDQ8ROW((BX), d(BX), Y4)             \
+	LDQ8ROW((BX)(R8*1), d(BX)(R8*1), Y5) \
+	LDQ8ROW((BX)(R8*2), d(BX)(R8*2), Y6) \
+	LDQ8ROW((BX)(R9*1), d(BX)(R9*1), Y7)
+
+// Q8SUB packs the 8 columns at byte offset d of the current block of all 16
+// rows and steps DI to the next 8 columns.
+#define Q8SUB(d) \
+	ROWPTRS(SI)    \
+	LDQ8(d)        \
+	TRANSPOSE8(0)  \
+	ROWPTRS(R10)   \
+	LDQ8(d)        \
+	TRANSPOSE8(32) \
+	ADDQ $512, DI
+
+// func pack16Q8AVX(dst *float32, src *byte, stride, nblk int)
+// As the other packers for nblk > 0 whole Q8_0 blocks per row; each value is
+// d·q, exact in f32.
+TEXT ·pack16Q8AVX(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ stride+16(FP), R8
+	MOVQ nblk+24(FP), CX
+	LEAQ (R8)(R8*2), R9   // 3*stride
+	LEAQ (SI)(R8*8), R10  // row 8
+
+loop:
+	Q8SUB(2)
+	Q8SUB(10)
+	Q8SUB(18)
+	Q8SUB(26)
+	ADDQ $34, SI
+	ADDQ $34, R10
+	DECQ CX
+	JNZ  loop
+	VZEROUPPER
+	RET

@@ -39,7 +39,7 @@ func (p *Pool) MatMul(out, x []float32, m int, w Matrix) {
 		return
 	}
 	threads := p.Threads()
-	if m >= gemmMinM {
+	if m >= gemmMinM(w.Type) {
 		if threads == 1 {
 			var t gemmTask
 			t.init(out, x, m, w, rb)

@@ -16,9 +16,14 @@ import (
 	"github.com/kvhost/kvhost/host/device"
 	_ "github.com/kvhost/kvhost/host/device/cpu" // the embedded default device
 	"github.com/kvhost/kvhost/host/engine"
+	"github.com/kvhost/kvhost/host/metrics"
 	"github.com/kvhost/kvhost/host/model/chat"
 	"github.com/kvhost/kvhost/host/model/tokenizer"
+	"github.com/kvhost/kvhost/host/plan"
+	"github.com/kvhost/kvhost/host/sampling"
+	"github.com/kvhost/kvhost/host/sampling/admin"
 	"github.com/kvhost/kvhost/host/server"
+	"github.com/kvhost/kvhost/web"
 )
 
 type serveFlags struct {
@@ -44,6 +49,7 @@ type serveFlags struct {
 	adminKey       string
 	adminKeyFile   string
 	pluginsDir     string
+	samplerDefault string
 	shutdownWait   time.Duration
 }
 
@@ -72,6 +78,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.StringVar(&f.adminKey, "admin-key", "", "bearer key for the /admin routes (or KVHOST_ADMIN_KEY); without one they are disabled")
 	fs.StringVar(&f.adminKeyFile, "admin-key-file", "", "file holding the admin bearer key")
 	fs.StringVar(&f.pluginsDir, "plugins", "", "folder of .wasm plugins (KV configurators, samplers); a file named like a built-in overrides it")
+	fs.StringVar(&f.samplerDefault, "sampler-default", "standard", "sampling policy of requests that name none (temperature 0 stays a host-side argmax)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug | info | warn | error")
 	fs.DurationVar(&f.shutdownWait, "shutdown-timeout", 30*time.Second, "how long running streams may finish on shutdown")
 	if err := fs.Parse(args); err != nil {
@@ -161,20 +168,52 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	adminKeys, err := keys(f.adminKey, f.adminKeyFile)
+	if err != nil {
+		return err
+	}
+	sreg, err := sampling.NewRegistry(ctx, sampling.Options{Default: f.samplerDefault, Logger: log})
+	if err != nil {
+		return fmt.Errorf("serve: sampling policies: %w", err)
+	}
+	defer sreg.Close(context.Background())
+	if f.pluginsDir != "" {
+		stop := sreg.Watch(ctx, f.pluginsDir, time.Second)
+		defer stop()
+	}
 	s, err := boot.Build(boot.Config{
 		Model: f.model, Device: f.dev, DeviceMemory: int64(f.devMemory), Threads: f.threads,
 		MaxRunning: f.maxRunning, MaxQueue: f.maxQueue, ChunkedPrefill: f.chunkedPrefill,
 		PageSize: f.pageSize, MaxTotalTokens: f.maxTotalTokens,
 		MemFractionStatic: f.memFraction, SGLangCompat: f.sglangCompat, GraphMaxBS: f.graphMaxBS,
-		PluginsDir: f.pluginsDir,
+		PluginsDir: f.pluginsDir, Samplers: sreg,
 	}, log, stdout)
 	if err != nil {
 		return err
 	}
+	m := metrics.New(metrics.Sources{
+		Engine: func() metrics.Load { return metrics.Load(s.Engine.Stats()) }, Ledger: s.Ledger, Plugins: pluginStats(s, sreg),
+	})
+	adminKey := ""
+	if len(adminKeys) > 0 {
+		adminKey = adminKeys[0]
+	}
+	hooks := samplerHooks{sreg}
 	h := server.New(backend{s}, server.Options{
 		MaxBodyBytes: int64(f.maxBody), MaxTokensCap: f.maxTokensCap, MaxPromptTokens: f.maxPrompt,
 		APIKeys: apiKeys, Logger: log, Memory: s.Ledger.Handler(),
+		Observer: m, Metrics: m.Handler(),
+		Sampler: hooks, ApplySampler: hooks.Apply,
+		Admin: swapObserver(m, admin.Handler(sreg, adminKey, 0)),
+		Web: web.Handler(web.Options{
+			Work:    func(context.Context) (any, error) { return m.Work(), nil },
+			Plugins: func(context.Context) ([]web.Plugin, error) { return webPlugins(s, sreg), nil },
+			Plan:    planHook, PlanModels: plan.Bundled(), PlanGPUs: presetNames(), DefaultSampler: sreg.Default(),
+		}),
 	})
+	if adminKey == "" {
+		log.Info("admin API disabled: no --admin-key")
+	}
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		s.Close(context.Background())

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/kvhost/kvhost/host/boot"
+	"github.com/kvhost/kvhost/host/engine"
+	"github.com/kvhost/kvhost/host/metrics"
+	"github.com/kvhost/kvhost/host/plan"
+	"github.com/kvhost/kvhost/host/sampling"
+	"github.com/kvhost/kvhost/web"
+)
+
+// samplerHooks adapts the sampler registry to the server's sampler
+// extension: a request's OpenAI fields (temperature, top_p, ...) join its
+// sampler_params when the policy declares them, so "sampler": "typical"
+// still honours "temperature".
+type samplerHooks struct{ reg *sampling.Registry }
+
+func (h samplerHooks) merged(name string, params map[string]any, req *engine.Request) map[string]any {
+	out := make(map[string]any, len(params)+4)
+	if req != nil {
+		declared := map[string]bool{}
+		policy := name
+		if policy == "" {
+			policy = h.reg.Default()
+		}
+		for _, in := range h.reg.List() {
+			if in.Name == policy {
+				for _, p := range in.Params {
+					declared[p.Name] = true
+				}
+			}
+		}
+		add := func(k string, v float64, set bool) {
+			if set && declared[k] {
+				out[k] = v
+			}
+		}
+		r := req.Sampling
+		add("temperature", float64(r.Temperature), true)
+		add("top_p", float64(r.TopP), r.TopP > 0 && r.TopP < 1)
+		add("top_k", float64(r.TopK), r.TopK > 0)
+		add("min_p", float64(r.MinP), r.MinP > 0)
+	}
+	for k, v := range params {
+		out[k] = v
+	}
+	return out
+}
+
+// Validate checks the policy and its parameters (400 on failure).
+func (h samplerHooks) Validate(name string, params map[string]any) error {
+	_, err := h.reg.ValidateParams(name, params)
+	return err
+}
+
+// Apply puts the compiled policy into the engine request.
+func (h samplerHooks) Apply(req *engine.Request, name string, params map[string]any) {
+	c, err := h.reg.ValidateParams(name, h.merged(name, params, req))
+	if err != nil {
+		// Validate passed on the request's own parameters; the merged
+		// OpenAI fields are in range by the server's checks. Fall back to
+		// the request's parameters alone rather than drop the policy.
+		if c, err = h.reg.ValidateParams(name, params); err != nil {
+			return
+		}
+	}
+	req.Sampler, req.SamplerParams = c.Policy(), &c
+}
+
+// swapObserver records sampler uploads and removals in the metrics.
+func swapObserver(m *metrics.Metrics, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+		next.ServeHTTP(rec, r)
+		name, ok := strings.CutPrefix(r.URL.Path, "/admin/samplers/")
+		if !ok || name == "" {
+			return
+		}
+		op := map[string]string{http.MethodPut: "upload", http.MethodDelete: "remove"}[r.Method]
+		if op == "" || rec.code == http.StatusUnauthorized || rec.code == http.StatusNotFound && op == "upload" {
+			return
+		}
+		var err error
+		if rec.code >= 300 {
+			err = errors.New(http.StatusText(rec.code))
+		}
+		m.SamplerSwap(name, op, err)
+	})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.code = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+// pluginStats lists configurators and samplers for metrics.
+func pluginStats(s *boot.Stack, reg *sampling.Registry) func() []metrics.PluginStat {
+	return func() []metrics.PluginStat {
+		var out []metrics.PluginStat
+		for _, p := range webPlugins(s, reg) {
+			out = append(out, metrics.PluginStat{Kind: p.Kind, Name: p.Name, Version: p.Version, SHA256: p.SHA256, Source: p.Source, Calls: p.Calls, Failures: p.Failures})
+		}
+		return out
+	}
+}
+
+// webPlugins lists every plugin the host runs, for the dashboard.
+func webPlugins(s *boot.Stack, reg *sampling.Registry) []web.Plugin {
+	var out []web.Plugin
+	if s.Configurators != nil {
+		for _, name := range s.Configurators.Names() {
+			src, _ := s.Configurators.Source(name)
+			p := web.Plugin{Kind: "configurator", Name: name, Source: src.Origin}
+			if pl, err := s.Configurators.Plugin(context.Background(), name); err == nil {
+				d := pl.Descriptor()
+				p.Version, p.ABI, p.SHA256 = d.Version, d.ABI, pl.SHA256()
+			}
+			out = append(out, p)
+		}
+	}
+	if reg != nil {
+		for _, in := range reg.List() {
+			p := web.Plugin{Kind: "sampler", Name: in.Name, Version: in.Version, ABI: 1, Source: in.Source, SHA256: in.SHA256,
+				Calls: uint64(in.Calls), Failures: uint64(in.Failures), PreOps: in.PreOps}
+			for _, pa := range in.Params {
+				p.Params = append(p.Params, web.Param{Name: pa.Name, Type: pa.Type, Min: pa.Min, Max: pa.Max, Default: pa.Default})
+			}
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// planHook serves the dashboard's Plan tab from the bundled configs.
+func planHook(_ context.Context, modelName, gpu string) (any, error) {
+	c, ts, err := plan.LoadBundled(modelName)
+	if err != nil {
+		return nil, errors.Join(web.ErrBadPlanRequest, err)
+	}
+	return plan.Plan(plan.Input{Name: modelName, Config: c, Weights: ts, Device: gpu, GraphMaxBS: -1})
+}
+
+func presetNames() []string {
+	var out []string
+	for name := range plan.Presets {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -191,29 +191,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	m := metrics.New(metrics.Sources{
-		Engine: func() metrics.Load { return metrics.Load(s.Engine.Stats()) }, Ledger: s.Ledger, Plugins: pluginStats(s, sreg),
-	})
-	adminKey := ""
-	if len(adminKeys) > 0 {
-		adminKey = adminKeys[0]
-	}
-	hooks := samplerHooks{sreg}
-	h := server.New(backend{s}, server.Options{
-		MaxBodyBytes: int64(f.maxBody), MaxTokensCap: f.maxTokensCap, MaxPromptTokens: f.maxPrompt,
-		APIKeys: apiKeys, Logger: log, Memory: s.Ledger.Handler(),
-		Observer: m, Metrics: m.Handler(),
-		Sampler: hooks, ApplySampler: hooks.Apply,
-		Admin: swapObserver(m, admin.Handler(sreg, adminKey, 0)),
-		Web: web.Handler(web.Options{
-			Work:    func(context.Context) (any, error) { return m.Work(), nil },
-			Plugins: func(context.Context) ([]web.Plugin, error) { return webPlugins(s, sreg), nil },
-			Plan:    planHook, PlanModels: plan.Bundled(), PlanGPUs: presetNames(), DefaultSampler: sreg.Default(),
-		}),
-	})
-	if adminKey == "" {
-		log.Info("admin API disabled: no --admin-key")
-	}
+	h, _ := assemble(f, s, sreg, apiKeys, adminKeys, log)
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		s.Close(context.Background())
@@ -259,4 +237,33 @@ func shutdown(h *server.Server, srv *http.Server, s *boot.Stack, grace time.Dura
 	log.Info("shut down")
 	_ = os.Stdout.Sync()
 	return nil
+}
+
+// assemble builds the HTTP handler over a stack: the API, /v1/memory,
+// metrics, the admin routes and the dashboard.
+func assemble(f serveFlags, s *boot.Stack, sreg *sampling.Registry, apiKeys, adminKeys []string, log *slog.Logger) (*server.Server, *metrics.Metrics) {
+	m := metrics.New(metrics.Sources{
+		Engine: func() metrics.Load { return metrics.Load(s.Engine.Stats()) }, Ledger: s.Ledger, Plugins: pluginStats(s, sreg),
+	})
+	adminKey := ""
+	if len(adminKeys) > 0 {
+		adminKey = adminKeys[0]
+	}
+	hooks := samplerHooks{sreg}
+	h := server.New(backend{s}, server.Options{
+		MaxBodyBytes: int64(f.maxBody), MaxTokensCap: f.maxTokensCap, MaxPromptTokens: f.maxPrompt,
+		APIKeys: apiKeys, Logger: log, Memory: s.Ledger.Handler(),
+		Observer: m, Metrics: m.Handler(),
+		Sampler: hooks, ApplySampler: hooks.Apply,
+		Admin: swapObserver(m, admin.Handler(sreg, adminKey, 0)),
+		Web: web.Handler(web.Options{
+			Work:    func(context.Context) (any, error) { return m.Work(), nil },
+			Plugins: func(context.Context) ([]web.Plugin, error) { return webPlugins(s, sreg), nil },
+			Plan:    planHook, PlanModels: plan.Bundled(), PlanGPUs: presetNames(), DefaultSampler: sreg.Default(),
+		}),
+	})
+	if adminKey == "" {
+		log.Info("admin API disabled: no --admin-key")
+	}
+	return h, m
 }

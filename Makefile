@@ -12,7 +12,9 @@ OUT      ?= gpu-report
 
 FUZZTIME ?= 10s
 
-.PHONY: all build run test test-short bench check plugins clean fuzz web kernels build-cuda check-cuda gpu-check
+SOAK_SECONDS ?= 300
+
+.PHONY: all build run test test-short bench check plugins clean fuzz web soak kernels build-cuda check-cuda gpu-check
 
 all: build
 
@@ -43,6 +45,11 @@ test-short: plugins
 bench: plugins
 	@mkdir -p $(dir $(BENCHOUT))
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./... | tee $(BENCHOUT)
+
+# Issue 7's soak: 64 clients for SOAK_SECONDS (default 5 minutes) with
+# disconnects, cancellations, sampler swaps and hostile uploads.
+soak: plugins
+	KVHOST_SOAK_SECONDS=$(SOAK_SECONDS) $(GO) test -count=1 -run '^TestSoak$$' -v -timeout 30m ./host/cmd/kvhost
 
 # Every native fuzz target for $(FUZZTIME) each (CI runs a short budget).
 fuzz: plugins

@@ -108,8 +108,16 @@ func (s *statusRecorder) WriteHeader(code int) {
 func pluginStats(s *boot.Stack, reg *sampling.Registry) func() []metrics.PluginStat {
 	return func() []metrics.PluginStat {
 		var out []metrics.PluginStat
-		for _, p := range webPlugins(s, reg) {
-			out = append(out, metrics.PluginStat{Kind: p.Kind, Name: p.Name, Version: p.Version, SHA256: p.SHA256, Source: p.Source, Calls: p.Calls, Failures: p.Failures})
+		for _, p := range webPlugins(s, nil) {
+			out = append(out, metrics.PluginStat{Kind: p.Kind, Name: p.Name, Version: p.Version, SHA256: p.SHA256, Source: p.Source})
+		}
+		if reg != nil {
+			for _, in := range reg.List() {
+				// Seconds approximates time in calls from the current
+				// version's mean step.
+				out = append(out, metrics.PluginStat{Kind: "sampler", Name: in.Name, Version: in.Version, SHA256: in.SHA256, Source: in.Source,
+					Calls: uint64(in.Calls), Failures: uint64(in.Failures), Seconds: in.MeanStep.Seconds() * float64(in.Calls)})
+			}
 		}
 		return out
 	}

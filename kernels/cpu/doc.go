@@ -11,13 +11,20 @@
 //   - Decode is dominated by MatMul, which is memory-bound at m=1. On amd64
 //     with AVX2+FMA+F16C (detected at run time through golang.org/x/sys/cpu)
 //     the dot products run in Go assembly; f16 is widened with VCVTPH2PS on the
-//     fly. For m > 1 a weight row is read once and reused across x rows: f32
-//     and f16 use a 3-weight-row × 4-x-row register tile, bf16 and Q8_0 a
+//     fly. For small m > 1 a weight row is read once and reused across x rows:
+//     f32 and f16 use a 3-weight-row × 4-x-row register tile, bf16 and Q8_0 a
 //     1 × 4 tile. Every other CPU uses the portable Go kernels, and tests run
 //     both paths against float64 references.
+//   - Prefill (m at or above a measured threshold, gemmMinM) is compute-bound
+//     and uses a packed GEMM (gemm.go): 16-row weight panels are converted to
+//     f32 and packed k-major, 256 columns at a time, into a buffer on the
+//     worker's stack, and a register tile of out accumulates from broadcasts
+//     of x: 12×16 with AVX-512 where the CPU has it, 6×16 with AVX2, or a
+//     portable Go tile. Weights are never converted or copied outside that
+//     per-call scratch.
 //   - Kernels that take a *Pool split work over its workers through an atomic
-//     chunk counter (weight rows for MatMul, (query row, head) pairs for
-//     Attention), so a worker descheduled on a shared core does not stall the
+//     chunk counter (weight rows for MatMul, (x-row block, 16-row panel) pairs
+//     for the GEMM, (query row, head) pairs for Attention), so a worker descheduled on a shared core does not stall the
 //     call. A nil *Pool means single-threaded.
 //
 // Invariants:

@@ -22,8 +22,9 @@ func (t *matmulTask) run(int) {
 
 // MatMul computes out[i*w.Rows+r] = Σ_k x[i*w.Cols+k]·W[r][k] for i < m. out
 // has at least m*w.Rows floats and x at least m*w.Cols. Weight rows are split
-// over the pool; for m > 1 each weight row is converted once and reused across
-// four x rows at a time. Panics on a malformed matrix or short slices.
+// over the pool; for small m > 1 each weight row is converted once and reused
+// across four x rows at a time, and from m = gemmMinM the packed GEMM in
+// gemm.go takes over. Panics on a malformed matrix or short slices.
 func (p *Pool) MatMul(out, x []float32, m int, w Matrix) {
 	w.mustValid()
 	if m < 0 || len(out) < m*w.Rows || len(x) < m*w.Cols {

@@ -31,8 +31,11 @@ type Config struct {
 	MaxRunning     int
 	MaxQueue       int
 	ChunkedPrefill int
-	PageSize       int
-	MaxTotalTokens int
+	// MaxPrefillTokens bounds one forward's prompt tokens when chunking is
+	// disabled (ChunkedPrefill -1); 0 is SGLang's 16384.
+	MaxPrefillTokens int
+	PageSize         int
+	MaxTotalTokens   int
 	// MemFractionStatic, when in (0, 1], fixes the runtime slack at
 	// P·(1−f) (spec §2) instead of kvhost's measured headroom; with
 	// SGLangCompat it replaces SGLang's default f.
@@ -58,8 +61,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.MaxRunning <= 0:
 		return fmt.Errorf("boot: max running requests %d must be positive", c.MaxRunning)
-	case c.ChunkedPrefill <= 0:
-		return fmt.Errorf("boot: chunked prefill size %d must be positive", c.ChunkedPrefill)
+	case c.ChunkedPrefill <= 0 && c.ChunkedPrefill != -1:
+		return fmt.Errorf("boot: chunked prefill size %d must be positive, or -1 to disable chunking", c.ChunkedPrefill)
 	case c.PageSize <= 0 || c.PageSize > 1024:
 		return fmt.Errorf("boot: page size %d out of range [1, 1024]", c.PageSize)
 	case c.MaxTotalTokens < 0:
@@ -169,6 +172,12 @@ func Build(f Config, log *slog.Logger, stdout io.Writer) (*Stack, error) {
 	}
 	s.Model = m
 	c := m.Config
+	// With chunking disabled the widest forward is a whole prompt: size
+	// the budget for one at the context limit.
+	engineChunk := f.ChunkedPrefill
+	if f.ChunkedPrefill < 0 {
+		f.ChunkedPrefill = c.ContextLen
+	}
 	log.Info("model loaded", "name", m.Name, "arch", c.Arch, "params", c.Params(), "weight_bytes", m.WeightBytes(), "context", c.ContextLen)
 	_ = s.Act.EmptyCache()
 	A := L.Phase(PhaseWeights).FreeAfter
@@ -209,7 +218,7 @@ func Build(f Config, log *slog.Logger, stdout io.Writer) (*Stack, error) {
 	log.Info(fmt.Sprintf("KV cache is allocated. #tokens: %d, page size: %d, cell: %d B/token, K+V size: %.2f GiB (GiB = 2^30 B)", spec.NumPages*spec.PageSize, spec.PageSize, spec.BytesPerToken(), float64(spec.Bytes())/ledger.GiB),
 		"policy", b.Policy, "headroom_bytes", b.HeadroomBytes, "sglang_tokens", b.SGLang.Tokens)
 
-	ecfg := engine.Config{MaxRunning: f.MaxRunning, MaxQueue: f.MaxQueue, ChunkedPrefill: f.ChunkedPrefill, Logger: log,
+	ecfg := engine.Config{MaxRunning: f.MaxRunning, MaxQueue: f.MaxQueue, ChunkedPrefill: engineChunk, MaxPrefillTokens: f.MaxPrefillTokens, Logger: log,
 		AllocatorState: func() any { return s.Act.Stats() }, Samplers: f.Samplers}
 	if s.Graphs != nil {
 		ecfg.Graphs = s.Graphs

@@ -23,8 +23,12 @@ type Config struct {
 	// MaxQueue caps requests waiting for admission; beyond it Submit fails
 	// with ErrQueueFull.
 	MaxQueue int
-	// ChunkedPrefill caps the new tokens of one forward.
-	ChunkedPrefill int
+	// ChunkedPrefill caps the new tokens of one forward; -1 disables
+	// chunking: a prompt is prefilled whole, and MaxPrefillTokens bounds
+	// how many prompt tokens one forward gathers (spec §2's
+	// max_prefill_tokens; a single longer prompt still runs alone).
+	ChunkedPrefill   int
+	MaxPrefillTokens int
 	// Graphs, when set, runs pure decode batches through captured graphs;
 	// batches it declines (prefill chunks, beyond the largest bucket) run
 	// eagerly and are counted.
@@ -36,6 +40,9 @@ type Config struct {
 	AllocatorState func() any
 	Logger         *slog.Logger
 }
+
+// DefaultMaxPrefillTokens is SGLang's max_prefill_tokens default.
+const DefaultMaxPrefillTokens = 16384
 
 // GraphRunner replays captured decode steps (model.DecodeGraphs).
 type GraphRunner interface {
@@ -49,8 +56,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("engine: max running requests %d must be positive", c.MaxRunning)
 	case c.MaxQueue < 0:
 		return fmt.Errorf("engine: max queue %d must be >= 0", c.MaxQueue)
-	case c.ChunkedPrefill < 1:
-		return fmt.Errorf("engine: chunked prefill size %d must be positive", c.ChunkedPrefill)
+	case c.ChunkedPrefill < 1 && c.ChunkedPrefill != -1:
+		return fmt.Errorf("engine: chunked prefill size %d must be positive, or -1 to disable chunking", c.ChunkedPrefill)
+	case c.MaxPrefillTokens < 0:
+		return fmt.Errorf("engine: max prefill tokens %d must be >= 0", c.MaxPrefillTokens)
 	}
 	return nil
 }
@@ -425,7 +434,14 @@ func (e *Engine) step() {
 	}
 	e.compact()
 	e.batch, e.owners = e.batch[:0], e.owners[:0]
-	budget := e.cfg.ChunkedPrefill
+	budget, chunking := e.cfg.ChunkedPrefill, true
+	if budget < 0 {
+		budget, chunking = e.cfg.MaxPrefillTokens, false
+		if budget == 0 {
+			budget = DefaultMaxPrefillTokens
+		}
+	}
+	prefills := 0
 	// Decodes first: each running sequence with everything cached but its
 	// last token contributes that token.
 	for i := 0; i < len(e.running); i++ {
@@ -454,11 +470,20 @@ func (e *Engine) step() {
 			continue
 		}
 		n := min(rest, budget)
+		if !chunking {
+			// Whole prompts only: one that does not fit the budget waits,
+			// unless it is the step's first, which runs alone.
+			if rest > budget && prefills > 0 {
+				continue
+			}
+			n = rest
+		}
 		if !e.reserve(s, s.cached+n) {
 			continue
 		}
 		e.add(s, n)
 		budget -= n
+		prefills++
 	}
 	if len(e.batch) == 0 {
 		e.compact()

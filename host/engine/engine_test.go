@@ -547,3 +547,33 @@ func TestOutOfMemoryFailsAlone(t *testing.T) {
 	}
 	waitIdle(t, r)
 }
+
+// TestChunkedPrefillFlatPeak: with chunking, a prompt four times the chunk
+// reaches the activation peak of a prompt of one chunk; without chunking
+// the long prompt's peak is larger.
+func TestChunkedPrefillFlatPeak(t *testing.T) {
+	peak := func(chunk, n int) int64 {
+		r := newRig(t, 512, Config{MaxRunning: 2, MaxQueue: 2, ChunkedPrefill: chunk})
+		base := r.act.Stats().Allocated
+		r.act.ResetPeak()
+		p := make([]int32, n)
+		for i := range p {
+			p[i] = int32(1 + i*31%3000)
+		}
+		s, err := r.e.Submit(context.Background(), Request{Prompt: p, MaxTokens: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res := collect(s); res.err != nil {
+			t.Fatal(res.err)
+		}
+		return r.act.Stats().PeakAllocated - base
+	}
+	short, long := peak(256, 256), peak(256, 1024)
+	if short != long {
+		t.Fatalf("chunked: 256-token prompt peaked at %d bytes, 1024-token prompt at %d", short, long)
+	}
+	if whole := peak(-1, 1024); whole <= long {
+		t.Fatalf("unchunked 1024-token prompt peaked at %d, not above the chunked %d", whole, long)
+	}
+}

@@ -52,6 +52,8 @@ func TestSchedulerGolden(t *testing.T) {
 			[]Request{{Prompt: make([]int32, 3), MaxTokens: 4}, {Prompt: make([]int32, 20), MaxTokens: 2}, {Prompt: make([]int32, 5), MaxTokens: 3}}, 12},
 		{"preempt", Config{MaxRunning: 4, MaxQueue: 8, ChunkedPrefill: 16}, 6,
 			[]Request{{Prompt: make([]int32, 6), MaxTokens: 8}, {Prompt: make([]int32, 6), MaxTokens: 8}, {Prompt: make([]int32, 6), MaxTokens: 8}}, 24},
+		{"nochunk", Config{MaxRunning: 4, MaxQueue: 8, ChunkedPrefill: -1, MaxPrefillTokens: 24}, 64,
+			[]Request{{Prompt: make([]int32, 30), MaxTokens: 2}, {Prompt: make([]int32, 10), MaxTokens: 2}, {Prompt: make([]int32, 10), MaxTokens: 2}, {Prompt: make([]int32, 10), MaxTokens: 2}}, 8},
 		{"admission", Config{MaxRunning: 2, MaxQueue: 8, ChunkedPrefill: 32}, 64,
 			[]Request{{Prompt: make([]int32, 4), MaxTokens: 2}, {Prompt: make([]int32, 4), MaxTokens: 2}, {Prompt: make([]int32, 4), MaxTokens: 2}}, 8},
 	}

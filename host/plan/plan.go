@@ -82,7 +82,10 @@ func (p *phaser) add(name string, delta int64) int64 {
 }
 
 func cpuDefaults(in Input) Input {
-	if in.ChunkedPrefill <= 0 {
+	switch {
+	case in.ChunkedPrefill < 0: // chunking disabled: a whole prompt per forward
+		in.ChunkedPrefill = in.Config.ContextLen
+	case in.ChunkedPrefill == 0:
 		in.ChunkedPrefill = 512
 	}
 	if in.MaxRunning <= 0 {

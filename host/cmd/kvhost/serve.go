@@ -35,6 +35,7 @@ type serveFlags struct {
 	maxRunning     int
 	maxQueue       int
 	chunkedPrefill int
+	maxPrefill     int
 	pageSize       int
 	maxTotalTokens int
 	memFraction    float64
@@ -63,7 +64,8 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.IntVar(&f.threads, "threads", 0, "CPU kernel threads (default: all cores)")
 	fs.IntVar(&f.maxRunning, "max-running-requests", 32, "sequences decoded together at most")
 	fs.IntVar(&f.maxQueue, "max-queue", 256, "requests waiting for admission at most; more get 429")
-	fs.IntVar(&f.chunkedPrefill, "chunked-prefill-size", 512, "new tokens in one forward at most (bounds the activation peak)")
+	fs.IntVar(&f.chunkedPrefill, "chunked-prefill-size", 512, "new tokens in one forward at most (bounds the activation peak); -1 disables chunking")
+	fs.IntVar(&f.maxPrefill, "max-prefill-tokens", 16384, "with chunking disabled, prompt tokens one forward gathers at most (a longer prompt runs alone)")
 	fs.IntVar(&f.pageSize, "page-size", 16, "KV cache page size in tokens")
 	fs.IntVar(&f.maxTotalTokens, "max-total-tokens", 0, "cap on KV pool tokens (0: as many as memory allows)")
 	fs.Float64Var(&f.memFraction, "mem-fraction-static", 0, "fix the runtime slack at P·(1−f) as SGLang does, instead of kvhost's measured headroom (0: measured)")
@@ -183,7 +185,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	s, err := boot.Build(boot.Config{
 		Model: f.model, Device: f.dev, DeviceMemory: int64(f.devMemory), Threads: f.threads,
-		MaxRunning: f.maxRunning, MaxQueue: f.maxQueue, ChunkedPrefill: f.chunkedPrefill,
+		MaxRunning: f.maxRunning, MaxQueue: f.maxQueue, ChunkedPrefill: f.chunkedPrefill, MaxPrefillTokens: f.maxPrefill,
 		PageSize: f.pageSize, MaxTotalTokens: f.maxTotalTokens,
 		MemFractionStatic: f.memFraction, SGLangCompat: f.sglangCompat, GraphMaxBS: f.graphMaxBS,
 		PluginsDir: f.pluginsDir, Samplers: sreg,

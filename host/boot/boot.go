@@ -31,6 +31,9 @@ type Config struct {
 	MaxRunning     int
 	MaxQueue       int
 	ChunkedPrefill int
+	// LogprobChunk bounds the logits rows of one LM-head matmul when input
+	// logprobs are asked for; 0 is 2048 (spec §4).
+	LogprobChunk int
 	// MaxPrefillTokens bounds one forward's prompt tokens when chunking is
 	// disabled (ChunkedPrefill -1); 0 is SGLang's 16384.
 	MaxPrefillTokens int
@@ -171,6 +174,7 @@ func Build(f Config, log *slog.Logger, stdout io.Writer) (*Stack, error) {
 		return fail(err)
 	}
 	s.Model = m
+	m.LogitsChunk = f.LogprobChunk
 	c := m.Config
 	// With chunking disabled the widest forward is a whole prompt: size
 	// the budget for one at the context limit.
@@ -376,7 +380,7 @@ func (s *Stack) sizeKVHost(f Config, b *plan.Budget) error {
 	if err != nil {
 		return err
 	}
-	simPeak, largest, err := plan.ActivationPeak(c, batches, b.Threads)
+	simPeak, largest, err := plan.ActivationPeak(c, batches, b.Threads, f.LogprobChunk)
 	if err != nil {
 		return err
 	}

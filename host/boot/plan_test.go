@@ -46,7 +46,7 @@ func planFor(t *testing.T, cfg Config) plan.Report {
 	}
 	r, err := plan.Plan(plan.Input{Name: name, Config: c, Weights: ts, Device: "cpu", DeviceBytes: cfg.DeviceMemory, Threads: cfg.Threads,
 		ChunkedPrefill: cfg.ChunkedPrefill, MaxRunning: cfg.MaxRunning, PageSize: cfg.PageSize, MaxTotalTokens: cfg.MaxTotalTokens,
-		MemFractionStatic: cfg.MemFractionStatic, SGLangCompat: cfg.SGLangCompat, GraphMaxBS: cfg.GraphMaxBS})
+		MemFractionStatic: cfg.MemFractionStatic, SGLangCompat: cfg.SGLangCompat, GraphMaxBS: cfg.GraphMaxBS, LogprobChunk: cfg.LogprobChunk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,23 +145,41 @@ func TestStressWithinSlack(t *testing.T) {
 	ctxLen := s.Model.Config.ContextLen
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
+	// Every request asks for output logprobs; some also for input
+	// logprobs over the whole prompt, some for n = 4 choices, and some
+	// clients disconnect mid-stream.
 	submit := func(i, plen, maxTok int) {
 		defer wg.Done()
 		prompt := make([]int32, plen)
 		for j := range prompt {
 			prompt[j] = int32((i*31 + j*17) % s.Model.Config.Vocab)
 		}
+		req := engine.Request{Prompt: prompt, MaxTokens: maxTok, IgnoreEOS: true, Logprobs: true, TopLogprobs: 5, Sampling: engine.SamplingParams{Temperature: 1}}
+		switch i % 4 {
+		case 1:
+			req.N = 4
+		case 2:
+			req.PromptLogprobs, req.PromptTopLogprobs = true, 2
+		}
+		rctx, rcancel := context.WithCancel(ctx)
+		defer rcancel()
+		disconnect := i%5 == 3
 		var st *engine.Stream
 		for {
 			var err error
-			st, err = s.Engine.Submit(ctx, engine.Request{Prompt: prompt, MaxTokens: maxTok, IgnoreEOS: true, Logprobs: true, TopLogprobs: 5, Sampling: engine.SamplingParams{Temperature: 1}})
+			st, err = s.Engine.Submit(rctx, req)
 			if err == nil {
 				break
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
+		events := 0
 		for ev := range st.Events {
-			if ev.Err != nil {
+			events++
+			if disconnect && events == 2 {
+				rcancel()
+			}
+			if ev.Err != nil && !(disconnect && events >= 2) {
 				errs <- ev.Err
 			}
 		}
@@ -188,6 +206,19 @@ func TestStressWithinSlack(t *testing.T) {
 	}
 	if err := ledger.Check(s.Ledger.Snapshot()); err != nil {
 		t.Fatal(err)
+	}
+	reserved := 0
+	if s.Graphs != nil {
+		reserved = 1
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		es := s.Engine.Stats()
+		if es.Running == 0 && es.KVPagesFree == es.KVPagesTotal-reserved {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("KV pages not all free after the stress: %+v", es)
+		}
 	}
 	t.Logf("device %d B: KV tokens %d, slack %d B (profile %d + allowance %d), runtime peak %d B; SGLang default: f=%.3f tokens %d (%s)",
 		dev, b.Tokens, b.HeadroomBytes, b.ProfilePeakBytes, b.FragmentationBytes, st.PeakReserved, b.SGLang.MemFractionStatic, b.SGLang.Tokens, b.SGLang.Error)

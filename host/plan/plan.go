@@ -30,6 +30,9 @@ type Input struct {
 	MaxTotalTokens    int     `json:"max_total_tokens"`
 	MemFractionStatic float64 `json:"mem_fraction_static"`
 	SGLangCompat      bool    `json:"sglang_compat"`
+	// LogprobChunk bounds the logits rows of one LM-head matmul (input
+	// logprobs); 0 is 2048 as serve's --logprob-chunk-size.
+	LogprobChunk int `json:"logprob_chunk_size"`
 	// GraphMaxBS: -1 spec §2's default for the memory class, 0 no graphs.
 	GraphMaxBS int `json:"cuda_graph_max_bs"`
 	// Configurators sizes the KV pool (nil: the built-in set), exactly as
@@ -183,7 +186,7 @@ func planCPU(in Input) (Report, error) {
 		b.PrefixMappedBytes = b.Layout.Mapped(b.PrefixTokens)
 		ph.add("KV pools", b.PrefixMappedBytes)
 		ph.add("workspaces", 0)
-		peak, largest, err := ActivationPeak(c, ProfileBatches(c.ContextLen, in.ChunkedPrefill, in.MaxRunning), in.Threads)
+		peak, largest, err := ActivationPeak(c, ProfileBatches(c.ContextLen, in.ChunkedPrefill, in.MaxRunning), in.Threads, in.LogprobChunk)
 		if err != nil {
 			return Report{}, err
 		}

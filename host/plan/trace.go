@@ -19,8 +19,10 @@ type SeqShape struct {
 // maxRunning sequences, positions below the context): a single prefill
 // chunk ending at the last prompt position (largest attention scratch), then
 // a mixed batch of min(maxRunning, chunk) − 1 decodes at the last position
-// plus a prefill filling the chunk (most logits rows). Boot runs exactly
-// these as the profile forward; plan replays them.
+// plus a prefill filling the chunk (most logits rows), then a chunk whose
+// every row wants logits (input logprobs: full-vocabulary rows, computed in
+// logits chunks). Boot runs exactly these as the profile forward; plan
+// replays them.
 func ProfileBatches(contextLen, chunk, maxRunning int) [][]SeqShape {
 	n := min(chunk, contextLen-1)
 	a := []SeqShape{{N: n, Start: contextLen - 1 - n, LogitRows: 1}}
@@ -31,7 +33,8 @@ func ProfileBatches(contextLen, chunk, maxRunning int) [][]SeqShape {
 	}
 	pn := n - (r - 1)
 	b = append(b, SeqShape{N: pn, Start: contextLen - 1 - pn, LogitRows: 1})
-	return [][]SeqShape{a, b}
+	lp := []SeqShape{{N: n, Start: contextLen - 1 - n, LogitRows: n}}
+	return [][]SeqShape{a, b, lp}
 }
 
 // ProfileTokens is how many KV slots a profile pool needs: page tables wrap
@@ -69,7 +72,7 @@ type op struct {
 // forwardTrace lists the caching-allocator requests model.Forward makes,
 // in order (host/model/forward.go: scope.buf, scope.free, release). It must
 // follow that file; TestPlanMatchesServe fails when they drift apart.
-func forwardTrace(c model.Config, seqs []SeqShape, threads int) []op {
+func forwardTrace(c model.Config, seqs []SeqShape, threads, logitsChunk int) []op {
 	total, rows := 0, 0
 	for _, s := range seqs {
 		total += s.N
@@ -108,9 +111,11 @@ func forwardTrace(c model.Config, seqs []SeqShape, threads int) []op {
 	if rows > 0 {
 		xl := buf(rows * c.Hidden)
 		free(x)
-		out := buf(rows * c.Vocab)
+		for r0 := 0; r0 < rows; r0 += logitsChunk {
+			out := buf(min(logitsChunk, rows-r0) * c.Vocab)
+			free(out)
+		}
 		free(xl)
-		free(out)
 	} else {
 		free(x)
 	}
@@ -132,7 +137,10 @@ func (d *simDriver) Free(device.Ptr) error { return nil }
 // ActivationPeak replays the profile forwards through a fresh caching
 // allocator and returns its peak reserved bytes above the workspace (segments, what the device
 // is charged) and the largest segment any request of the trace needs.
-func ActivationPeak(c model.Config, batches [][]SeqShape, threads int) (peakReserved, largestSegment int64, err error) {
+func ActivationPeak(c model.Config, batches [][]SeqShape, threads, logitsChunk int) (peakReserved, largestSegment int64, err error) {
+	if logitsChunk <= 0 {
+		logitsChunk = model.DefaultLogitsChunk
+	}
 	a := alloc.New("profile", &simDriver{next: 1 << 46})
 	// host/model holds the attention scratch workspace (threads·context
 	// floats) from load on; the profile starts with it live.
@@ -142,7 +150,7 @@ func ActivationPeak(c model.Config, batches [][]SeqShape, threads int) (peakRese
 	before := a.Stats().Reserved
 	for _, b := range batches {
 		ptrs := map[int]device.Ptr{}
-		for _, o := range forwardTrace(c, b, threads) {
+		for _, o := range forwardTrace(c, b, threads, logitsChunk) {
 			if o.free {
 				if err := a.Free(ptrs[o.slot]); err != nil {
 					return 0, 0, fmt.Errorf("plan: replay: %w", err)

@@ -32,6 +32,9 @@ type Choice struct {
 	// Version is "<version>+<sha256 prefix>" of the policy version that
 	// chose it.
 	Version string
+	// Policy is the policy that chose it: the one asked for, or the
+	// default when the one asked for is disabled.
+	Policy string
 }
 
 // batchScratch is one step's working memory (pooled).
@@ -47,9 +50,20 @@ type batchScratch struct {
 // split into several guest calls. It holds the policy version for the
 // whole step, so a concurrent Swap never mixes versions within a step.
 // It allocates nothing in steady state.
+//
+// A policy disabled after repeated failures (Options.DisableAfter) is
+// served by the default policy (Choice.Policy says which ran; parameters
+// the default does not take are ignored, and its pre-ops apply). When the
+// default cannot take over (it is the disabled policy, is disabled too,
+// or is not loaded) SampleBatch returns a *PolicyDisabledError
+// (errors.Is ErrPolicyDisabled), leaves out untouched, and the caller
+// samples those rows with the host-native Sampler.
 func (r *Registry) SampleBatch(ctx context.Context, policy string, rows [][]float32, seqs []SeqState, out []Choice) error {
 	if len(rows) != len(seqs) || len(out) < len(rows) {
 		return fmt.Errorf("sampling: %d rows, %d sequences, %d outputs", len(rows), len(seqs), len(out))
+	}
+	if policy == "" {
+		policy = r.opts.Default
 	}
 	e := r.entry(policy)
 	var g *generation
@@ -57,10 +71,13 @@ func (r *Registry) SampleBatch(ctx context.Context, policy string, rows [][]floa
 		g = e.acquire()
 	}
 	if g == nil {
-		if policy == "" {
-			policy = r.opts.Default
-		}
 		return &UnknownPolicyError{Policy: policy, Available: r.names()}
+	}
+	if g.disabled.Load() != nil {
+		var err error
+		if e, g, err = r.fallback(policy, e, g, len(rows)); err != nil {
+			return err
+		}
 	}
 	defer g.release()
 	var s *batchScratch
@@ -81,8 +98,10 @@ func (r *Registry) SampleBatch(ctx context.Context, policy string, rows [][]floa
 		e.calls.Add(1)
 		if err := r.step(ctx, g, s, rows[start:end], seqs[start:end], out[start:end]); err != nil {
 			e.failures.Add(1)
+			r.failed(g, err)
 			return err
 		}
+		g.succeeded()
 	}
 	return nil
 }
@@ -144,7 +163,7 @@ func (r *Registry) step(ctx context.Context, g *generation, s *batchScratch, row
 		return err
 	}
 	for b := range batch {
-		out[b] = Choice{Token: io.OutID[b], Logprob: io.OutLogprob[b], Version: g.version}
+		out[b] = Choice{Token: io.OutID[b], Logprob: io.OutLogprob[b], Version: g.version, Policy: g.mod.Name()}
 		if ns > 0 {
 			copy(seqs[b].State, io.State[b*ns:b*ns+ns])
 		}

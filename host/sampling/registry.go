@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kvhost/kvhost/host/plugin/allowlist"
 	"github.com/kvhost/kvhost/host/sampling/builtin"
 	"github.com/kvhost/kvhost/host/sampling/wasmrt"
 	"github.com/kvhost/kvhost/sdk/sampler"
@@ -37,6 +38,20 @@ type Options struct {
 	NoBuiltins bool
 	Builtins   fs.FS
 	Logger     *slog.Logger
+	// AllowSHA256 pins every policy that is not a built-in: when set, Swap
+	// refuses (with an *allowlist.NotAllowedError, before compiling
+	// anything) a module whose sha256 is not listed, or is listed under
+	// another name. Entries are "<hex sha256>" or "<hex sha256> <name>"
+	// (allowlist.ReadFile's result). Empty allows every module. The
+	// built-ins (the embedded set, or Builtins) are always trusted: their
+	// bytes are exempt whatever the source label.
+	AllowSHA256 []string
+	// DisableAfter is how many consecutive failed steps (guest faults:
+	// traps, fuel, contract breaches; not cancelled contexts) disable a
+	// policy version (default DefaultDisableAfter; negative: never). A
+	// disabled policy keeps its name and parameters, its steps run on the
+	// default policy, and a successful Swap of the name re-enables it.
+	DisableAfter int
 }
 
 // generation is one loaded version of a policy, reference-counted: the
@@ -50,6 +65,10 @@ type generation struct {
 	loaded  time.Time
 	refs    atomic.Int64
 	closing sync.Once
+	// consecutive counts failed steps since the last success; disabled is
+	// set (once) when it reaches Options.DisableAfter.
+	consecutive atomic.Int64
+	disabled    atomic.Pointer[PolicyDisabledError]
 }
 
 func (g *generation) release() {
@@ -63,6 +82,7 @@ type entry struct {
 	cur             atomic.Pointer[generation]
 	calls, failures atomic.Int64
 	swaps           atomic.Int64
+	fallbacks       atomic.Int64 // rows of this name served by a fallback
 }
 
 // acquire returns the current generation with a reference held.
@@ -87,6 +107,8 @@ type Registry struct {
 	opts     Options
 	log      *slog.Logger
 	builtins map[string][]byte
+	trusted  map[string]bool // sha256 of the built-ins' bytes
+	allow    *allowlist.List
 
 	mu       sync.Mutex // serialises writers (Swap, Remove)
 	policies atomic.Pointer[map[string]*entry]
@@ -101,11 +123,18 @@ func NewRegistry(ctx context.Context, opts Options) (*Registry, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if opts.DisableAfter == 0 {
+		opts.DisableAfter = DefaultDisableAfter
+	}
+	allow, err := allowlist.New(opts.AllowSHA256)
+	if err != nil {
+		return nil, fmt.Errorf("sampling: options AllowSHA256: %w", err)
+	}
 	rt, err := wasmrt.NewRuntime(ctx, opts.Runtime)
 	if err != nil {
 		return nil, err
 	}
-	r := &Registry{rt: rt, opts: opts, log: opts.Logger, builtins: map[string][]byte{}}
+	r := &Registry{rt: rt, opts: opts, log: opts.Logger, builtins: map[string][]byte{}, trusted: map[string]bool{}, allow: allow}
 	r.policies.Store(&map[string]*entry{})
 	r.scratch = make(chan *batchScratch, 64)
 	if !opts.NoBuiltins {
@@ -124,6 +153,7 @@ func NewRegistry(ctx context.Context, opts Options) (*Registry, error) {
 			}
 			name := strings.TrimSuffix(file, ".wasm")
 			r.builtins[name] = b
+			r.trusted[allowlist.Sum(b)] = true
 			if err := r.Swap(ctx, name, b, SourceBuiltin); err != nil {
 				_ = r.Close(ctx)
 				return nil, fmt.Errorf("sampling: built-in %s: %w", name, err)
@@ -173,10 +203,20 @@ func (r *Registry) names() []string {
 // matches, then switches atomically. Steps already running finish on the
 // old version, which closes once drained. On any failure the old version
 // keeps serving and the error (a *wasmrt.RefusedError or a name mismatch)
-// says why.
+// says why. With Options.AllowSHA256 set, bytes that are neither a
+// built-in nor listed for name are refused first with an
+// *allowlist.NotAllowedError (errors.Is allowlist.ErrNotAllowed). A
+// successful Swap re-enables a policy disabled by repeated failures.
 func (r *Registry) Swap(ctx context.Context, name string, wasm []byte, source string) error {
 	if !sampler.ValidName(name) {
 		return fmt.Errorf("sampling: sampler name %q: want lowercase letters, digits, '.', '_' or '-' (1–64 bytes)", name)
+	}
+	if r.allow.Enabled() {
+		if sum := allowlist.Sum(wasm); !r.trusted[sum] {
+			if err := r.allow.Check(name, sum); err != nil {
+				return fmt.Errorf("sampling: %s from %s: %w", name, source, err)
+			}
+		}
 	}
 	mod, err := r.rt.Load(ctx, name, wasm)
 	if err != nil {
@@ -203,6 +243,9 @@ func (r *Registry) Swap(ctx context.Context, name string, wasm []byte, source st
 		e.cur.Store(g)
 		r.policies.Store(&next)
 	} else if prev := e.cur.Swap(g); prev != nil {
+		if d := prev.disabled.Load(); d != nil {
+			r.log.Info("sampler re-enabled by a new version", "name", name, "version", g.version, "disabled_version", d.Version)
+		}
 		prev.release()
 	}
 	e.swaps.Add(1)
@@ -249,6 +292,18 @@ type Info struct {
 	MeanStep   time.Duration   `json:"mean_step_ns"` // current version
 	MaxStep    time.Duration   `json:"max_step_ns"`
 	Overruns   int64           `json:"overruns"` // current version's steps over the deadline
+	// Disabled: the current version failed DisableAfter steps in a row
+	// and its sequences are served by the default policy (or, when that
+	// cannot, the host sampler) until a Swap; DisabledAt and LastError say
+	// when and why. ConsecutiveFailures is the current run of failures.
+	Disabled            bool      `json:"disabled"`
+	DisabledAt          time.Time `json:"disabled_at,omitzero"`
+	LastError           string    `json:"last_error,omitempty"`
+	ConsecutiveFailures int64     `json:"consecutive_failures"`
+	// Fallbacks counts rows of this name served by a fallback (the default
+	// policy, or the host sampler after a *PolicyDisabledError) since the
+	// name was first loaded; metrics export it as kvhost_sampler_fallbacks.
+	Fallbacks int64 `json:"fallbacks"`
 }
 
 // List returns the loaded policies sorted by name.
@@ -265,12 +320,17 @@ func (r *Registry) List() []Info {
 		}
 		d := g.mod.Descriptor()
 		st := g.mod.Stats()
-		out = append(out, Info{
+		info := Info{
 			Name: name, Version: g.version, SHA256: g.mod.SHA256(), Source: g.source, Loaded: g.loaded,
 			Candidates: d.Candidates, PreOps: slices.Clone(d.PreOps), Params: slices.Clone(g.schema.all),
 			Calls: e.calls.Load(), Failures: e.failures.Load(), Swaps: e.swaps.Load(),
 			MeanStep: st.Mean, MaxStep: st.Max, Overruns: st.Overruns,
-		})
+			ConsecutiveFailures: g.consecutive.Load(), Fallbacks: e.fallbacks.Load(),
+		}
+		if dis := g.disabled.Load(); dis != nil {
+			info.Disabled, info.DisabledAt, info.LastError = true, dis.DisabledAt, dis.LastErr.Error()
+		}
+		out = append(out, info)
 		g.release()
 	}
 	return out

@@ -12,17 +12,14 @@
 #define ATTN_MAX_HEAD_DIM 256
 #define ATTN_DIMS_PER_THREAD (ATTN_MAX_HEAD_DIM / ATTN_THREADS)
 
-extern "C" __global__ void __launch_bounds__(ATTN_THREADS)
-attention_f32(float* out, const float* q, const float* K, const float* V, const int* meta,
-              int heads, int kv_heads, int head_dim, int page_size, float scale) {
-    // meta[0] is the start position and meta+1 the page table: both come
-    // from device memory so a captured graph replays for any position.
-    const int start = meta[0];
-    const int* page_table = meta + 1;
+// attend computes query row i, head h over positions 0..last of page_table.
+// Every thread of the block calls it (it synchronises the block).
+__device__ __forceinline__ void attend(float* out, const float* q, const float* K, const float* V,
+                                       const int* page_table, int last, int i, int h, int heads,
+                                       int kv_heads, int head_dim, int page_size, float scale) {
     extern __shared__ float sm[];
     float* qs = sm;                // head_dim
     float* sc = sm + head_dim;     // ATTN_CHUNK
-    int i = blockIdx.x, h = blockIdx.y;
     int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x >> 5;
     int row = kv_heads * head_dim;
     int kvh = h / (heads / kv_heads);
@@ -30,7 +27,6 @@ attention_f32(float* out, const float* q, const float* K, const float* V, const 
     for (int x = tid; x < head_dim; x += blockDim.x) qs[x] = q[qoff + x];
     __syncthreads();
 
-    int last = start + i;
     float m = -INFINITY, l = 0.f;
     float acc[ATTN_DIMS_PER_THREAD];
 #pragma unroll
@@ -79,4 +75,23 @@ attention_f32(float* out, const float* q, const float* K, const float* V, const 
         int x = tid + c * ATTN_THREADS;
         if (x < head_dim) out[qoff + x] = acc[c] * inv;
     }
+}
+
+extern "C" __global__ void __launch_bounds__(ATTN_THREADS)
+attention_f32(float* out, const float* q, const float* K, const float* V, const int* meta,
+              int heads, int kv_heads, int head_dim, int page_size, float scale) {
+    // meta[0] is the start position and meta+1 the page table: both come
+    // from device memory so a captured graph replays for any position.
+    int i = blockIdx.x, h = blockIdx.y;
+    attend(out, q, K, V, meta + 1, meta[0] + i, i, h, heads, kv_heads, head_dim, page_size, scale);
+}
+
+// Batched decode attention: query row i (one token of sequence i) at
+// position meta[i] attends to positions 0..meta[i] through the page table
+// meta + rows + i*stride. Grid (rows, heads), as attention_f32.
+extern "C" __global__ void __launch_bounds__(ATTN_THREADS)
+decode_attention_f32(float* out, const float* q, const float* K, const float* V, const int* meta,
+                     int rows, int stride, int heads, int kv_heads, int head_dim, int page_size, float scale) {
+    int i = blockIdx.x, h = blockIdx.y;
+    attend(out, q, K, V, meta + rows + (size_t)i * stride, meta[i], i, h, heads, kv_heads, head_dim, page_size, scale);
 }

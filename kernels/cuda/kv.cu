@@ -17,3 +17,21 @@ extern "C" __global__ void write_kv_f32(float* K, float* V, const float* k, cons
         V[slot * row + c] = vs[c];
     }
 }
+
+// Batched decode KV write: row r of k and v goes to position meta[r] of the
+// sequence whose page table is meta + rows + r*stride (positions first, then
+// rows tables of stride pages, all in device memory so a captured graph reads
+// each replay's values). One block per row. The host has checked every page.
+extern "C" __global__ void write_kv_rows_f32(float* K, float* V, const float* k, const float* v,
+                                             const int* meta, int rows, int stride, int page_size, int row) {
+    int r = blockIdx.x;
+    int pos = meta[r];
+    const int* page_table = meta + rows + (size_t)r * stride;
+    size_t slot = (size_t)page_table[pos / page_size] * page_size + pos % page_size;
+    const float* ks = k + (size_t)r * row;
+    const float* vs = v + (size_t)r * row;
+    for (int c = threadIdx.x; c < row; c += blockDim.x) {
+        K[slot * row + c] = ks[c];
+        V[slot * row + c] = vs[c];
+    }
+}

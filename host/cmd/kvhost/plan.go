@@ -40,6 +40,7 @@ func planCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.IntVar(&in.MaxTotalTokens, "max-total-tokens", 0, "as serve")
 	fs.Float64Var(&in.MemFractionStatic, "mem-fraction-static", 0, "fix the slack at P·(1−f) (0: the policy's own; with --sglang-compat SGLang's default)")
 	fs.BoolVar(&in.SGLangCompat, "sglang-compat", false, "size as SGLang does (spec §2–§3) and show kvhost's figure beside it")
+	fs.IntVar(&in.LogprobChunk, "logprob-chunk-size", 2048, "as serve")
 	fs.IntVar(&in.GraphMaxBS, "cuda-graph-max-bs", -1, "as serve (-1: by device memory class; 0: no decode graphs)")
 	var pluginsDir string
 	fs.StringVar(&pluginsDir, "plugins", "", "folder of .wasm configurators overriding the built-ins, as serve")

@@ -36,6 +36,7 @@ type serveFlags struct {
 	maxQueue       int
 	chunkedPrefill int
 	maxPrefill     int
+	logprobChunk   int
 	pageSize       int
 	maxTotalTokens int
 	memFraction    float64
@@ -65,6 +66,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.IntVar(&f.maxRunning, "max-running-requests", 32, "sequences decoded together at most")
 	fs.IntVar(&f.maxQueue, "max-queue", 256, "requests waiting for admission at most; more get 429")
 	fs.IntVar(&f.chunkedPrefill, "chunked-prefill-size", 512, "new tokens in one forward at most (bounds the activation peak); -1 disables chunking")
+	fs.IntVar(&f.logprobChunk, "logprob-chunk-size", 2048, "rows of full-vocabulary logits one LM-head matmul computes for input logprobs (freed chunk by chunk)")
 	fs.IntVar(&f.maxPrefill, "max-prefill-tokens", 16384, "with chunking disabled, prompt tokens one forward gathers at most (a longer prompt runs alone)")
 	fs.IntVar(&f.pageSize, "page-size", 16, "KV cache page size in tokens")
 	fs.IntVar(&f.maxTotalTokens, "max-total-tokens", 0, "cap on KV pool tokens (0: as many as memory allows)")
@@ -185,7 +187,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	s, err := boot.Build(boot.Config{
 		Model: f.model, Device: f.dev, DeviceMemory: int64(f.devMemory), Threads: f.threads,
-		MaxRunning: f.maxRunning, MaxQueue: f.maxQueue, ChunkedPrefill: f.chunkedPrefill, MaxPrefillTokens: f.maxPrefill,
+		MaxRunning: f.maxRunning, MaxQueue: f.maxQueue, ChunkedPrefill: f.chunkedPrefill, MaxPrefillTokens: f.maxPrefill, LogprobChunk: f.logprobChunk,
 		PageSize: f.pageSize, MaxTotalTokens: f.maxTotalTokens,
 		MemFractionStatic: f.memFraction, SGLangCompat: f.sglangCompat, GraphMaxBS: f.graphMaxBS,
 		PluginsDir: f.pluginsDir, Samplers: sreg,

@@ -28,9 +28,9 @@ const (
 type mode uint8
 
 const (
-	modeEager mode = iota
-	modeCapture
-	modeReplay
+	modeEager   mode = iota
+	modeRecord       // a capture is open: work runs eagerly and is recorded
+	modeCapture      // EndCapture is issuing the recording under stream capture
 )
 
 // Facts are what the device learnt at open, for logs and gpu-check.
@@ -81,11 +81,11 @@ type Device struct {
 	pin      pinned
 	stageDev cu.DevicePtr
 	ring     ring
-	outPin   pinned
-	outRing  ring
-	pending  []pendingCopy
+	outPin   pinned // receives captured graphs' device → host copies
 	mode     mode
-	tape     tape
+	rec      *recording
+	graphs   []*Graph
+	retired  []retiredBuf
 	meta     []int32
 
 	half      cu.DevicePtr // f32 → f16/bf16 scratch feeding cuBLAS
@@ -262,7 +262,7 @@ func (d *Device) Malloc(size int64) (device.Ptr, error) {
 	var p device.Ptr
 	err := d.do(func() error {
 		if d.mode == modeCapture {
-			return errors.New("cuda: cuMemAlloc during graph capture (warm the allocator up first)")
+			return errors.New("cuda: cuMemAlloc during stream capture is forbidden (allocate while the capture is being recorded, before EndCapture)")
 		}
 		dp, err := cu.MemAlloc(size)
 		if errors.Is(err, cu.OutOfMemory) {
@@ -285,7 +285,7 @@ func (d *Device) Free(p device.Ptr) error {
 			return fmt.Errorf("cuda: free of %#x, which is not the start of a live allocation", uintptr(p))
 		}
 		if d.mode != modeEager {
-			return errors.New("cuda: cuMemFree during graph capture or replay")
+			return errors.New("cuda: cuMemFree during an open graph capture")
 		}
 		delete(d.allocs, p)
 		if err := cu.MemFree(cu.DevicePtr(p)); err != nil {
@@ -311,7 +311,7 @@ func (d *Device) Kernels() device.Kernels { return &d.kern }
 func (d *Device) Sync() error {
 	return d.do(func() error {
 		if d.mode != modeEager {
-			return errors.New("cuda: synchronise during capture or replay")
+			return errors.New("cuda: synchronise during an open graph capture")
 		}
 		if err := d.st.sync(); err != nil {
 			return err
@@ -347,6 +347,16 @@ func (d *Device) teardown() error {
 		keep(d.st.sync())
 	}
 	d.blas.close()
+	for len(d.graphs) > 0 {
+		keep(d.closeGraph(d.graphs[0]))
+	}
+	for _, r := range d.retired {
+		keep(r.pin.free())
+		if r.dev != 0 {
+			keep(cu.MemFree(r.dev))
+		}
+	}
+	d.retired = nil
 	for base := range d.reservations {
 		keep(d.release(base))
 	}

@@ -5,109 +5,222 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"github.com/kvhost/kvhost/host/device"
 )
 
-// Graph is a captured decode step: a CUDA graph plus the tape of the work
-// it holds, so each replay can prove it asks for exactly that work.
+var (
+	_ device.Capturer      = (*Device)(nil)
+	_ device.DecodeKernels = (*kernels)(nil)
+	_ device.Graph         = (*Graph)(nil)
+)
+
+type opKind uint8
+
+const (
+	opLaunch opKind = iota
+	opHtoD
+	opGemm
+	opDtoH
+)
+
+// op is one piece of recorded work with every address resolved.
+type op struct {
+	kind opKind
+	// opLaunch
+	fn   function
+	dims Dims
+	args []uint64
+	// opHtoD: pinned host → device; opDtoH: device → pinned host at off of
+	// the output buffer (resolved at EndCapture).
+	host unsafe.Pointer
+	dev  uintptr
+	n    int64
+	off  int64
+	// opGemm
+	gemm gemmArgs
+}
+
+type gemmArgs struct {
+	out, x, w    uintptr
+	xType, wType int
+	m, n, k      int
+}
+
+// binding is a pinned span a graph's copy reads, and how to refill it from
+// the host slices bound at record time.
+type binding struct {
+	host unsafe.Pointer
+	n    int64
+	fill func([]byte) error
+}
+
+// outBinding is a captured device → host copy: the graph lands it in the
+// pinned output buffer at host; Launch delivers it to dst.
+type outBinding struct {
+	off  int64
+	host unsafe.Pointer
+	dst  []float32
+}
+
+// stageKey identifies a host slice staged while recording, so a slice the
+// step stages several times (positions for every layer's RoPE and
+// attention) takes one span and one copy.
+type stageKey struct {
+	kind       uint8
+	p1, p2     uintptr
+	n, n2, geo int
+}
+
+// recording is an open capture: work runs eagerly and is recorded.
+type recording struct {
+	ops      []op
+	binds    []binding
+	outs     []outBinding
+	outBytes int64
+	staged   map[stageKey]uintptr
+}
+
+// Graph is a captured step: a CUDA graph plus the host slices it reads and
+// the host slices its results go to.
 type Graph struct {
 	d     *Device
 	g     graph
 	nodes int
-	tape  tape
+	ops   int
+	binds []binding
+	outs  []outBinding
 }
 
-// Capture records one step under stream capture (THREAD_LOCAL, on the owner
-// thread). step must have run eagerly at least once with the same shapes so
-// that allocations come from the caching allocator and GEMM scratch is
-// sized: a cuMemAlloc during capture fails it. outBytes sizes the pinned
-// buffer that receives CopyToHost results at replay. The capture computes
-// nothing; results come from Replay.
-func (d *Device) Capture(outBytes int64, step func() error) (*Graph, error) {
-	var gr *Graph
-	err := d.do(func() error {
+// BeginCapture opens a capture. Protocol (doc.go): until EndCapture every
+// kernel call runs eagerly — so the caching allocator can still call Malloc
+// and the step's results are computed once — and is recorded with its
+// resolved addresses and the host slices it staged. EndCapture issues the
+// recorded work again under CUDA stream capture, where nothing allocates.
+func (d *Device) BeginCapture() error {
+	return d.do(func() error {
 		if d.mode != modeEager {
-			return errors.New("cuda: nested capture")
+			return errors.New("cuda: a capture is already open")
 		}
 		if err := d.st.sync(); err != nil {
 			return err
 		}
-		if d.outPin.size < outBytes {
-			if err := d.outPin.free(); err != nil {
-				return err
-			}
-			d.outPin = pinned{}
-			p, err := newPinned(outBytes)
-			if err != nil {
-				return err
-			}
-			d.outPin, d.outRing = p, ring{size: outBytes}
-		}
 		d.ring.reset()
-		d.outRing = ring{size: d.outPin.size}
-		d.tape.record()
+		d.rec = &recording{staged: map[stageKey]uintptr{}}
+		d.mode = modeRecord
+		return nil
+	})
+}
+
+// EndCapture closes the capture: it sizes the pinned output buffer, then
+// replays the recorded work under THREAD_LOCAL stream capture on the owner
+// thread and instantiates the graph.
+func (d *Device) EndCapture() (device.Graph, error) {
+	var gr *Graph
+	err := d.do(func() error {
+		if d.mode != modeRecord {
+			return errors.New("cuda: no capture is open")
+		}
+		rec := d.rec
+		d.rec, d.mode = nil, modeEager
+		if err := d.st.sync(); err != nil {
+			return err
+		}
+		if err := d.growOut(rec.outBytes); err != nil {
+			return err
+		}
+		for i := range rec.outs {
+			rec.outs[i].host = unsafe.Add(d.outPin.p, rec.outs[i].off)
+		}
 		if err := beginCapture(d.st); err != nil {
-			d.tape.stop()
 			return err
 		}
 		d.mode = modeCapture
-		stepErr := step()
+		issueErr := d.issue(rec.ops)
 		d.mode = modeEager
-		d.tape.stop()
 		g, nodes, endErr := endCapture(d.st)
-		if stepErr != nil || endErr != nil {
+		if issueErr != nil || endErr != nil {
 			if endErr == nil {
 				_ = g.destroy()
 			}
-			return errors.Join(stepErr, endErr)
+			return fmt.Errorf("cuda: capture: %w", errors.Join(issueErr, endErr))
 		}
-		gr = &Graph{d: d, g: g, nodes: nodes, tape: tape{words: d.tape.words}}
-		d.tape = tape{}
+		gr = &Graph{d: d, g: g, nodes: nodes, ops: len(rec.ops), binds: rec.binds, outs: rec.outs}
+		d.graphs = append(d.graphs, gr)
 		return nil
 	})
-	return gr, err
-}
-
-// Nodes is the captured graph's node count.
-func (g *Graph) Nodes() int { return g.nodes }
-
-// Calls is the number of launches, copies and GEMMs the graph holds.
-func (g *Graph) Calls() int {
-	n := 0
-	for i := 0; i < len(g.tape.words); i += 2 + int(g.tape.words[i+1]) {
-		n++
+	if err != nil {
+		return nil, err
 	}
-	return n
+	return gr, nil
 }
 
-// Replay re-runs step in stage-only mode (host inputs go to the same pinned
-// spans, nothing is launched), checks it against the capture, launches the
-// graph, waits for it and delivers the CopyToHost results.
-func (g *Graph) Replay(step func() error) error {
+// issue queues recorded work on the stream (under capture).
+func (d *Device) issue(ops []op) error {
+	for _, o := range ops {
+		var err error
+		switch o.kind {
+		case opLaunch:
+			copy(d.args.slots, o.args)
+			if err = launchRaw(rawFunction(o.fn.f), o.dims, d.st, d.args, len(o.args)); err != nil {
+				err = fmt.Errorf("%s: %w", o.fn.name, err)
+			}
+		case opHtoD:
+			err = htodAsync(o.dev, o.host, o.n, d.st)
+		case opDtoH:
+			err = dtohAsync(unsafe.Add(d.outPin.p, o.off), o.dev, o.n, d.st)
+		case opGemm:
+			a := o.gemm
+			err = d.blas.gemmRowMajor(a.out, a.x, a.xType, a.w, a.wType, a.m, a.n, a.k)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// growOut makes the pinned output buffer hold n bytes; a buffer that
+// captured graphs still write to is retired, not freed.
+func (d *Device) growOut(n int64) error {
+	if n <= d.outPin.size {
+		return nil
+	}
+	p, err := newPinned(max(n, 2*d.outPin.size))
+	if err != nil {
+		return err
+	}
+	if err := d.retirePinned(d.outPin); err != nil {
+		_ = p.free()
+		return err
+	}
+	d.outPin = p
+	return nil
+}
+
+// Launch refills the pinned spans the graph copies from with the bound
+// host slices' current contents (checking page tables and positions again),
+// launches the graph, waits for it and delivers its device → host copies.
+func (g *Graph) Launch() error {
 	d := g.d
 	return d.do(func() error {
 		if d.mode != modeEager {
-			return errors.New("cuda: nested replay")
+			return errors.New("cuda: graph launch during a capture")
 		}
 		if g.g.e == nil {
-			return errors.New("cuda: replay of a closed graph")
+			return errors.New("cuda: launch of a closed graph")
 		}
+		// Eager copies still queued may read the spans about to be refilled.
 		if err := d.st.sync(); err != nil {
 			return err
 		}
-		d.ring.reset()
-		d.outRing = ring{size: d.outPin.size}
-		d.pending = d.pending[:0]
-		d.tape = g.tape
-		d.tape.verify()
-		d.mode = modeReplay
-		err := step()
-		if err == nil {
-			err = d.tape.done()
-		}
-		d.mode = modeEager
-		d.tape = tape{}
-		if err != nil {
-			return fmt.Errorf("cuda: replay refused: %w", err)
+		for _, b := range g.binds {
+			if err := b.fill(unsafe.Slice((*byte)(b.host), b.n)); err != nil {
+				return fmt.Errorf("cuda: graph launch refused: %w", err)
+			}
 		}
 		if err := g.g.launch(d.st); err != nil {
 			return err
@@ -116,26 +229,71 @@ func (g *Graph) Replay(step func() error) error {
 			return err
 		}
 		d.ring.reset()
-		out := d.outPin.bytes()
-		for _, p := range d.pending {
-			src := out[p.off : p.off+int64(4*len(p.dst))]
-			for i := range p.dst {
-				p.dst[i] = f32frombytes(src[4*i:])
-			}
+		for _, o := range g.outs {
+			src := unsafe.Slice((*float32)(o.host), len(o.dst))
+			copy(o.dst, src)
 		}
-		d.pending = d.pending[:0]
 		return nil
 	})
 }
 
-// Close destroys the graph.
+// Launches is the number of recorded launches, copies and GEMMs.
+func (g *Graph) Launches() int { return g.ops }
+
+// Nodes is the instantiated CUDA graph's node count.
+func (g *Graph) Nodes() int { return g.nodes }
+
+// Close destroys the graph (the device destroys any left at its Close).
 func (g *Graph) Close() error {
-	return g.d.do(func() error {
-		if g.g.e == nil {
-			return nil
+	return g.d.do(func() error { return g.d.closeGraph(g) })
+}
+
+func (d *Device) closeGraph(g *Graph) error {
+	if g.g.e == nil {
+		return nil
+	}
+	err := g.g.destroy()
+	g.g = graph{}
+	for i, x := range d.graphs {
+		if x == g {
+			d.graphs = append(d.graphs[:i], d.graphs[i+1:]...)
+			break
 		}
-		err := g.g.destroy()
-		g.g = graph{}
-		return err
-	})
+	}
+	return err
+}
+
+// retiredBuf is a staging buffer replaced while graphs may still read or
+// write it; it lives until Close.
+type retiredBuf struct {
+	pin pinned
+	dev cu.DevicePtr
+}
+
+// graphsMayUse reports whether replaced buffers must be kept alive.
+func (d *Device) graphsMayUse() bool { return len(d.graphs) > 0 || d.mode == modeRecord }
+
+// retirePinned frees p, or keeps it until Close while graphs may copy to or
+// from it.
+func (d *Device) retirePinned(p pinned) error {
+	if p.p == nil {
+		return nil
+	}
+	if !d.graphsMayUse() {
+		return p.free()
+	}
+	d.retired = append(d.retired, retiredBuf{pin: p})
+	return nil
+}
+
+// retireDev is retirePinned for device memory.
+func (d *Device) retireDev(p cu.DevicePtr) error {
+	if p == 0 {
+		return nil
+	}
+	if !d.graphsMayUse() {
+		return cu.MemFree(p)
+	}
+	d.retired = append(d.retired, retiredBuf{dev: p})
+	return nil
 }

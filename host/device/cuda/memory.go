@@ -13,15 +13,9 @@ import (
 	"github.com/kvhost/kvhost/host/device"
 )
 
-// pendingCopy is a device → host copy that landed in the pinned output ring
-// during a replay and is delivered to dst after the graph has run.
-type pendingCopy struct {
-	dst []float32
-	off int64
-}
-
 // growStage (re)allocates the pinned ring and its device mirror to hold at
-// least n bytes; only outside capture, after a synchronisation.
+// least n bytes; only outside capture, after a synchronisation. Buffers that
+// captured graphs copy through are retired, not freed.
 func (d *Device) growStage(n int64) error {
 	if d.mode != modeEager {
 		return &ErrRingFull{Need: n, Size: d.ring.size}
@@ -44,23 +38,22 @@ func (d *Device) growStage(n int64) error {
 		_ = pin.free()
 		return fmt.Errorf("cuda: staging buffer of %d bytes: %w", size, err)
 	}
-	if err := d.pin.free(); err != nil {
+	if err := d.retirePinned(d.pin); err != nil {
 		return err
 	}
-	if d.stageDev != 0 {
-		if err := cu.MemFree(d.stageDev); err != nil {
-			return err
-		}
+	if err := d.retireDev(d.stageDev); err != nil {
+		return err
 	}
 	d.pin, d.stageDev, d.ring = pin, dev, ring{size: size}
 	return nil
 }
 
-// stage copies src into the pinned ring and queues its copy to dst (or, when
-// dst is 0, to the ring's device mirror), returning the device address. In
-// replay it only fills the ring: the graph holds the copy.
-func (d *Device) stage(src []byte, dst uintptr) (uintptr, error) {
-	n := int64(len(src))
+// stage takes an n-byte span of the pinned ring, fills it and queues its
+// copy to dst (or, when dst is 0, to the ring's device mirror), returning
+// the device address. While a capture is open the copy is recorded and fill
+// is kept: a graph launch calls it again to refill the span from the bound
+// host slices' current contents.
+func (d *Device) stage(n int64, fill func([]byte) error, dst uintptr) (uintptr, error) {
 	if n == 0 {
 		return uintptr(d.stageDev), nil
 	}
@@ -79,46 +72,96 @@ func (d *Device) stage(src []byte, dst uintptr) (uintptr, error) {
 			return 0, err
 		}
 	}
-	copy(d.pin.bytes()[off:off+n], src)
+	if err := fill(d.pin.bytes()[off : off+n]); err != nil {
+		return 0, err
+	}
 	target := dst
 	if target == 0 {
 		target = uintptr(d.stageDev) + uintptr(off)
 	}
-	if err := d.tape.entry(tagStage, uint64(off), uint64(n), uint64(target)); err != nil {
-		return 0, err
+	host := unsafe.Add(d.pin.p, off)
+	if d.mode == modeRecord {
+		d.rec.ops = append(d.rec.ops, op{kind: opHtoD, host: host, dev: target, n: n})
+		d.rec.binds = append(d.rec.binds, binding{host: host, n: n, fill: fill})
 	}
-	if d.mode == modeReplay {
-		return target, nil
-	}
-	return target, htodAsync(target, unsafe.Add(d.pin.p, off), n, d.st)
+	return target, htodAsync(target, host, n, d.st)
 }
 
+// stageOnce stages like stage, but while recording a slice staged before
+// (same key) reuses its span: within one step its contents cannot differ.
+func (d *Device) stageOnce(k stageKey, n int64, fill func([]byte) error) (uintptr, error) {
+	if d.mode == modeRecord {
+		if p, ok := d.rec.staged[k]; ok {
+			return p, nil
+		}
+	}
+	p, err := d.stage(n, fill, 0)
+	if err == nil && d.mode == modeRecord {
+		d.rec.staged[k] = p
+	}
+	return p, err
+}
+
+func int32Bytes(v []int32) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 4*len(v))
+}
+
+const (
+	keyInts uint8 = iota + 1
+	keyDoubles
+	keyDecode
+)
+
+// stageInts stages a host slice of int32 the caller owns (token ids,
+// positions, row indices).
 func (d *Device) stageInts(v []int32) (uintptr, error) {
 	if len(v) == 0 {
-		return d.stage(nil, 0)
+		return d.stage(0, nil, 0)
 	}
-	return d.stage(unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v)), 0)
+	k := stageKey{kind: keyInts, p1: uintptr(unsafe.Pointer(&v[0])), n: len(v)}
+	return d.stageOnce(k, int64(4*len(v)), func(b []byte) error { copy(b, int32Bytes(v)); return nil })
 }
 
 // stageMeta stages [start, pages..., 0 padding] (metaLen ints) for the
-// attention and KV-write kernels.
+// attention and KV-write kernels. start is a value: a graph replays it as
+// captured (per-step positions belong in the DecodeKernels path).
 func (d *Device) stageMeta(start int, pages []int32) (uintptr, error) {
 	n := metaLen(len(pages))
-	if cap(d.meta) < n {
-		d.meta = make([]int32, n)
-	}
-	m := d.meta[:n]
-	clear(m)
-	m[0] = int32(start)
-	copy(m[1:], pages)
-	return d.stageInts(m)
+	return d.stage(int64(4*n), func(b []byte) error {
+		m := unsafe.Slice((*int32)(unsafe.Pointer(&b[0])), n)
+		clear(m)
+		m[0] = int32(start)
+		copy(m[1:], pages)
+		return nil
+	}, 0)
 }
 
 func (d *Device) stageDoubles(v []float64) (uintptr, error) {
 	if len(v) == 0 {
-		return d.stage(nil, 0)
+		return d.stage(0, nil, 0)
 	}
-	return d.stage(unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 8*len(v)), 0)
+	k := stageKey{kind: keyDoubles, p1: uintptr(unsafe.Pointer(&v[0])), n: len(v)}
+	return d.stageOnce(k, int64(8*len(v)), func(b []byte) error {
+		copy(b, unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 8*len(v)))
+		return nil
+	})
+}
+
+// stageDecode stages the batched-decode metadata: positions, then one page
+// table of stride pages per row (decodeMeta checks every page and position
+// again at each graph launch).
+func (d *Device) stageDecode(kv device.KVLayer, positions []int32, tables [][]int32, maxLen int) (meta uintptr, stride int, err error) {
+	rows := len(positions)
+	for _, t := range tables[:rows] {
+		stride = max(stride, len(t))
+	}
+	geo := decodeGeometry{pageSize: kv.PageSize, slots: min(kv.K.N, kv.V.N) / (kv.KVHeads * kv.HeadDim), stride: stride, maxLen: maxLen}
+	k := stageKey{kind: keyDecode, p1: uintptr(unsafe.Pointer(&positions[0])), p2: uintptr(unsafe.Pointer(&tables[0])), n: rows, n2: stride,
+		geo: geo.slots*1024 + geo.pageSize}
+	meta, err = d.stageOnce(k, int64(4*(rows+rows*stride)), func(b []byte) error {
+		return geo.encode(unsafe.Slice((*int32)(unsafe.Pointer(&b[0])), rows+rows*stride), positions, tables[:rows])
+	})
+	return meta, stride, err
 }
 
 // scratchHalf makes sure the f32 → f16/bf16 scratch holds n bytes.
@@ -126,23 +169,18 @@ func (d *Device) scratchHalf(n int64) (uintptr, error) {
 	if n <= d.halfBytes {
 		return uintptr(d.half), nil
 	}
-	if d.mode != modeEager {
-		return 0, fmt.Errorf("cuda: GEMM conversion scratch of %d bytes must grow during capture (warm up first)", n)
-	}
 	if err := d.st.sync(); err != nil {
 		return 0, err
-	}
-	if d.half != 0 {
-		if err := cu.MemFree(d.half); err != nil {
-			return 0, err
-		}
-		d.half, d.halfBytes = 0, 0
 	}
 	p, err := cu.MemAlloc(n)
 	if errors.Is(err, cu.OutOfMemory) {
 		return 0, d.oom(n)
 	}
 	if err != nil {
+		return 0, err
+	}
+	if err := d.retireDev(d.half); err != nil {
+		_ = cu.MemFree(p)
 		return 0, err
 	}
 	d.half, d.halfBytes = p, n

@@ -84,7 +84,7 @@ func (d *Device) fn(name string) (function, error) {
 	return f, nil
 }
 
-// launch records the call on the tape and, unless replaying, launches it.
+// launch launches a kernel now and, while a capture is open, records it.
 // Arguments are 8-byte words: pointers, or int32/float32 bit patterns in the
 // low half (kernel parameters are read at their own size).
 func (d *Device) launch(name string, dims Dims, args ...uint64) error {
@@ -95,15 +95,8 @@ func (d *Device) launch(name string, dims Dims, args ...uint64) error {
 	if len(args) > len(d.args.slots) {
 		return fmt.Errorf("cuda: %s takes %d arguments, at most %d supported", name, len(args), len(d.args.slots))
 	}
-	words := make([]uint64, 0, 8+len(args))
-	words = append(words, uint64(f.id),
-		uint64(dims.Grid[0]), uint64(dims.Grid[1]), uint64(dims.Grid[2]),
-		uint64(dims.Block[0]), uint64(dims.Block[1]), uint64(dims.Block[2]), uint64(dims.Shared))
-	if err := d.tape.entry(tagLaunch, append(words, args...)...); err != nil {
-		return err
-	}
-	if d.mode == modeReplay {
-		return nil
+	if d.mode == modeRecord {
+		d.rec.ops = append(d.rec.ops, op{kind: opLaunch, fn: f, dims: dims, args: append([]uint64(nil), args...)})
 	}
 	copy(d.args.slots, args)
 	if err := launchRaw(rawFunction(f.f), dims, d.st, d.args, len(args)); err != nil {

@@ -17,7 +17,7 @@ import (
 type refModel struct {
 	dim, hidden, layers, heads, kvHeads, vocab int
 	eps, theta                                 float64
-	neox                                       bool
+	neox, bias, qkNorm                         bool
 	w                                          map[string][]float64
 	kcache, vcache                             [][][]float64 // layer, pos, kv row
 }
@@ -133,6 +133,24 @@ func (r *refModel) step(tok int32) []float64 {
 		q := matvec(r.w[p+"attn_q.weight"], h, r.heads*hd)
 		k := matvec(r.w[p+"attn_k.weight"], h, r.kvHeads*hd)
 		v := matvec(r.w[p+"attn_v.weight"], h, r.kvHeads*hd)
+		if r.bias {
+			for i := range q {
+				q[i] += r.w[p+"attn_q.bias"][i]
+			}
+			for i := range k {
+				k[i] += r.w[p+"attn_k.bias"][i]
+				v[i] += r.w[p+"attn_v.bias"][i]
+			}
+		}
+		if r.qkNorm {
+			// Qwen3: RMSNorm over each head's vector before the rotation.
+			for hh := 0; hh < r.heads; hh++ {
+				copy(q[hh*hd:(hh+1)*hd], rmsnorm(q[hh*hd:(hh+1)*hd], r.w[p+"attn_q_norm.weight"], r.eps))
+			}
+			for hh := 0; hh < r.kvHeads; hh++ {
+				copy(k[hh*hd:(hh+1)*hd], rmsnorm(k[hh*hd:(hh+1)*hd], r.w[p+"attn_k_norm.weight"], r.eps))
+			}
+		}
 		r.rope(q, r.heads, pos)
 		r.rope(k, r.kvHeads, pos)
 		r.kcache[l] = append(r.kcache[l], k)

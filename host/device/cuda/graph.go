@@ -70,9 +70,10 @@ type outBinding struct {
 // step stages several times (positions for every layer's RoPE and
 // attention) takes one span and one copy.
 type stageKey struct {
-	kind       uint8
-	p1, p2     uintptr
-	n, n2, geo int
+	kind   uint8
+	p1, p2 uintptr
+	n      int
+	geo    decodeGeometry
 }
 
 // recording is an open capture: work runs eagerly and is recorded.

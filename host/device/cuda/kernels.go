@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"fmt"
+	"math"
 	"unsafe"
 
 	"github.com/kvhost/kvhost/host/device"
@@ -92,11 +93,8 @@ func (d *Device) gemm(out, x device.Buf, m int, w device.Weight) error {
 		}
 		xp, xType, wType = h, t, t
 	}
-	if err := d.tape.entry(tagGemm, uint64(out.Ptr), uint64(xp), uint64(xType), uint64(w.Ptr), uint64(wType), uint64(m), uint64(w.Rows), uint64(w.Cols)); err != nil {
-		return err
-	}
-	if d.mode == modeReplay {
-		return nil
+	if d.mode == modeRecord {
+		d.rec.ops = append(d.rec.ops, op{kind: opGemm, gemm: gemmArgs{out: uintptr(out.Ptr), x: xp, xType: xType, w: uintptr(w.Ptr), wType: wType, m: m, n: w.Rows, k: w.Cols}})
 	}
 	return d.blas.gemmRowMajor(uintptr(out.Ptr), xp, xType, uintptr(w.Ptr), wType, m, w.Rows, w.Cols)
 }
@@ -382,6 +380,9 @@ func (k *kernels) Argmax(out device.Buf, x device.Buf, rows, cols int) error {
 	})
 }
 
+// CopyToHost waits for the stream and copies src into dst. While a capture
+// is open the copy is also recorded: the graph lands it in pinned memory and
+// each launch delivers it to dst.
 func (k *kernels) CopyToHost(dst []float32, src device.Buf) error {
 	if len(dst) < src.N {
 		return fmt.Errorf("cuda device: copy of %d floats into %d", src.N, len(dst))
@@ -392,28 +393,25 @@ func (k *kernels) CopyToHost(dst []float32, src device.Buf) error {
 	d := k.d
 	n := int64(src.N) * 4
 	return d.do(func() error {
-		if d.mode == modeEager {
-			if err := dtohSync(unsafe.Pointer(&dst[0]), uintptr(src.Ptr), n, d.st); err != nil {
-				return err
-			}
+		if err := dtohSync(unsafe.Pointer(&dst[0]), uintptr(src.Ptr), n, d.st); err != nil {
+			return err
+		}
+		if d.mode != modeRecord {
 			d.ring.reset()
 			return nil
 		}
-		off, _, err := d.outRing.take(n, false)
-		if err != nil {
-			return err
-		}
-		if err := d.tape.entry(tagToHost, uint64(src.Ptr), uint64(n), uint64(off)); err != nil {
-			return err
-		}
-		if d.mode == modeReplay {
-			d.pending = append(d.pending, pendingCopy{dst: dst[:src.N], off: off})
-			return nil
-		}
-		return dtohAsync(unsafe.Add(d.outPin.p, off), uintptr(src.Ptr), n, d.st)
+		// The ring keeps the recording's spans: they are the graph's.
+		r := d.rec
+		r.ops = append(r.ops, op{kind: opDtoH, dev: uintptr(src.Ptr), n: n, off: r.outBytes})
+		r.outs = append(r.outs, outBinding{off: r.outBytes, dst: dst[:src.N]})
+		r.outBytes += (n + ringAlign - 1) / ringAlign * ringAlign
+		return nil
 	})
 }
 
+// CopyFromHost stages src through the pinned ring (or, eagerly and when
+// large, copies it directly). While a capture is open src is bound: each
+// graph launch copies its current contents.
 func (k *kernels) CopyFromHost(dst device.Buf, src []float32) error {
 	if dst.N < len(src) {
 		return fmt.Errorf("cuda device: copy of %d floats into %d", len(src), dst.N)
@@ -422,12 +420,15 @@ func (k *kernels) CopyFromHost(dst device.Buf, src []float32) error {
 		return nil
 	}
 	d := k.d
-	raw := unsafe.Slice((*byte)(unsafe.Pointer(&src[0])), 4*len(src))
+	n := int64(4 * len(src))
 	return d.do(func() error {
-		if d.mode == modeEager && int64(len(raw)) > d.ring.size/4 {
-			return htodSync(uintptr(dst.Ptr), unsafe.Pointer(&src[0]), int64(len(raw)), d.st)
+		if d.mode == modeEager && n > d.ring.size/4 {
+			return htodSync(uintptr(dst.Ptr), unsafe.Pointer(&src[0]), n, d.st)
 		}
-		_, err := d.stage(raw, uintptr(dst.Ptr))
+		_, err := d.stage(n, func(b []byte) error {
+			copy(b, unsafe.Slice((*byte)(unsafe.Pointer(&src[0])), n))
+			return nil
+		}, uintptr(dst.Ptr))
 		return err
 	})
 }
@@ -439,8 +440,80 @@ func (k *kernels) Upload(p device.Ptr, src []byte) error {
 	d := k.d
 	return d.do(func() error {
 		if d.mode != modeEager {
-			return fmt.Errorf("cuda device: upload during graph capture or replay")
+			return fmt.Errorf("cuda device: upload during an open graph capture")
 		}
 		return htodSync(uintptr(p), unsafe.Pointer(&src[0]), int64(len(src)), d.st)
+	})
+}
+
+// WriteKVRows stores row i of k and v at positions[i] of the sequence whose
+// page table is tables[i]; positions and tables are staged (and, in a
+// graph, re-read and re-checked at every launch).
+func (k *kernels) WriteKVRows(kv device.KVLayer, key, val device.Buf, positions []int32, tables [][]int32) error {
+	if len(tables) < len(positions) {
+		return fmt.Errorf("cuda device: %d positions, %d page tables", len(positions), len(tables))
+	}
+	if kv.PageSize <= 0 || kv.KVHeads <= 0 || kv.HeadDim <= 0 {
+		return fmt.Errorf("cuda device: page size %d, kv heads %d, head dim %d must be positive", kv.PageSize, kv.KVHeads, kv.HeadDim)
+	}
+	row := kv.KVHeads * kv.HeadDim
+	rows := len(positions)
+	if err := need("kv rows input", min(key.N, val.N), rows*row); err != nil {
+		return err
+	}
+	if rows == 0 {
+		return nil
+	}
+	d := k.d
+	return d.do(func() error {
+		meta, stride, err := d.stageDecode(kv, positions, tables, math.MaxInt32)
+		if err != nil {
+			return err
+		}
+		return d.launch("write_kv_rows_f32", perRow(rows, row), ptrArg(kv.K.Ptr), ptrArg(kv.V.Ptr), ptrArg(key.Ptr), ptrArg(val.Ptr),
+			uint64(meta), i32Arg(rows), i32Arg(stride), i32Arg(kv.PageSize), i32Arg(row))
+	})
+}
+
+// DecodeAttentionScratch is 1: the kernel keeps its scores in shared memory.
+func (k *kernels) DecodeAttentionScratch(maxLen int) int { return 1 }
+
+// DecodeAttention: row i of q attends to positions 0..positions[i] of
+// tables[i]; every positions[i] must be below maxLen.
+func (k *kernels) DecodeAttention(out, q device.Buf, heads int, kv device.KVLayer, positions []int32, tables [][]int32, scale float32, scratch device.Buf, maxLen int) error {
+	if len(tables) < len(positions) {
+		return fmt.Errorf("cuda device: %d positions, %d page tables", len(positions), len(tables))
+	}
+	if kv.PageSize <= 0 || kv.KVHeads <= 0 || kv.HeadDim <= 0 {
+		return fmt.Errorf("cuda device: page size %d, kv heads %d, head dim %d must be positive", kv.PageSize, kv.KVHeads, kv.HeadDim)
+	}
+	if heads <= 0 || heads%kv.KVHeads != 0 {
+		return fmt.Errorf("cuda device: %d query heads do not group over %d KV heads", heads, kv.KVHeads)
+	}
+	rows := len(positions)
+	width := rows * heads * kv.HeadDim
+	if err := need("decode attention output", out.N, width); err != nil {
+		return err
+	}
+	if err := need("decode attention query", q.N, width); err != nil {
+		return err
+	}
+	if rows == 0 {
+		return nil
+	}
+	dims, err := attentionDims(rows, heads, kv.HeadDim)
+	if err != nil {
+		return err
+	}
+	d := k.d
+	return d.do(func() error {
+		// The KV write of the same step staged these slices with no context
+		// bound; stage again under maxLen (a separate span) only if needed.
+		meta, stride, err := d.stageDecode(kv, positions, tables, maxLen)
+		if err != nil {
+			return err
+		}
+		return d.launch("decode_attention_f32", dims, ptrArg(out.Ptr), ptrArg(q.Ptr), ptrArg(kv.K.Ptr), ptrArg(kv.V.Ptr), uint64(meta),
+			i32Arg(rows), i32Arg(stride), i32Arg(heads), i32Arg(kv.KVHeads), i32Arg(kv.HeadDim), i32Arg(kv.PageSize), f32Arg(scale))
 	})
 }

@@ -158,7 +158,7 @@ func (inst *Instance) Sample(ctx context.Context, batch int, ids, nCand []int32)
 		err = &StepError{Plugin: m.name, Kind: StepFuel, Elapsed: elapsed,
 			Detail: fmt.Sprintf("budget of %d for batch %d × (k %d + history %d) spent", budget, batch, k, m.desc.History)}
 	} else {
-		err = &StepError{Plugin: m.name, Kind: StepTrap, Elapsed: elapsed, Detail: "guest trapped", Err: err}
+		err = &StepError{Plugin: m.name, Kind: StepTrap, Elapsed: elapsed, Detail: inst.trapDetail(), Err: err}
 	}
 	if err != nil {
 		inst.broken = true
@@ -166,6 +166,22 @@ func (inst *Instance) Sample(ctx context.Context, batch int, ids, nCand []int32)
 	}
 	return err
 }
+
+// trapDetail describes a trap, naming the memory cap when the guest had
+// grown its memory to it (a memory bomb: wazero refuses memory.grow past
+// Config.MemoryLimitPages, so the guest cannot exceed it, only fail).
+func (inst *Instance) trapDetail() string {
+	limit := inst.m.rt.cfg.MemoryLimitPages
+	if mem := inst.mod.Memory(); mem != nil {
+		if pages := mem.Size() / wasmPage; pages >= limit {
+			return fmt.Sprintf("guest trapped with its memory at the cap of %d pages (%d MiB, Config.MemoryLimitPages)", limit, limit/16)
+		}
+	}
+	return "guest trapped"
+}
+
+// wasmPage is the WebAssembly page size.
+const wasmPage = 65536
 
 // budget is a step's fuel: FuelBase + batch × (K + history) ×
 // FuelPerCandidate.

@@ -16,6 +16,7 @@ import (
 	"github.com/kvhost/kvhost/sdk/sampler"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 )
 
 // Module is one loaded sampler version: a compiled, handshaken, self-tested
@@ -110,11 +111,8 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Module, 
 
 // checkShape checks imports and exports before anything runs.
 func (m *Module) checkShape() error {
-	for _, f := range m.module.ImportedFunctions() {
-		mod, fn, _ := f.Import()
-		if mod != "wasi_snapshot_preview1" {
-			return &RefusedError{Plugin: m.name, Stage: "imports", Err: fmt.Errorf("imports %s.%s: a sampler may import only wasi_snapshot_preview1", mod, fn)}
-		}
+	if err := m.checkImports(); err != nil {
+		return &RefusedError{Plugin: m.name, Stage: "imports", Err: err}
 	}
 	defs := m.module.ExportedFunctions()
 	for _, e := range exports {
@@ -126,6 +124,36 @@ func (m *Module) checkShape() error {
 		if got := sigString(def.ParamTypes(), def.ResultTypes()); got != want {
 			return &RefusedError{Plugin: m.name, Stage: "exports", Err: fmt.Errorf("export %s is %s, want %s", e.name, got, want)}
 		}
+	}
+	return nil
+}
+
+// checkImports enforces the ABI's import rule (sdk/SAMPLER_ABI.md): a
+// sampler's only imports are functions of wasi_snapshot_preview1 that this
+// host provides, with the host's signatures (Go guests; C guests import
+// nothing). It imports no memory: it must define its own, which the
+// runtime caps at Config.MemoryLimitPages.
+func (m *Module) checkImports() error {
+	var provided map[string]api.FunctionDefinition
+	if w := m.rt.rt.Module(wasi_snapshot_preview1.ModuleName); w != nil {
+		provided = w.ExportedFunctionDefinitions()
+	}
+	for _, f := range m.module.ImportedFunctions() {
+		mod, fn, _ := f.Import()
+		if mod != wasi_snapshot_preview1.ModuleName {
+			return fmt.Errorf("imports %s.%s: a sampler may import only %s functions", mod, fn, wasi_snapshot_preview1.ModuleName)
+		}
+		def, ok := provided[fn]
+		if !ok {
+			return fmt.Errorf("imports %s.%s, which this host does not provide", mod, fn)
+		}
+		if got, want := sigString(f.ParamTypes(), f.ResultTypes()), sigString(def.ParamTypes(), def.ResultTypes()); got != want {
+			return fmt.Errorf("imports %s.%s as %s, the host's is %s", mod, fn, got, want)
+		}
+	}
+	for _, mem := range m.module.ImportedMemories() {
+		mod, name, _ := mem.Import()
+		return fmt.Errorf("imports memory %s.%s: a sampler must define its own memory", mod, name)
 	}
 	return nil
 }

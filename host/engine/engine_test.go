@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -575,5 +576,56 @@ func TestChunkedPrefillFlatPeak(t *testing.T) {
 	}
 	if whole := peak(-1, 1024); whole <= long {
 		t.Fatalf("unchunked 1024-token prompt peaked at %d, not above the chunked %d", whole, long)
+	}
+}
+
+// panicky panics inside the forward of any batch holding a poisoned token.
+type panicky struct {
+	Forwarder
+	poison int32
+}
+
+func (p panicky) Forward(pool *kv.Pool, seqs []model.Seq, logits []float32) error {
+	for _, s := range seqs {
+		for _, t := range s.Tokens {
+			if t == p.poison {
+				panic("kernel bug")
+			}
+		}
+	}
+	return p.Forwarder.Forward(pool, seqs, logits)
+}
+
+// TestPanicFailsOnlyTheStep: a panic inside a forward becomes an error for
+// the requests of that step; the engine goroutine survives, frees their
+// pages and serves the next requests.
+func TestPanicFailsOnlyTheStep(t *testing.T) {
+	base := newRig(t, 256, Config{MaxRunning: 4, MaxQueue: 8, ChunkedPrefill: 64})
+	e, err := New(Config{MaxRunning: 4, MaxQueue: 8, ChunkedPrefill: 64}, panicky{base.m, 4242}, base.pool, base.m.Config, base.m.Tokenizer.EOG)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(context.Background())
+	bad, err := e.Submit(context.Background(), Request{Prompt: []int32{1, 4242, 7}, MaxTokens: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := collect(bad)
+	if res.err == nil || !strings.Contains(res.err.Error(), "internal error") {
+		t.Fatalf("poisoned request: %+v", res)
+	}
+	good, err := e.Submit(context.Background(), Request{Prompt: []int32{1, 2, 3}, MaxTokens: 6, IgnoreEOS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := collect(good); res.err != nil || len(res.tokens) != 6 {
+		t.Fatalf("request after the panic: %+v", res)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for e.Stats().KVPagesFree != e.Stats().KVPagesTotal {
+		if time.Now().After(deadline) {
+			t.Fatalf("pages not freed after the panic: %+v", e.Stats())
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -8,8 +8,11 @@
 // Invariants: every route needs "Authorization: Bearer <key>", compared in
 // constant time; with no key configured the routes are disabled (404
 // "admin API disabled"), never open. Names are validated before use
-// (sampler.ValidName: no '/', no "..", no path at all). A refused upload
-// answers 422 with the reason and leaves the serving version untouched.
+// (sampler.ValidName: no '/', no "..", no path at all). An upload whose
+// sha256 the allow-list does not permit (sampling.Options.AllowSHA256)
+// answers 403 with the reason, naming the plugin and its sha256; any other
+// refused upload 422 with the reason. Either leaves the serving version
+// untouched.
 package admin
 
 import (
@@ -23,6 +26,7 @@ import (
 	"strings"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/kvhost/kvhost/host/plugin/allowlist"
 	"github.com/kvhost/kvhost/host/sampling"
 	"github.com/kvhost/kvhost/sdk/sampler"
 )
@@ -68,6 +72,10 @@ func Handler(reg Registry, key string, maxBytes int64) http.Handler {
 			return
 		}
 		if err := reg.Swap(req.Context(), name, body, sampling.SourceUpload); err != nil {
+			if errors.Is(err, allowlist.ErrNotAllowed) {
+				writeError(w, http.StatusForbidden, err.Error())
+				return
+			}
 			writeError(w, http.StatusUnprocessableEntity, err.Error())
 			return
 		}

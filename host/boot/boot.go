@@ -241,6 +241,7 @@ func Build(f Config, log *slog.Logger, stdout io.Writer) (*Stack, error) {
 	}
 	s.Chat = tmpl
 	L.Phase(PhaseReady)
+	L.MarkServing()
 	return s, nil
 }
 

@@ -58,6 +58,9 @@ type Ledger struct {
 	budget  any
 	runtime *alloc.Allocator
 	diags   func() any
+	// base is the caching allocator's state when serving began
+	// (MarkServing): runtime growth is measured above it.
+	base alloc.Stats
 }
 
 // New takes the starting free-memory reading of dev. log may be nil.
@@ -112,6 +115,20 @@ func (l *Ledger) SetRuntime(a *alloc.Allocator) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.runtime = a
+}
+
+// MarkServing starts the runtime window: the caching allocator's peaks are
+// reset and its current bytes (workspaces, graph pools — already in the
+// phases) become the baseline the runtime peak is measured above, which is
+// what the reserved slack must hold.
+func (l *Ledger) MarkServing() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.runtime == nil {
+		return
+	}
+	l.runtime.ResetPeak()
+	l.base = l.runtime.Stats()
 }
 
 // SetDiagnoses names the source of out-of-memory diagnoses (the engine's)

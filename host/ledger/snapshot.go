@@ -46,6 +46,11 @@ type Runtime struct {
 	ReservedBytes      int64 `json:"reserved_bytes"`
 	PeakAllocatedBytes int64 `json:"peak_allocated_bytes"`
 	PeakReservedBytes  int64 `json:"peak_reserved_bytes"`
+	// BaselineReservedBytes is what the caching allocator held when serving
+	// began; PeakAboveBaselineBytes = PeakReservedBytes − it is the runtime
+	// peak the reserved slack must hold.
+	BaselineReservedBytes  int64 `json:"baseline_reserved_bytes"`
+	PeakAboveBaselineBytes int64 `json:"peak_above_baseline_bytes"`
 }
 
 // Snapshot is the ledger at one instant: GET /v1/memory's body.
@@ -87,7 +92,7 @@ func (l *Ledger) Snapshot() Snapshot {
 	sources := append([]Source(nil), l.sources...)
 	pools := append([]KVPool(nil), l.pools...)
 	s := Snapshot{Device: l.dev.Info(), StartFreeBytes: l.start, Unit: "bytes; GiB = 2^30 B", Phases: append([]Phase(nil), l.phases...), Budget: l.budget}
-	rt, diags := l.runtime, l.diags
+	rt, diags, base := l.runtime, l.diags, l.base
 	l.mu.Unlock()
 	if diags != nil {
 		s.OOM = diags()
@@ -117,7 +122,8 @@ func (l *Ledger) Snapshot() Snapshot {
 	}
 	if rt != nil {
 		st := rt.Stats()
-		s.Runtime = &Runtime{AllocatedBytes: st.Allocated, ReservedBytes: st.Reserved, PeakAllocatedBytes: st.PeakAllocated, PeakReservedBytes: st.PeakReserved}
+		s.Runtime = &Runtime{AllocatedBytes: st.Allocated, ReservedBytes: st.Reserved, PeakAllocatedBytes: st.PeakAllocated, PeakReservedBytes: st.PeakReserved,
+			BaselineReservedBytes: base.Reserved, PeakAboveBaselineBytes: max(0, st.PeakReserved-base.Reserved)}
 	}
 	return s
 }

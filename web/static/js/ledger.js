@@ -123,9 +123,15 @@ function renderSlack(prefix, snap) {
   const labels = [slackLabel];
   const data = [slack];
   const colors = ['#d9dde4'];
+  // The runtime peak the slack must hold is the growth above what the
+  // caching allocator held when serving began (workspaces and graph pools
+  // are in the phases already).
+  const base = rt?.baseline_reserved_bytes ?? 0;
+  const aboveAlloc = rt ? Math.max(0, (rt.peak_allocated_bytes ?? 0) - base) : 0;
+  const aboveReserved = rt ? (rt.peak_above_baseline_bytes ?? Math.max(0, (rt.peak_reserved_bytes ?? 0) - base)) : 0;
   if (rt) {
-    labels.push('runtime peak allocated', 'runtime peak reserved');
-    data.push(rt.peak_allocated_bytes ?? 0, rt.peak_reserved_bytes ?? 0);
+    labels.push('runtime peak allocated (above serving baseline)', 'runtime peak reserved (above serving baseline)');
+    data.push(aboveAlloc, aboveReserved);
     colors.push('#2f6fed', '#e8853d');
   }
   for (const p of snap.peaks ?? []) {
@@ -142,7 +148,7 @@ function renderSlack(prefix, snap) {
       plugins: { legend: { display: false }, tooltip: { callbacks: { label: (c) => `${bytes(c.raw)} (${int(c.raw)} B)` } } },
     },
   });
-  const peak = rt ? Math.max(rt.peak_reserved_bytes ?? 0, rt.peak_allocated_bytes ?? 0) : Math.max(0, ...(snap.peaks ?? []).map((p) => p.bytes));
+  const peak = rt ? Math.max(aboveReserved, aboveAlloc) : Math.max(0, ...(snap.peaks ?? []).map((p) => p.bytes));
   const sum = document.getElementById(`${prefix}-slack-sum`);
   if (peak > 0 && slack > 0) {
     const pct = (100 * peak) / slack;

@@ -135,55 +135,8 @@ func (m *Model) prepareHost(seqs []Seq, total, rows int) {
 }
 
 func (m *Model) block(sc *scope, pool *kv.Pool, l int, seqs []Seq, x device.Buf, total int) error {
-	c, L := m.Config, &m.layers[l]
-	k := m.k
-	h, err := sc.buf(total * c.Hidden)
-	if err != nil {
-		return err
-	}
-	if err := k.RMSNorm(h, x, L.attnNorm, total, c.Hidden, c.RMSEps); err != nil {
-		return err
-	}
-	q, err := sc.buf(total * c.QRow())
-	if err != nil {
-		return err
-	}
-	kk, err := sc.buf(total * c.KVRow())
-	if err != nil {
-		return err
-	}
-	vv, err := sc.buf(total * c.KVRow())
-	if err != nil {
-		return err
-	}
-	for _, p := range []struct {
-		out  device.Buf
-		w, b device.Weight
-	}{{q, L.wq, L.bq}, {kk, L.wk, L.bk}, {vv, L.wv, L.bv}} {
-		if err := k.MatMul(p.out, h, total, p.w); err != nil {
-			return err
-		}
-		if p.b.Ptr != 0 {
-			if err := k.AddBias(p.out, p.b, total); err != nil {
-				return err
-			}
-		}
-	}
-	if c.QKNorm {
-		if err := k.RMSNorm(q, q, L.qNorm, total*c.Heads, c.HeadDim, c.RMSEps); err != nil {
-			return err
-		}
-		if err := k.RMSNorm(kk, kk, L.kNorm, total*c.KVHeads, c.HeadDim, c.RMSEps); err != nil {
-			return err
-		}
-	}
-	if err := k.ApplyRope(m.rope, q, total, c.Heads, m.positions); err != nil {
-		return err
-	}
-	if err := k.ApplyRope(m.rope, kk, total, c.KVHeads, m.positions); err != nil {
-		return err
-	}
-	att, err := sc.buf(total * c.QRow())
+	c, k := m.Config, m.k
+	h, q, kk, vv, att, err := m.attentionIn(sc, l, x, total, m.positions)
 	if err != nil {
 		return err
 	}
@@ -202,38 +155,99 @@ func (m *Model) block(sc *scope, pool *kv.Pool, l int, seqs []Seq, x device.Buf,
 		}
 		off += n
 	}
+	return m.attentionOutAndMLP(sc, l, x, h, q, kk, vv, att, total)
+}
+
+// attentionIn is a layer's first half up to attention: the input norm into
+// h, the q/k/v projections (with biases and q/k norms where the
+// architecture has them) and the rotation at positions, and the attention
+// output buffer. Both the eager forward and the captured decode step use it,
+// so their allocation order — which host/plan replays — is the same.
+func (m *Model) attentionIn(sc *scope, l int, x device.Buf, rows int, positions []int32) (h, q, kk, vv, att device.Buf, err error) {
+	c, k, L := m.Config, m.k, &m.layers[l]
+	if h, err = sc.buf(rows * c.Hidden); err != nil {
+		return
+	}
+	if err = k.RMSNorm(h, x, L.attnNorm, rows, c.Hidden, c.RMSEps); err != nil {
+		return
+	}
+	if q, err = sc.buf(rows * c.QRow()); err != nil {
+		return
+	}
+	if kk, err = sc.buf(rows * c.KVRow()); err != nil {
+		return
+	}
+	if vv, err = sc.buf(rows * c.KVRow()); err != nil {
+		return
+	}
+	for _, p := range []struct {
+		out  device.Buf
+		w, b device.Weight
+	}{{q, L.wq, L.bq}, {kk, L.wk, L.bk}, {vv, L.wv, L.bv}} {
+		if err = k.MatMul(p.out, h, rows, p.w); err != nil {
+			return
+		}
+		if p.b.Ptr != 0 {
+			if err = k.AddBias(p.out, p.b, rows); err != nil {
+				return
+			}
+		}
+	}
+	if c.QKNorm {
+		if err = k.RMSNorm(q, q, L.qNorm, rows*c.Heads, c.HeadDim, c.RMSEps); err != nil {
+			return
+		}
+		if err = k.RMSNorm(kk, kk, L.kNorm, rows*c.KVHeads, c.HeadDim, c.RMSEps); err != nil {
+			return
+		}
+	}
+	if err = k.ApplyRope(m.rope, q, rows, c.Heads, positions); err != nil {
+		return
+	}
+	if err = k.ApplyRope(m.rope, kk, rows, c.KVHeads, positions); err != nil {
+		return
+	}
+	att, err = sc.buf(rows * c.QRow())
+	return
+}
+
+// attentionOutAndMLP is a layer's second half: the output projection and
+// residual, the post-attention norm, SwiGLU MLP and residual. It frees
+// every temporary of the layer.
+func (m *Model) attentionOutAndMLP(sc *scope, l int, x, h, q, kk, vv, att device.Buf, rows int) error {
+	c, k, L := m.Config, m.k, &m.layers[l]
 	sc.free(q)
 	sc.free(kk)
 	sc.free(vv)
-	if err := k.MatMul(h, att, total, L.wo); err != nil {
+	if err := k.MatMul(h, att, rows, L.wo); err != nil {
 		return err
 	}
 	sc.free(att)
 	if err := k.Add(x, x, h); err != nil {
 		return err
 	}
-	if err := k.RMSNorm(h, x, L.ffnNorm, total, c.Hidden, c.RMSEps); err != nil {
+	if err := k.RMSNorm(h, x, L.ffnNorm, rows, c.Hidden, c.RMSEps); err != nil {
 		return err
 	}
-	g, err := sc.buf(total * c.Intermediate)
+	g, err := sc.buf(rows * c.Intermediate)
 	if err != nil {
 		return err
 	}
-	u, err := sc.buf(total * c.Intermediate)
+	u, err := sc.buf(rows * c.Intermediate)
 	if err != nil {
 		return err
 	}
-	if err := k.MatMul(g, h, total, L.gate); err != nil {
+	if err := k.MatMul(g, h, rows, L.gate); err != nil {
 		return err
 	}
-	if err := k.MatMul(u, h, total, L.up); err != nil {
+	if err := k.MatMul(u, h, rows, L.up); err != nil {
 		return err
 	}
 	if err := k.SiLUMul(g, g, u); err != nil {
 		return err
 	}
 	sc.free(u)
-	if err := k.MatMul(h, g, total, L.down); err != nil {
+	if err := k.MatMul(h, g, rows, L.down); err != nil {
 		return err
 	}
 	sc.free(g)

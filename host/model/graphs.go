@@ -42,103 +42,20 @@ func (m *Model) decodeStep(sc *scope, pool *kv.Pool, in *decodeInputs, rows int,
 	}
 	scale := float32(1 / math.Sqrt(float64(c.HeadDim)))
 	for l := range m.layers {
-		L := &m.layers[l]
-		h, err := sc.buf(rows * c.Hidden)
+		h, q, kk, vv, att, err := m.attentionIn(sc, l, x, rows, pos)
 		if err != nil {
-			return err
-		}
-		if err := k.RMSNorm(h, x, L.attnNorm, rows, c.Hidden, c.RMSEps); err != nil {
-			return err
-		}
-		q, err := sc.buf(rows * c.QRow())
-		if err != nil {
-			return err
-		}
-		kk, err := sc.buf(rows * c.KVRow())
-		if err != nil {
-			return err
-		}
-		vv, err := sc.buf(rows * c.KVRow())
-		if err != nil {
-			return err
-		}
-		for _, p := range []struct {
-			out  device.Buf
-			w, b device.Weight
-		}{{q, L.wq, L.bq}, {kk, L.wk, L.bk}, {vv, L.wv, L.bv}} {
-			if err := k.MatMul(p.out, h, rows, p.w); err != nil {
-				return err
-			}
-			if p.b.Ptr != 0 {
-				if err := k.AddBias(p.out, p.b, rows); err != nil {
-					return err
-				}
-			}
-		}
-		if c.QKNorm {
-			if err := k.RMSNorm(q, q, L.qNorm, rows*c.Heads, c.HeadDim, c.RMSEps); err != nil {
-				return err
-			}
-			if err := k.RMSNorm(kk, kk, L.kNorm, rows*c.KVHeads, c.HeadDim, c.RMSEps); err != nil {
-				return err
-			}
-		}
-		if err := k.ApplyRope(m.rope, q, rows, c.Heads, pos); err != nil {
-			return err
-		}
-		if err := k.ApplyRope(m.rope, kk, rows, c.KVHeads, pos); err != nil {
 			return err
 		}
 		kvl := pool.Layer(l)
 		if err := dk.WriteKVRows(kvl, kk, vv, pos, tables); err != nil {
 			return err
 		}
-		att, err := sc.buf(rows * c.QRow())
-		if err != nil {
-			return err
-		}
 		if err := dk.DecodeAttention(att, q, c.Heads, kvl, pos, tables, scale, m.attnScratch, c.ContextLen); err != nil {
 			return err
 		}
-		sc.free(q)
-		sc.free(kk)
-		sc.free(vv)
-		if err := k.MatMul(h, att, rows, L.wo); err != nil {
+		if err := m.attentionOutAndMLP(sc, l, x, h, q, kk, vv, att, rows); err != nil {
 			return err
 		}
-		sc.free(att)
-		if err := k.Add(x, x, h); err != nil {
-			return err
-		}
-		if err := k.RMSNorm(h, x, L.ffnNorm, rows, c.Hidden, c.RMSEps); err != nil {
-			return err
-		}
-		g, err := sc.buf(rows * c.Intermediate)
-		if err != nil {
-			return err
-		}
-		u, err := sc.buf(rows * c.Intermediate)
-		if err != nil {
-			return err
-		}
-		if err := k.MatMul(g, h, rows, L.gate); err != nil {
-			return err
-		}
-		if err := k.MatMul(u, h, rows, L.up); err != nil {
-			return err
-		}
-		if err := k.SiLUMul(g, g, u); err != nil {
-			return err
-		}
-		sc.free(u)
-		if err := k.MatMul(h, g, rows, L.down); err != nil {
-			return err
-		}
-		sc.free(g)
-		if err := k.Add(x, x, h); err != nil {
-			return err
-		}
-		sc.free(h)
 	}
 	if err := k.RMSNorm(x, x, m.outNorm, rows, c.Hidden, c.RMSEps); err != nil {
 		return err

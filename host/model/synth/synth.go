@@ -1,13 +1,11 @@
 package synth
 
 import (
-	"encoding/binary"
 	"fmt"
 	"io"
 	"math"
 
 	"github.com/kvhost/kvhost/host/model/gguf"
-	kcpu "github.com/kvhost/kvhost/kernels/cpu"
 )
 
 // Spec is the shape of a generated model.
@@ -20,8 +18,15 @@ type Spec struct {
 	Intermediate int
 	Vocab        int
 	ContextLen   int
-	DType        string // "f32" or "f16"
+	DType        string // "f32", "f16" or "bf16"
 	Seed         uint64
+	// RopeTheta is llama.rope.freq_base; 0 means 10000.
+	RopeTheta float32
+	// Parallel draws each tensor in independent chunks (chunkElems values,
+	// each from its own generator seeded by Seed, tensor and chunk) on all
+	// cores, for multi-GB models; the bytes differ from the sequential
+	// stream the small presets use.
+	Parallel bool
 }
 
 // Sizes are the presets `gen-model --size` offers.
@@ -29,16 +34,19 @@ var Sizes = map[string]Spec{
 	"tiny":   {Hidden: 64, Layers: 2, Heads: 4, KVHeads: 2, Intermediate: 192, Vocab: 32000, ContextLen: 2048},
 	"small":  {Hidden: 288, Layers: 6, Heads: 6, KVHeads: 6, Intermediate: 768, Vocab: 32000, ContextLen: 2048},
 	"medium": {Hidden: 768, Layers: 12, Heads: 12, KVHeads: 12, Intermediate: 2048, Vocab: 32000, ContextLen: 2048},
+	// llama3-8b is Llama-3-8B's shape (about 8.0e9 parameters, 16 GB in
+	// bf16); it is written in parallel chunks, streamed.
+	"llama3-8b": {Hidden: 4096, Layers: 32, Heads: 32, KVHeads: 8, Intermediate: 14336, Vocab: 128256, ContextLen: 8192, RopeTheta: 500000, Parallel: true},
 }
 
 // Preset returns a size preset in a dtype.
 func Preset(size, dtype string) (Spec, error) {
 	s, ok := Sizes[size]
 	if !ok {
-		return Spec{}, fmt.Errorf("synth: unknown size %q (tiny, small, medium)", size)
+		return Spec{}, fmt.Errorf("synth: unknown size %q (tiny, small, medium, llama3-8b)", size)
 	}
-	if dtype != "f32" && dtype != "f16" {
-		return Spec{}, fmt.Errorf("synth: unknown dtype %q (f32, f16)", dtype)
+	if dtype != "f32" && dtype != "f16" && dtype != "bf16" {
+		return Spec{}, fmt.Errorf("synth: unknown dtype %q (f32, f16, bf16)", dtype)
 	}
 	s.DType, s.Name, s.Seed = dtype, "kvhost-demo-"+size+"-"+dtype, 0x6b76686f7374
 	return s, nil
@@ -73,21 +81,46 @@ func (r *rng) normal() float64 {
 	return math.Sqrt(-2*math.Log(u1)) * math.Cos(2*math.Pi*u2)
 }
 
-// Write generates the model described by s into w. progress, if set, is
-// called with (tensors done, tensors total).
+// Write generates the model described by s into w, streaming: one tensor
+// chunk at a time is in memory, whatever the model's size. progress, if
+// set, is called with (tensors done, tensors total).
 func Write(w io.Writer, s Spec, progress func(done, total int)) error {
-	if s.Heads <= 0 || s.Hidden%s.Heads != 0 || s.KVHeads <= 0 || s.Heads%s.KVHeads != 0 {
-		return fmt.Errorf("synth: heads %d / kv heads %d do not divide hidden %d", s.Heads, s.KVHeads, s.Hidden)
-	}
-	v, err := buildVocab(s.Vocab)
+	kvs, plans, err := layout(s)
 	if err != nil {
 		return err
 	}
+	return stream(w, s, kvs, plans, progress)
+}
+
+// tensorPlan is one tensor to generate: a vector of ones, or a rows×cols
+// matrix ~ N(0, std²) in the spec's dtype.
+type tensorPlan struct {
+	name       string
+	rows, cols int
+	std        float64
+	vec        bool
+}
+
+// layout returns the metadata and the tensors, in file order.
+func layout(s Spec) ([]gguf.KV, []tensorPlan, error) {
+	if s.Heads <= 0 || s.Hidden%s.Heads != 0 || s.KVHeads <= 0 || s.Heads%s.KVHeads != 0 {
+		return nil, nil, fmt.Errorf("synth: heads %d / kv heads %d do not divide hidden %d", s.Heads, s.KVHeads, s.Hidden)
+	}
+	v, err := buildVocab(s.Vocab)
+	if err != nil {
+		return nil, nil, err
+	}
 	hd := s.Hidden / s.Heads
 	ftype := uint32(0)
-	mtype := gguf.TypeF32
-	if s.DType == "f16" {
-		ftype, mtype = 1, gguf.TypeF16
+	switch s.DType {
+	case "f16":
+		ftype = 1
+	case "bf16":
+		ftype = 32 // LLAMA_FTYPE_MOSTLY_BF16
+	}
+	theta := s.RopeTheta
+	if theta == 0 {
+		theta = 10000
 	}
 	kvs := []gguf.KV{
 		{Key: "general.architecture", Value: gguf.NewString("llama")},
@@ -100,7 +133,7 @@ func Write(w io.Writer, s Spec, progress func(done, total int)) error {
 		{Key: "llama.attention.head_count", Value: gguf.NewUint32(uint32(s.Heads))},
 		{Key: "llama.attention.head_count_kv", Value: gguf.NewUint32(uint32(s.KVHeads))},
 		{Key: "llama.rope.dimension_count", Value: gguf.NewUint32(uint32(hd))},
-		{Key: "llama.rope.freq_base", Value: gguf.NewFloat32(10000)},
+		{Key: "llama.rope.freq_base", Value: gguf.NewFloat32(theta)},
 		{Key: "llama.attention.layer_norm_rms_epsilon", Value: gguf.NewFloat32(1e-5)},
 		{Key: "llama.vocab_size", Value: gguf.NewUint32(uint32(s.Vocab))},
 		{Key: "tokenizer.ggml.model", Value: gguf.NewString("llama")},
@@ -114,62 +147,27 @@ func Write(w io.Writer, s Spec, progress func(done, total int)) error {
 		{Key: "tokenizer.ggml.add_eos_token", Value: gguf.NewBool(false)},
 		{Key: "tokenizer.chat_template", Value: gguf.NewString(ChatTemplate)},
 	}
-	r := rng(s.Seed)
-	type plan struct {
-		name       string
-		rows, cols int
-		std        float64
-		vec        bool
-	}
 	kv := s.KVHeads * hd
-	plans := []plan{{name: "token_embd.weight", rows: s.Vocab, cols: s.Hidden, std: 1}}
+	plans := []tensorPlan{{name: "token_embd.weight", rows: s.Vocab, cols: s.Hidden, std: 1}}
 	for l := 0; l < s.Layers; l++ {
 		p := fmt.Sprintf("blk.%d.", l)
 		// Queries and keys are scaled up so attention is sharp and depends
 		// on which tokens came before, as in a trained model.
 		plans = append(plans,
-			plan{name: p + "attn_norm.weight", cols: s.Hidden, vec: true},
-			plan{name: p + "attn_q.weight", rows: s.Hidden, cols: s.Hidden, std: 2 / math.Sqrt(float64(s.Hidden))},
-			plan{name: p + "attn_k.weight", rows: kv, cols: s.Hidden, std: 2 / math.Sqrt(float64(s.Hidden))},
-			plan{name: p + "attn_v.weight", rows: kv, cols: s.Hidden, std: 1 / math.Sqrt(float64(s.Hidden))},
-			plan{name: p + "attn_output.weight", rows: s.Hidden, cols: s.Hidden, std: 1 / math.Sqrt(float64(s.Hidden))},
-			plan{name: p + "ffn_norm.weight", cols: s.Hidden, vec: true},
-			plan{name: p + "ffn_gate.weight", rows: s.Intermediate, cols: s.Hidden, std: 1 / math.Sqrt(float64(s.Hidden))},
-			plan{name: p + "ffn_up.weight", rows: s.Intermediate, cols: s.Hidden, std: 1 / math.Sqrt(float64(s.Hidden))},
-			plan{name: p + "ffn_down.weight", rows: s.Hidden, cols: s.Intermediate, std: 1 / math.Sqrt(float64(s.Intermediate))},
+			tensorPlan{name: p + "attn_norm.weight", cols: s.Hidden, vec: true},
+			tensorPlan{name: p + "attn_q.weight", rows: s.Hidden, cols: s.Hidden, std: 2 / math.Sqrt(float64(s.Hidden))},
+			tensorPlan{name: p + "attn_k.weight", rows: kv, cols: s.Hidden, std: 2 / math.Sqrt(float64(s.Hidden))},
+			tensorPlan{name: p + "attn_v.weight", rows: kv, cols: s.Hidden, std: 1 / math.Sqrt(float64(s.Hidden))},
+			tensorPlan{name: p + "attn_output.weight", rows: s.Hidden, cols: s.Hidden, std: 1 / math.Sqrt(float64(s.Hidden))},
+			tensorPlan{name: p + "ffn_norm.weight", cols: s.Hidden, vec: true},
+			tensorPlan{name: p + "ffn_gate.weight", rows: s.Intermediate, cols: s.Hidden, std: 1 / math.Sqrt(float64(s.Hidden))},
+			tensorPlan{name: p + "ffn_up.weight", rows: s.Intermediate, cols: s.Hidden, std: 1 / math.Sqrt(float64(s.Hidden))},
+			tensorPlan{name: p + "ffn_down.weight", rows: s.Hidden, cols: s.Intermediate, std: 1 / math.Sqrt(float64(s.Intermediate))},
 		)
 	}
 	plans = append(plans,
-		plan{name: "output_norm.weight", cols: s.Hidden, vec: true},
-		plan{name: "output.weight", rows: s.Vocab, cols: s.Hidden, std: 1 / math.Sqrt(float64(s.Hidden))},
+		tensorPlan{name: "output_norm.weight", cols: s.Hidden, vec: true},
+		tensorPlan{name: "output.weight", rows: s.Vocab, cols: s.Hidden, std: 1 / math.Sqrt(float64(s.Hidden))},
 	)
-	tensors := make([]gguf.TensorSpec, 0, len(plans))
-	for i, p := range plans {
-		if p.vec {
-			data := make([]byte, 4*p.cols)
-			for j := 0; j < p.cols; j++ {
-				binary.LittleEndian.PutUint32(data[4*j:], math.Float32bits(1))
-			}
-			tensors = append(tensors, gguf.TensorSpec{Name: p.name, Dims: []uint64{uint64(p.cols)}, Type: gguf.TypeF32, Data: data})
-		} else {
-			n := p.rows * p.cols
-			var data []byte
-			if mtype == gguf.TypeF16 {
-				data = make([]byte, 2*n)
-				for j := 0; j < n; j++ {
-					binary.LittleEndian.PutUint16(data[2*j:], kcpu.F32ToF16(float32(r.normal()*p.std)))
-				}
-			} else {
-				data = make([]byte, 4*n)
-				for j := 0; j < n; j++ {
-					binary.LittleEndian.PutUint32(data[4*j:], math.Float32bits(float32(r.normal()*p.std)))
-				}
-			}
-			tensors = append(tensors, gguf.TensorSpec{Name: p.name, Dims: []uint64{uint64(p.cols), uint64(p.rows)}, Type: mtype, Data: data})
-		}
-		if progress != nil {
-			progress(i+1, len(plans))
-		}
-	}
-	return gguf.Write(w, kvs, tensors, 0)
+	return kvs, plans, nil
 }

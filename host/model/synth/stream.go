@@ -1,0 +1,232 @@
+package synth
+
+import (
+	"encoding/binary"
+
+	"fmt"
+	"io"
+	"math"
+	"runtime"
+	"sync"
+
+	"github.com/kvhost/kvhost/host/model/gguf"
+	kcpu "github.com/kvhost/kvhost/kernels/cpu"
+)
+
+// chunkElems is the values drawn per generator chunk (and per write).
+const chunkElems = 1 << 20
+
+// maxHeader bounds the GGUF header (metadata and tensor infos) kept in
+// memory while it is produced.
+const maxHeader = 256 << 20
+
+func (p tensorPlan) dims() []uint64 {
+	if p.vec {
+		return []uint64{uint64(p.cols)}
+	}
+	return []uint64{uint64(p.cols), uint64(p.rows)}
+}
+
+func dtypeOf(s Spec) (gguf.TensorType, int, error) {
+	switch s.DType {
+	case "f32", "":
+		return gguf.TypeF32, 4, nil
+	case "f16":
+		return gguf.TypeF16, 2, nil
+	case "bf16":
+		return gguf.TypeBF16, 2, nil
+	}
+	return 0, 0, fmt.Errorf("synth: unknown dtype %q (f32, f16, bf16)", s.DType)
+}
+
+// stream writes exactly what gguf.Write(w, kvs, tensors, 0) writes for the
+// generated tensors, without holding them: the header comes from gguf.Write
+// itself, run over tensors whose data all alias one zeroed buffer (never
+// written, so it costs address space, not memory) into a writer that keeps
+// only the header; then each tensor is generated and written in chunks at
+// the offsets gguf.Write laid out (aligned, padded after each tensor).
+func stream(w io.Writer, s Spec, kvs []gguf.KV, plans []tensorPlan, progress func(done, total int)) error {
+	mtype, esize, err := dtypeOf(s)
+	if err != nil {
+		return err
+	}
+	specs := make([]gguf.TensorSpec, len(plans))
+	var largest, dataLen uint64
+	for i, p := range plans {
+		t := gguf.TensorSpec{Name: p.name, Dims: p.dims(), Type: mtype}
+		if p.vec {
+			t.Type = gguf.TypeF32
+		}
+		n, err := t.Type.Bytes(t.Dims)
+		if err != nil {
+			return fmt.Errorf("synth: tensor %s: %w", p.name, err)
+		}
+		largest = max(largest, n)
+		dataLen = alignUp(dataLen+n, gguf.DefaultAlignment)
+		specs[i] = t
+	}
+	zero := make([]byte, largest)
+	for i := range specs {
+		n, _ := specs[i].Type.Bytes(specs[i].Dims)
+		specs[i].Data = zero[:n]
+	}
+	hw := &headerWriter{}
+	if err := gguf.Write(hw, kvs, specs, 0); err != nil {
+		return err
+	}
+	if hw.n < dataLen || hw.n-dataLen > uint64(len(hw.buf)) {
+		return fmt.Errorf("synth: gguf header of %d bytes does not fit the %d kept", hw.n-dataLen, len(hw.buf))
+	}
+	hdr := hw.buf[:hw.n-dataLen]
+	if _, err := w.Write(hdr); err != nil {
+		return fmt.Errorf("synth: write: %w", err)
+	}
+	g := &generator{w: w, esize: esize, mtype: mtype, r: rng(s.Seed), seed: s.Seed, parallel: s.Parallel}
+	var off uint64
+	for i, p := range plans {
+		n, err := g.tensor(i, p)
+		if err != nil {
+			return err
+		}
+		off += n
+		if pad := alignUp(off, gguf.DefaultAlignment) - off; pad > 0 {
+			if _, err := w.Write(make([]byte, pad)); err != nil {
+				return fmt.Errorf("synth: write: %w", err)
+			}
+			off += pad
+		}
+		if progress != nil {
+			progress(i+1, len(plans))
+		}
+	}
+	return nil
+}
+
+func alignUp(n, a uint64) uint64 { return (n + a - 1) / a * a }
+
+// headerWriter counts everything written and keeps the first maxHeader
+// bytes.
+type headerWriter struct {
+	buf []byte
+	n   uint64
+}
+
+func (h *headerWriter) Write(p []byte) (int, error) {
+	if keep := maxHeader - len(h.buf); keep > 0 {
+		h.buf = append(h.buf, p[:min(keep, len(p))]...)
+	}
+	h.n += uint64(len(p))
+	return len(p), nil
+}
+
+// generator draws tensors: sequentially from one stream r (the small
+// presets' bytes), or in parallel chunks.
+type generator struct {
+	w        io.Writer
+	esize    int
+	mtype    gguf.TensorType
+	r        rng
+	seed     uint64
+	parallel bool
+}
+
+// tensor writes tensor i and returns its byte count.
+func (g *generator) tensor(i int, p tensorPlan) (uint64, error) {
+	if p.vec {
+		data := make([]byte, 4*p.cols)
+		for j := 0; j < p.cols; j++ {
+			binary.LittleEndian.PutUint32(data[4*j:], math.Float32bits(1))
+		}
+		_, err := g.w.Write(data)
+		return uint64(len(data)), wrapWrite(err)
+	}
+	n := p.rows * p.cols
+	chunks := (n + chunkElems - 1) / chunkElems
+	if !g.parallel {
+		buf := make([]byte, chunkElems*g.esize)
+		for c := 0; c < chunks; c++ {
+			m := min(chunkElems, n-c*chunkElems)
+			g.fill(buf[:m*g.esize], &g.r, p.std)
+			if _, err := g.w.Write(buf[:m*g.esize]); err != nil {
+				return 0, wrapWrite(err)
+			}
+		}
+		return uint64(n * g.esize), nil
+	}
+	// Parallel: workers fill chunk buffers; they are written in order.
+	workers := max(1, runtime.GOMAXPROCS(0))
+	type job struct {
+		c   int
+		buf []byte
+		ok  chan struct{}
+	}
+	jobs := make(chan *job, workers)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				r := rng(chunkSeed(g.seed, i, j.c))
+				g.fill(j.buf, &r, p.std)
+				close(j.ok)
+			}
+		}()
+	}
+	window := make([]*job, 0, 2*workers)
+	var werr error
+	flush := func(j *job) {
+		<-j.ok
+		if werr == nil {
+			_, werr = g.w.Write(j.buf)
+		}
+	}
+	for c := 0; c < chunks; c++ {
+		m := min(chunkElems, n-c*chunkElems)
+		j := &job{c: c, buf: make([]byte, m*g.esize), ok: make(chan struct{})}
+		if len(window) >= 2*workers {
+			flush(window[0])
+			window = window[1:]
+		}
+		window = append(window, j)
+		jobs <- j
+	}
+	close(jobs)
+	for _, j := range window {
+		flush(j)
+	}
+	wg.Wait()
+	return uint64(n * g.esize), wrapWrite(werr)
+}
+
+func wrapWrite(err error) error {
+	if err != nil {
+		return fmt.Errorf("synth: write: %w", err)
+	}
+	return nil
+}
+
+// chunkSeed derives an independent generator seed for chunk c of tensor t.
+func chunkSeed(seed uint64, t, c int) uint64 {
+	r := rng(seed ^ uint64(t)<<32 ^ uint64(c))
+	r.next()
+	return r.next()
+}
+
+// fill draws len(buf)/esize values ~ N(0, std²) from r into buf.
+func (g *generator) fill(buf []byte, r *rng, std float64) {
+	switch g.mtype {
+	case gguf.TypeF16:
+		for j := 0; j < len(buf); j += 2 {
+			binary.LittleEndian.PutUint16(buf[j:], kcpu.F32ToF16(float32(r.normal()*std)))
+		}
+	case gguf.TypeBF16:
+		for j := 0; j < len(buf); j += 2 {
+			binary.LittleEndian.PutUint16(buf[j:], kcpu.F32ToBF16(float32(r.normal()*std)))
+		}
+	default:
+		for j := 0; j < len(buf); j += 4 {
+			binary.LittleEndian.PutUint32(buf[j:], math.Float32bits(float32(r.normal()*std)))
+		}
+	}
+}

@@ -8,9 +8,16 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 CC="${CC_WASM:-clang}"
+if ! command -v "$CC" >/dev/null 2>&1 && [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+	echo "build-samplers: $CC not found; installing the wasm toolchain (scripts/install-wasm-toolchain.sh)" >&2
+	scripts/install-wasm-toolchain.sh || true
+fi
 if ! command -v "$CC" >/dev/null 2>&1; then
-	echo "build-samplers: $CC not found; run scripts/install-wasm-toolchain.sh" >&2
-	exit 1
+	# kvhost still builds and runs: requests then use the host-native
+	# sampler, and naming a policy plugin gets a 400. Tests that need the
+	# policies fail with a message pointing here.
+	echo "build-samplers: WARNING: $CC not found, sampling policy plugins not built; run scripts/install-wasm-toolchain.sh" >&2
+	exit 0
 fi
 flags=(--target=wasm32-wasi -mexec-model=reactor -O2 -Wall -Werror -Wno-unused-function
 	-I sdk/sampler/c -Wl,--strip-all -Wl,-z,stack-size=65536)

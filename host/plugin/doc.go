@@ -26,7 +26,17 @@
 //     instance that did not run the layout's configure re-runs it and
 //     refuses a plugin whose declarations change.
 //
+//   - Imports are the ABI's only (*ImportError, checked after compiling,
+//     before instantiating): functions of module "kvhost" and, for Go
+//     guests, wasi_snapshot_preview1, each one the host provides with the
+//     host's signature; never a memory. Each instance's memory is capped
+//     at Config.MemoryLimitPages: a larger declared minimum fails to
+//     compile, growth past it fails in the guest (Go guests then die with
+//     "fatal error: out of memory", a *TrapError).
+//
 // Registry finds plugins in the embedded built-in set (package builtin)
 // and in a --plugins directory, where a file with the same name overrides
-// the built-in. CheckFile is `kvhost plugin check FILE.wasm`.
+// the built-in. With RegistryOptions.AllowSHA256 (package allowlist), a
+// plugin whose bytes are neither a built-in's nor listed is refused before
+// it is compiled. CheckFile is `kvhost plugin check FILE.wasm`.
 package plugin

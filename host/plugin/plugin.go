@@ -59,8 +59,9 @@ var (
 	}
 )
 
-// Load compiles wasm (once per distinct bytes), instantiates it and runs
-// the handshake: ABI version (*ABIError), required exports
+// Load compiles wasm (once per distinct bytes), checks its imports
+// (*ImportError), instantiates it and runs the handshake: ABI version
+// (*ABIError), required exports
 // (*MissingExportError), a valid descriptor (*ContractError). name labels
 // the plugin in errors and logs (usually the file name without .wasm).
 func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Plugin, error) {
@@ -69,6 +70,10 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Plugin, 
 		return nil, fmt.Errorf("plugin: %s: compile: %w", name, err)
 	}
 	p := &Plugin{rt: r, name: name, sha: key, size: len(wasm), module: mod}
+	if err := p.checkImports(); err != nil {
+		r.release(ctx, key)
+		return nil, err
+	}
 	if err := p.handshake(ctx); err != nil {
 		r.release(ctx, key)
 		return nil, err

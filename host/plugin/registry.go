@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/kvhost/kvhost/host/plugin/allowlist"
 )
 
 // Source is where a plugin's bytes came from.
@@ -25,16 +27,38 @@ type Source struct {
 type Registry struct {
 	rt      *Runtime
 	sources map[string]Source
+	trusted map[string]bool // sha256 of the built-ins' bytes
+	allow   *allowlist.List
 
 	mu     sync.Mutex
 	loaded map[string]*Plugin
 }
 
-// NewRegistry lists the *.wasm files at the root of builtin (may be nil) and
-// of dir ("" for none); a file in dir overrides the built-in of the same
-// name. Nothing is compiled yet.
+// RegistryOptions configure a Registry beyond its sources.
+type RegistryOptions struct {
+	// AllowSHA256 pins the plugins of the plugins directory: when set, a
+	// plugin whose bytes are neither a built-in's nor listed (for its
+	// name) is refused with an *allowlist.NotAllowedError when first
+	// used, before it is compiled. Entries are "<hex sha256>" or
+	// "<hex sha256> <name>" (allowlist.ReadFile's result). Empty allows
+	// every plugin. Built-ins are always trusted.
+	AllowSHA256 []string
+}
+
+// NewRegistry is NewRegistryWith without options (every plugin allowed).
 func NewRegistry(rt *Runtime, builtin fs.FS, dir string) (*Registry, error) {
-	r := &Registry{rt: rt, sources: map[string]Source{}, loaded: map[string]*Plugin{}}
+	return NewRegistryWith(rt, builtin, dir, RegistryOptions{})
+}
+
+// NewRegistryWith lists the *.wasm files at the root of builtin (may be
+// nil) and of dir ("" for none); a file in dir overrides the built-in of
+// the same name. Nothing is compiled yet.
+func NewRegistryWith(rt *Runtime, builtin fs.FS, dir string, opts RegistryOptions) (*Registry, error) {
+	allow, err := allowlist.New(opts.AllowSHA256)
+	if err != nil {
+		return nil, fmt.Errorf("plugin: options AllowSHA256: %w", err)
+	}
+	r := &Registry{rt: rt, sources: map[string]Source{}, trusted: map[string]bool{}, allow: allow, loaded: map[string]*Plugin{}}
 	if builtin != nil {
 		names, err := fs.Glob(builtin, "*.wasm")
 		if err != nil {
@@ -47,6 +71,7 @@ func NewRegistry(rt *Runtime, builtin fs.FS, dir string) (*Registry, error) {
 			}
 			name := strings.TrimSuffix(n, ".wasm")
 			r.sources[name] = Source{Name: name, Origin: "builtin", Wasm: b}
+			r.trusted[allowlist.Sum(b)] = true
 		}
 	}
 	if dir != "" {
@@ -85,7 +110,9 @@ func (r *Registry) Source(name string) (Source, bool) {
 	return s, ok
 }
 
-// Plugin loads (once) and returns the named plugin.
+// Plugin loads (once) and returns the named plugin. Under an allow-list a
+// refused plugin's error is an *allowlist.NotAllowedError (errors.Is
+// allowlist.ErrNotAllowed), asked again on every call.
 func (r *Registry) Plugin(ctx context.Context, name string) (*Plugin, error) {
 	src, ok := r.sources[name]
 	if !ok {
@@ -95,6 +122,13 @@ func (r *Registry) Plugin(ctx context.Context, name string) (*Plugin, error) {
 	defer r.mu.Unlock()
 	if p, ok := r.loaded[name]; ok {
 		return p, nil
+	}
+	if r.allow.Enabled() {
+		if sum := allowlist.Sum(src.Wasm); !r.trusted[sum] {
+			if err := r.allow.Check(name, sum); err != nil {
+				return nil, fmt.Errorf("plugin: %w (from %s)", err, src.Origin)
+			}
+		}
 	}
 	p, err := r.rt.Load(ctx, name, src.Wasm)
 	if err != nil {

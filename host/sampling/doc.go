@@ -40,6 +40,21 @@
 //     copy-on-write.
 //   - SampleBatch allocates nothing in steady state: scratch is pooled,
 //     parameters are resolved once per schema and cached in SeqState.
-//   - Runaway guests are bounded by fuel (package wasmrt): a step fails
-//     with an error, the server stays up.
+//   - Runaway guests are bounded by fuel and memory-hungry ones by the
+//     page cap (package wasmrt): a step fails with an error, the server
+//     stays up.
+//
+// Governance (issue 7):
+//   - Options.AllowSHA256 pins every module that is not a built-in: Swap
+//     (uploads, folder files) refuses unlisted bytes with an
+//     *allowlist.NotAllowedError before compiling them. The built-ins'
+//     bytes are always trusted.
+//   - Options.DisableAfter (default 3) consecutive guest faults disable a
+//     policy version: it logs one Warn (policy, version, failures,
+//     last_error), Info shows Disabled/DisabledAt/LastError, its name keeps
+//     resolving, and SampleBatch serves its rows with the default policy
+//     (Info.Fallbacks counts them). If the default cannot (it is disabled
+//     too, or is the policy), SampleBatch returns a *PolicyDisabledError
+//     (ErrPolicyDisabled) and the engine samples with its host Sampler. A
+//     successful Swap of the name publishes a fresh, enabled version.
 package sampling

@@ -328,7 +328,8 @@ func (r *Registry) List() []Info {
 			ConsecutiveFailures: g.consecutive.Load(), Fallbacks: e.fallbacks.Load(),
 		}
 		if dis := g.disabled.Load(); dis != nil {
-			info.Disabled, info.DisabledAt, info.LastError = true, dis.DisabledAt, dis.LastErr.Error()
+			last, _, _ := strings.Cut(dis.LastErr.Error(), "\n") // not wazero's stack trace
+			info.Disabled, info.DisabledAt, info.LastError = true, dis.DisabledAt, last
 		}
 		out = append(out, info)
 		g.release()

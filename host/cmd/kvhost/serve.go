@@ -181,7 +181,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("serve: sampling policies: %w", err)
 	}
 	defer sreg.Close(context.Background())
-	if f.pluginsDir != "" {
+	if len(sreg.List()) == 0 && f.pluginsDir == "" {
+		log.Warn("no sampling policy plugins are built in (make plugins needs clang: scripts/install-wasm-toolchain.sh); requests use the host-native sampler")
+		sreg = nil
+	}
+	if f.pluginsDir != "" && sreg != nil {
 		stop := sreg.Watch(ctx, f.pluginsDir, time.Second)
 		defer stop()
 	}
@@ -253,19 +257,27 @@ func assemble(f serveFlags, s *boot.Stack, sreg *sampling.Registry, apiKeys, adm
 	if len(adminKeys) > 0 {
 		adminKey = adminKeys[0]
 	}
-	hooks := samplerHooks{sreg}
-	h := server.New(backend{s}, server.Options{
+	opts := server.Options{
 		MaxBodyBytes: int64(f.maxBody), MaxTokensCap: f.maxTokensCap, MaxPromptTokens: f.maxPrompt,
 		APIKeys: apiKeys, Logger: log, Memory: s.Ledger.Handler(),
 		Observer: m, Metrics: m.Handler(),
-		Sampler: hooks, ApplySampler: hooks.Apply,
-		Admin: swapObserver(m, admin.Handler(sreg, adminKey, 0)),
-		Web: web.Handler(web.Options{
-			Work:    func(context.Context) (any, error) { return m.Work(), nil },
-			Plugins: func(context.Context) ([]web.Plugin, error) { return webPlugins(s, sreg), nil },
-			Plan:    planHook, PlanModels: plan.Bundled(), PlanGPUs: presetNames(), DefaultSampler: sreg.Default(),
-		}),
-	})
+	}
+	wo := web.Options{
+		Work:    func(context.Context) (any, error) { return m.Work(), nil },
+		Plugins: func(context.Context) ([]web.Plugin, error) { return webPlugins(s, sreg), nil },
+		Plan:    planHook, PlanModels: plan.Bundled(), PlanGPUs: presetNames(),
+	}
+	// Without sampling policy plugins (none built, none in --plugins) the
+	// sampler extension and the admin routes are absent: a request naming a
+	// policy gets a 400 and the host's sampler serves the rest.
+	if sreg != nil {
+		hooks := samplerHooks{sreg}
+		opts.Sampler, opts.ApplySampler = hooks, hooks.Apply
+		opts.Admin = swapObserver(m, admin.Handler(sreg, adminKey, 0))
+		wo.DefaultSampler = sreg.Default()
+	}
+	opts.Web = web.Handler(wo)
+	h := server.New(backend{s}, opts)
 	if adminKey == "" {
 		log.Info("admin API disabled: no --admin-key")
 	}

@@ -114,22 +114,31 @@ func CompareGreedy(d *Device, cpuL, gpuL *Loaded, prompt []int32, steps int) Gre
 	return r
 }
 
-// DecodeResult is decode throughput at one batch size.
+// DecodeResult is decode throughput at one batch size, eagerly and as
+// replays of the model's captured decode graph, and whether a replay
+// reproduces the eager step.
 type DecodeResult struct {
-	Batch        int     `json:"batch"`
-	Steps        int     `json:"steps"`
-	EagerTokS    float64 `json:"eager_tokens_per_s"`
-	GraphTokS    float64 `json:"graph_tokens_per_s,omitempty"`
-	GraphNodes   int     `json:"graph_nodes,omitempty"`
-	GraphEqual   bool    `json:"graph_equals_eager"`
-	GraphMaxDiff float64 `json:"graph_max_abs_diff"`
-	GraphError   string  `json:"graph_error,omitempty"`
-	Error        string  `json:"error,omitempty"`
+	Batch           int     `json:"batch"`
+	Steps           int     `json:"steps"`
+	EagerTokS       float64 `json:"eager_tokens_per_s"`
+	GraphTokS       float64 `json:"graph_tokens_per_s,omitempty"`
+	GraphLaunches   int     `json:"graph_recorded_ops,omitempty"`
+	GraphNodes      int     `json:"graph_nodes,omitempty"`
+	GraphPoolBytes  int64   `json:"graph_pool_bytes,omitempty"`
+	GraphBitwise    bool    `json:"graph_bitwise_equals_eager"`
+	GraphArgmaxSame bool    `json:"graph_argmax_equals_eager"`
+	GraphMaxDiff    float64 `json:"graph_max_abs_diff"`
+	GraphError      string  `json:"graph_error,omitempty"`
+	Error           string  `json:"error,omitempty"`
 }
 
-// BenchDecode prefills batch one-token sequences, then times steps decode
-// steps eagerly and as graph replays (captured after an eager warm-up), and
-// checks that a replay of a step gives the eager step's logits.
+// DecodePages is the KV pages (of 16) BenchDecode needs for batch and steps.
+func DecodePages(batch, steps int) int { return batch*((2*steps+4+15)/16+1) + 2 }
+
+// BenchDecode prefills batch one-token sequences, times steps eager decode
+// steps, then captures the model's decode graph for this batch
+// (model.CaptureDecodeGraphs), checks one replay against the eager forward
+// of the same step and times steps replays.
 func BenchDecode(d *Device, l *Loaded, batch, steps int) DecodeResult {
 	r := DecodeResult{Batch: batch, Steps: steps}
 	c := l.M.Config
@@ -141,7 +150,7 @@ func BenchDecode(d *Device, l *Loaded, batch, steps int) DecodeResult {
 		}
 	}()
 	for i := range seqs {
-		t, err := l.Pool.Grow(nil, 1+2*steps+2)
+		t, err := l.Pool.Grow(nil, 2*steps+4)
 		if err != nil {
 			r.Error = err.Error()
 			return r
@@ -161,6 +170,9 @@ func BenchDecode(d *Device, l *Loaded, batch, steps int) DecodeResult {
 			return err
 		}
 		advance()
+		if err := d.Sync(); err != nil {
+			return err
+		}
 		t0 := time.Now()
 		for s := 0; s < steps; s++ {
 			if err := l.M.Forward(l.Pool, seqs, logits); err != nil {
@@ -175,59 +187,99 @@ func BenchDecode(d *Device, l *Loaded, batch, steps int) DecodeResult {
 		r.Error = err.Error()
 		return r
 	}
-	r.GraphError = d.graphDecode(l, seqs, logits, steps, &r)
+	if err := d.Run(func() error { return graphDecode(l, seqs, logits, steps, advance, &r) }); err != nil {
+		r.GraphError = err.Error()
+	}
 	return r
 }
 
-func (d *Device) graphDecode(l *Loaded, seqs []model.Seq, logits []float32, steps int, r *DecodeResult) string {
+func graphDecode(l *Loaded, seqs []model.Seq, logits []float32, steps int, advance func(), r *DecodeResult) error {
 	c := l.M.Config
-	step := func() error { return l.M.Forward(l.Pool, seqs, logits) }
-	var g *Graph
-	err := d.Run(func() error {
-		// Eager reference for this step (it also warms the allocator).
-		if err := step(); err != nil {
+	g, err := l.M.CaptureDecodeGraphs(l.Pool, []int{len(seqs)})
+	if err != nil {
+		return fmt.Errorf("capture: %w", err)
+	}
+	defer g.Close()
+	r.GraphPoolBytes = g.PoolBytes()
+	// The eager step and the replay of the same step write the same KV rows
+	// (same tokens, positions and history), so their logits must agree.
+	if err := l.M.Forward(l.Pool, seqs, logits); err != nil {
+		return err
+	}
+	eager := append([]float32(nil), logits...)
+	clear(logits)
+	ok, err := g.Run(seqs, logits)
+	if err != nil {
+		return fmt.Errorf("replay: %w", err)
+	}
+	if !ok {
+		return fmt.Errorf("replay: the decode graphs declined a batch of %d", len(seqs))
+	}
+	r.GraphBitwise, r.GraphArgmaxSame = true, true
+	for i := range eager {
+		r.GraphMaxDiff = math.Max(r.GraphMaxDiff, math.Abs(float64(eager[i]-logits[i])))
+		if eager[i] != logits[i] {
+			r.GraphBitwise = false
+		}
+	}
+	for i := range seqs {
+		row := func(x []float32) []float32 { return x[i*c.Vocab : (i+1)*c.Vocab] }
+		if kcpu.Argmax(row(eager)) != kcpu.Argmax(row(logits)) {
+			r.GraphArgmaxSame = false
+		}
+	}
+	advance()
+	t0 := time.Now()
+	for s := 0; s < steps; s++ {
+		if _, err := g.Run(seqs, logits); err != nil {
+			return fmt.Errorf("replay step %d: %w", s, err)
+		}
+		advance()
+	}
+	r.GraphTokS = float64(len(seqs)*steps) / time.Since(t0).Seconds()
+	return nil
+}
+
+// PrefillResult is prefill throughput for one prompt.
+type PrefillResult struct {
+	Tokens int     `json:"tokens"`
+	Runs   int     `json:"runs"`
+	TokS   float64 `json:"tokens_per_s"`
+	Error  string  `json:"error,omitempty"`
+}
+
+// BenchPrefill times runs forwards of one tokens-long prompt (after one
+// warm-up), each producing the last position's logits.
+func BenchPrefill(d *Device, l *Loaded, tokens, runs int) PrefillResult {
+	r := PrefillResult{Tokens: tokens, Runs: runs}
+	c := l.M.Config
+	pages, err := l.Pool.Grow(nil, tokens)
+	if err != nil {
+		r.Error = err.Error()
+		return r
+	}
+	defer l.Pool.Release(pages)
+	prompt := make([]int32, tokens)
+	for i := range prompt {
+		prompt[i] = int32(1 + (i*7919)%(c.Vocab-1))
+	}
+	seq := []model.Seq{{Tokens: prompt, Start: 0, Pages: pages, LogitRows: 1}}
+	logits := make([]float32, c.Vocab)
+	err = d.Run(func() error {
+		if err := l.M.Forward(l.Pool, seq, logits); err != nil {
 			return err
-		}
-		eager := append([]float32(nil), logits...)
-		var err error
-		if g, err = d.Capture(int64(len(seqs)*c.Vocab*4), step); err != nil {
-			return err
-		}
-		r.GraphNodes = g.Nodes()
-		clear(logits)
-		if err := g.Replay(step); err != nil {
-			return err
-		}
-		r.GraphEqual = true
-		for i := range eager {
-			diff := math.Abs(float64(eager[i] - logits[i]))
-			r.GraphMaxDiff = math.Max(r.GraphMaxDiff, diff)
-			if eager[i] != logits[i] {
-				r.GraphEqual = false
-			}
-		}
-		for i := range seqs {
-			seqs[i].Start++
-			seqs[i].Tokens = []int32{int32(kcpu.Argmax(logits[i*c.Vocab : (i+1)*c.Vocab]))}
 		}
 		t0 := time.Now()
-		for s := 0; s < steps; s++ {
-			if err := g.Replay(step); err != nil {
-				return fmt.Errorf("replay step %d: %w", s, err)
-			}
-			for i := range seqs {
-				seqs[i].Start++
-				seqs[i].Tokens = []int32{int32(kcpu.Argmax(logits[i*c.Vocab : (i+1)*c.Vocab]))}
+		for i := 0; i < runs; i++ {
+			if err := l.M.Forward(l.Pool, seq, logits); err != nil {
+				return err
 			}
 		}
-		r.GraphTokS = float64(len(seqs)*steps) / time.Since(t0).Seconds()
+		r.TokS = float64(tokens*runs) / time.Since(t0).Seconds()
 		return nil
 	})
-	if g != nil {
-		_ = g.Close()
-	}
 	if err != nil {
-		return err.Error()
+		r.Error = err.Error()
 	}
-	return ""
+	return r
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvhost/kvhost/host/plugin/allowlist"
 	"github.com/kvhost/kvhost/host/sampling"
 	"github.com/kvhost/kvhost/host/sampling/internal/testwasm"
 	"github.com/kvhost/kvhost/host/sampling/samplertest"
@@ -94,6 +95,56 @@ func TestAdminRoutes(t *testing.T) {
 		}
 		if in.Name == "standard" && (in.Source != sampling.SourceUpload || in.Version != samplertest.Version(v2, "7.0.0")) {
 			t.Fatalf("standard after refused uploads: %+v", in)
+		}
+	}
+}
+
+// TestAdminAllowList: with an allow-list, an unlisted upload is 403 naming
+// the plugin and its sha256, a listed one is accepted, a listed but
+// hostile one is still 422 (the list pins bytes, it does not vouch for
+// them), and the serving version is untouched by refusals.
+func TestAdminAllowList(t *testing.T) {
+	ctx := context.Background()
+	root, err := testwasm.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, _ := testwasm.Builtin("standard")
+	listed, _ := samplertest.Variant(base, "8.0.0")
+	unlisted, _ := samplertest.Variant(base, "9.0.0")
+	importer, _ := testwasm.Hostile("importer")
+	reg, err := sampling.NewRegistry(ctx, sampling.Options{
+		Builtins:    os.DirFS(filepath.Join(root, "host/sampling/builtin/wasm")),
+		AllowSHA256: []string{allowlist.Sum(listed) + " standard", allowlist.Sum(importer)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close(ctx)
+	h := Handler(reg, "k", 0)
+	tests := []struct {
+		name, path string
+		body       []byte
+		code       int
+		want       []string
+	}{
+		{"unlisted", "/admin/samplers/standard", unlisted, 403, []string{allowlist.Sum(unlisted), `\"standard\"`, "allow-list"}},
+		{"pinned elsewhere", "/admin/samplers/greedy", listed, 403, []string{allowlist.Sum(listed), "pins these bytes to plugin"}},
+		{"junk", "/admin/samplers/standard", []byte("not wasm"), 403, []string{allowlist.Sum([]byte("not wasm"))}},
+		{"listed hostile", "/admin/samplers/importer", importer, 422, []string{"refused at imports", "env.peek"}},
+		{"listed", "/admin/samplers/standard", listed, 200, []string{samplertest.Version(listed, "8.0.0")}},
+		{"built-in bytes", "/admin/samplers/standard", base, 200, []string{`"source":"upload"`}},
+	}
+	for _, tc := range tests {
+		code, body := do(t, h, "PUT", tc.path, "k", tc.body)
+		if code != tc.code {
+			t.Errorf("%s: %d %s, want %d", tc.name, code, body, tc.code)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(body, w) {
+				t.Errorf("%s: body %s lacks %q", tc.name, body, w)
+			}
 		}
 	}
 }

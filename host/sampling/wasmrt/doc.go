@@ -16,8 +16,14 @@
 //     alignment-checked, from the guest's I/O header after every call into
 //     the guest (memory growth moves the backing array); Instance.IO is
 //     valid only between Acquire/Sample and the next call or Release.
-//   - A module imports nothing but wasi_snapshot_preview1 (Go guests); C
-//     guests import nothing.
+//   - A module imports nothing but functions of wasi_snapshot_preview1
+//     that the host provides, with the host's signatures (Go guests; C
+//     guests import nothing), and no memory: Load refuses anything else at
+//     stage "imports" before instantiating it.
+//   - Each instance's memory is capped at Config.MemoryLimitPages: a module
+//     whose minimum exceeds it is refused at compile; memory.grow past it
+//     fails in the guest, and a guest that then traps fails its step with
+//     an error naming the cap.
 //   - Load refuses a module (a *RefusedError naming the stage) unless it
 //     decodes, compiles, has the sampler exports with their signatures,
 //     answers the handshake with a valid descriptor, allocates a consistent

@@ -6,7 +6,7 @@
 
 static int row(kvhost_row *r) {
 	if (r->params[0] > 0.5f) {
-		while (__builtin_wasm_memory_grow(0, 16) != (__SIZE_TYPE__)-1)
+		while (__builtin_wasm_memory_grow(0, 1) != (__SIZE_TYPE__)-1)
 			;
 		__builtin_trap();
 	}

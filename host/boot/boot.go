@@ -103,6 +103,7 @@ type Stack struct {
 	Configurators *plugin.Registry
 
 	kv     plan.KVConfig // the configurator that sized the pool
+	out    io.Writer     // progress lines for slow steps
 	direct *alloc.Direct // KV arena in SGLang-compat mode
 	arena  *arena        // KV arena in kvhost mode
 }
@@ -139,7 +140,10 @@ func Build(f Config, log *slog.Logger, stdout io.Writer) (*Stack, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s := &Stack{}
+	s := &Stack{out: stdout}
+	if s.out == nil {
+		s.out = io.Discard
+	}
 	fail := func(err error) (*Stack, error) {
 		s.Close(context.Background())
 		return nil, err
@@ -373,6 +377,7 @@ func (s *Stack) sizeKVHost(f Config, b *plan.Budget) error {
 		return err
 	}
 	batches := plan.ProfileBatches(c.ContextLen, f.ChunkedPrefill, f.MaxRunning)
+	fmt.Fprintf(s.out, "measuring the runtime peak: %d profile forwards at the %d-token chunk limit, then decode graph capture ...\n", len(batches), f.ChunkedPrefill)
 	peak, err := profile(m, s.Act, tmp, batches, f.ChunkedPrefill)
 	if err == nil {
 		err = s.captureGraphs(b, tmp)

@@ -93,11 +93,24 @@ func TestHostileLoopStoppedByDeadline(t *testing.T) {
 
 func TestHostileTraps(t *testing.T) {
 	t.Parallel()
+	// The memory bomb runs under a 128-page (8 MiB) cap: the same path as
+	// the default 512 pages, but filling 4× less memory keeps it well
+	// inside its deadline under -race on a loaded machine (at 512 pages it
+	// overran the 20 s deadline there, before this change as after).
+	rt, err := NewRuntime(context.Background(), Config{MemoryLimitPages: 128, CallTimeout: 60 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(context.Background())
 	for _, tt := range []struct{ name, reason string }{
 		{"hostile-panic", "panic: hostile: deliberate panic in configure"},
 		{"hostile-membomb", "out of memory"},
 	} {
-		p := load(t, tt.name)
+		p, err := rt.Load(context.Background(), tt.name, readWasm(t, tt.name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close(context.Background())
 		for range 2 { // the second call runs on a fresh instance
 			_, err := p.Configure(context.Background(), llamaInput(t))
 			var trap *TrapError

@@ -13,9 +13,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kvhost/kvhost/host/boot"
+	"github.com/kvhost/kvhost/host/budget"
 	"github.com/kvhost/kvhost/host/device"
 	"github.com/kvhost/kvhost/host/device/cpu"
 	"github.com/kvhost/kvhost/host/device/cuda"
+	"github.com/kvhost/kvhost/host/model"
 	"github.com/kvhost/kvhost/host/model/synth"
 )
 
@@ -29,7 +32,12 @@ type gpuReport struct {
 	Device   *gpuDeviceSection   `json:"device,omitempty"`
 	Kernels  []cuda.KernelResult `json:"kernels,omitempty"`
 	Greedy   []cuda.GreedyResult `json:"greedy,omitempty"`
-	Decode   []cuda.DecodeResult `json:"decode,omitempty"`
+	Boot     []cuda.BootResult   `json:"boot,omitempty"`
+	Graphs   []cuda.DecodeResult `json:"graph_replay,omitempty"`
+	Decode   []cuda.DecodeResult `json:"decode_llama3_8b,omitempty"`
+	Prefill  *cuda.PrefillResult `json:"prefill_llama3_8b,omitempty"`
+	KVPlan   *cuda.PlanResult    `json:"kv_vs_plan,omitempty"`
+	Skipped  map[string]string   `json:"skipped,omitempty"`
 	Errors   map[string]string   `json:"errors,omitempty"`
 	Sections map[string]float64  `json:"section_seconds"`
 }
@@ -48,8 +56,8 @@ func gpuCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlagSet("gpu-check", stderr)
 	out := fs.String("out", "gpu-check-out", "directory for report.json and report.md")
 	modelPath := fs.String("model", "../shared/models/stories260K.gguf", "model for CPU-vs-CUDA greedy equality")
-	benchModel := fs.String("bench-model", "", "model for decode tokens/s (default: generate the synth medium f16 model into --out)")
-	steps := fs.Int("steps", 32, "greedy and decode steps")
+	steps := fs.Int("steps", 32, "greedy steps")
+	benchSteps := fs.Int("bench-steps", 16, "decode steps timed per batch size on the Llama-3-8B-shaped model")
 	index := fs.Int("index", 0, "GPU index")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -57,7 +65,7 @@ func gpuCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
-	rep := &gpuReport{Started: time.Now(), Errors: map[string]string{}, Sections: map[string]float64{}}
+	rep := &gpuReport{Started: time.Now(), Errors: map[string]string{}, Sections: map[string]float64{}, Skipped: map[string]string{}}
 	section := func(name string, f func() error) {
 		t0 := time.Now()
 		fmt.Fprintf(stdout, "gpu-check: %s ...\n", name)
@@ -142,26 +150,114 @@ func gpuCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	genPath := filepath.Join(*out, "synth-small-f32.gguf")
 	section("generate small model", func() error { return writeSynth(genPath, "small", "f32") })
 	greedy("generated small f32", genPath)
-	bench := *benchModel
-	if bench == "" {
-		bench = filepath.Join(*out, "synth-medium-f16.gguf")
-		section("generate bench model", func() error { return writeSynth(bench, "medium", "f16") })
-	}
-	section("decode", func() error {
-		l, err := cuda.LoadModel(dev, bench, 2048)
+	section("boot ledger stories260K", func() error {
+		cfg := boot.Config{Model: *modelPath, Device: "cuda", MaxRunning: 8, MaxQueue: 64, ChunkedPrefill: 256, PageSize: 16, GraphMaxBS: 8}
+		r := cuda.Boot(dev, cfg)
+		rep.Boot = append(rep.Boot, r)
+		if r.Error != "" {
+			return fmt.Errorf("%s", r.Error)
+		}
+		if r.CheckError != "" {
+			return fmt.Errorf("ledger invariants: %s", r.CheckError)
+		}
+		return nil
+	})
+	section("graph replay vs eager", func() error {
+		l, err := cuda.LoadModel(dev, genPath, cuda.DecodePages(8, 8))
 		if err != nil {
 			return err
 		}
 		defer l.Close()
-		for _, b := range []int{1, 32} {
-			r := cuda.BenchDecode(dev, l, b, *steps)
-			rep.Decode = append(rep.Decode, r)
-			if r.Error != "" {
-				return fmt.Errorf("batch %d: %s", b, r.Error)
+		for _, b := range []int{1, 8} {
+			r := cuda.BenchDecode(dev, l, b, 8)
+			rep.Graphs = append(rep.Graphs, r)
+			if r.Error != "" || r.GraphError != "" {
+				return fmt.Errorf("batch %d: %s %s", b, r.Error, r.GraphError)
+			}
+			if !r.GraphArgmaxSame {
+				return fmt.Errorf("batch %d: replay's greedy tokens differ from the eager step's", b)
 			}
 		}
 		return nil
 	})
+	llama := filepath.Join(*out, "tmp", "llama3-8b-bf16.gguf")
+	defer os.RemoveAll(filepath.Dir(llama))
+	const needFree = 24 << 30
+	free, _ := dev.MemGetInfo()
+	if free < needFree {
+		why := fmt.Sprintf("device has %.1f GiB free, the Llama-3-8B-shaped bf16 model needs 24 GiB", float64(free)/(1<<30))
+		for _, n := range []string{"generate llama3-8b", "decode llama3-8b", "prefill llama3-8b", "kv vs plan"} {
+			rep.Skipped[n] = why
+		}
+	} else {
+		generated := false
+		section("generate llama3-8b", func() error {
+			if err := os.MkdirAll(filepath.Dir(llama), 0o755); err != nil {
+				return err
+			}
+			if err := writeSynth(llama, "llama3-8b", "bf16"); err != nil {
+				return err
+			}
+			generated = true
+			return nil
+		})
+		var cfg8b model.Config
+		var name8b string
+		if generated {
+			section("decode llama3-8b", func() error {
+				l, err := cuda.LoadModel(dev, llama, cuda.DecodePages(256, *benchSteps)+2048/16+1)
+				if err != nil {
+					return err
+				}
+				defer l.Close()
+				cfg8b, name8b = l.M.Config, l.M.Name
+				var errs []string
+				for _, b := range []int{1, 32, 256} {
+					r := cuda.BenchDecode(dev, l, b, *benchSteps)
+					rep.Decode = append(rep.Decode, r)
+					if r.Error != "" || r.GraphError != "" {
+						errs = append(errs, fmt.Sprintf("batch %d: %s %s", b, r.Error, r.GraphError))
+					}
+				}
+				p := cuda.BenchPrefill(dev, l, 2048, 2)
+				rep.Prefill = &p
+				if p.Error != "" {
+					errs = append(errs, "prefill: "+p.Error)
+				}
+				if len(errs) > 0 {
+					return fmt.Errorf("%s", strings.Join(errs, "; "))
+				}
+				return nil
+			})
+			section("kv vs plan", func() error {
+				if name8b == "" {
+					return fmt.Errorf("the model did not load")
+				}
+				_, total := dev.MemGetInfo()
+				cfg := boot.Config{Model: llama, Device: "cuda", MaxRunning: 256, MaxQueue: 1024,
+					ChunkedPrefill: budget.ChunkedPrefillSize(float64(total) / budget.MiB), PageSize: 16, GraphMaxBS: -1}
+				b := cuda.Boot(dev, cfg)
+				rep.Boot = append(rep.Boot, b)
+				preset := cuda.PresetFor(dev.Info().Name)
+				if preset == "" {
+					preset = "H200"
+				}
+				pr := cuda.ComparePlan(preset, name8b, cfg8b, cfg, b)
+				rep.KVPlan = &pr
+				if b.Error != "" {
+					return fmt.Errorf("boot: %s", b.Error)
+				}
+				if b.CheckError != "" {
+					return fmt.Errorf("ledger invariants: %s", b.CheckError)
+				}
+				if pr.Error != "" {
+					return fmt.Errorf("plan: %s", pr.Error)
+				}
+				return nil
+			})
+		}
+		_ = os.Remove(llama)
+	}
 	rep.Seconds = time.Since(rep.Started).Seconds()
 	return writeGPUReport(*out, rep)
 }
@@ -194,10 +290,10 @@ func writeGPUReport(dir string, rep *gpuReport) error {
 	if err := os.WriteFile(filepath.Join(dir, "report.json"), js, 0o644); err != nil {
 		return err
 	}
+	gib := func(n int64) string { return fmt.Sprintf("%.3f GiB", float64(n)/(1<<30)) }
 	var b strings.Builder
 	fmt.Fprintf(&b, "# kvhost gpu-check\n\nStarted %s, took %.1f s.\n\n", rep.Started.Format(time.RFC3339), rep.Seconds)
 	if d := rep.Device; d != nil {
-		gib := func(n int64) string { return fmt.Sprintf("%.3f GiB", float64(n)/(1<<30)) }
 		f := d.Facts
 		fmt.Fprintf(&b, "## Device\n\n- %s, compute %d.%d, driver %s (CUDA %d), module image %s\n", d.Info.Name, f.ComputeMajor, f.ComputeMinor, d.NVMLNow.Driver, f.DriverVersion, f.ModuleImage)
 		fmt.Fprintf(&b, "- NVML total %s, reserved %s, used now %s; baseline used %s, after context %s (context ≈ %s)\n",
@@ -215,10 +311,38 @@ func writeGPUReport(dir string, rep *gpuReport) error {
 	for _, g := range rep.Greedy {
 		fmt.Fprintf(&b, "## Greedy %s\n\nequal %v over %d steps, first-step logits max diff %.3g %s\n\n- cpu:  %v\n- cuda: %v\n\n", g.Model, g.Equal, g.Steps, g.FirstMaxDiff, g.Error, g.CPU, g.CUDA)
 	}
-	if len(rep.Decode) > 0 {
-		fmt.Fprintf(&b, "## Decode\n\n| batch | eager tok/s | graph tok/s | graph nodes | replay = eager | max diff | error |\n|---:|---:|---:|---:|---|---:|---|\n")
-		for _, r := range rep.Decode {
-			fmt.Fprintf(&b, "| %d | %.1f | %.1f | %d | %v | %.3g | %s %s |\n", r.Batch, r.EagerTokS, r.GraphTokS, r.GraphNodes, r.GraphEqual, r.GraphMaxDiff, r.Error, r.GraphError)
+	for _, r := range rep.Boot {
+		fmt.Fprintf(&b, "## Startup ledger: %s\n\n%s\n\n| phase | free before | free after | delta |\n|---|---:|---:|---:|\n", r.Model, r.Error)
+		for _, p := range r.Phases {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", p.Name, gib(p.FreeBefore), gib(p.FreeAfter), gib(p.Delta))
+		}
+		fmt.Fprintf(&b, "\n- ledger.Check: %s\n- ledger total − free %s (allocators %s + outside %s); NVML used %s of %s %s\n- policy %s, KV tokens %d (%d B/token), graphs %v (pool %s), headroom %s, profile peak %s\n\n",
+			orOK(r.CheckError), gib(r.LedgerUsed), gib(r.AllocatorBytes), gib(r.OutsideBytes), gib(r.NVMLUsed), gib(r.NVMLTotal), r.NVMLError,
+			r.Policy, r.KVTokens, r.KVCellBytes, r.GraphBuckets, gib(r.GraphPoolBytes), gib(r.HeadroomBytes), gib(r.ProfilePeakBytes))
+	}
+	decodeTable := func(title string, rs []cuda.DecodeResult) {
+		if len(rs) == 0 {
+			return
+		}
+		fmt.Fprintf(&b, "## %s\n\n| batch | steps | eager tok/s | graph tok/s | ops | nodes | bitwise | argmax same | max diff | error |\n|---:|---:|---:|---:|---:|---:|---|---|---:|---|\n", title)
+		for _, r := range rs {
+			fmt.Fprintf(&b, "| %d | %d | %.1f | %.1f | %d | %d | %v | %v | %.3g | %s %s |\n", r.Batch, r.Steps, r.EagerTokS, r.GraphTokS, r.GraphLaunches, r.GraphNodes, r.GraphBitwise, r.GraphArgmaxSame, r.GraphMaxDiff, r.Error, r.GraphError)
+		}
+		b.WriteString("\n")
+	}
+	decodeTable("Graph replay vs eager (generated small f32)", rep.Graphs)
+	decodeTable("Decode, Llama-3-8B-shaped bf16", rep.Decode)
+	if p := rep.Prefill; p != nil {
+		fmt.Fprintf(&b, "## Prefill, Llama-3-8B-shaped bf16\n\n%d-token prompt × %d: %.1f tok/s %s\n\n", p.Tokens, p.Runs, p.TokS, p.Error)
+	}
+	if k := rep.KVPlan; k != nil {
+		fmt.Fprintf(&b, "## KV tokens vs plan\n\n- measured (boot.Build on this GPU): %d tokens at %d B/token\n- plan preset %s: %d tokens at %d B/token (policy %s)\n- %s\n%s\n\n",
+			k.MeasuredTokens, k.MeasuredCell, k.Preset, k.PlanTokens, k.PlanCellBytes, k.PlanPolicy, k.Assumptions, k.Error)
+	}
+	if len(rep.Skipped) > 0 {
+		b.WriteString("## Skipped\n\n")
+		for k, v := range rep.Skipped {
+			fmt.Fprintf(&b, "- %s: %s\n", k, v)
 		}
 		b.WriteString("\n")
 	}
@@ -235,4 +359,11 @@ func writeGPUReport(dir string, rep *gpuReport) error {
 		return fmt.Errorf("gpu-check: %d sections failed (see %s)", len(rep.Errors), filepath.Join(dir, "report.md"))
 	}
 	return nil
+}
+
+func orOK(s string) string {
+	if s == "" {
+		return "ok"
+	}
+	return s
 }

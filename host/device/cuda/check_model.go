@@ -187,13 +187,13 @@ func BenchDecode(d *Device, l *Loaded, batch, steps int) DecodeResult {
 		r.Error = err.Error()
 		return r
 	}
-	if err := d.Run(func() error { return graphDecode(l, seqs, logits, steps, advance, &r) }); err != nil {
+	if err := d.Run(func() error { return d.graphDecode(l, seqs, logits, steps, advance, &r) }); err != nil {
 		r.GraphError = err.Error()
 	}
 	return r
 }
 
-func graphDecode(l *Loaded, seqs []model.Seq, logits []float32, steps int, advance func(), r *DecodeResult) error {
+func (d *Device) graphDecode(l *Loaded, seqs []model.Seq, logits []float32, steps int, advance func(), r *DecodeResult) error {
 	c := l.M.Config
 	g, err := l.M.CaptureDecodeGraphs(l.Pool, []int{len(seqs)})
 	if err != nil {
@@ -201,6 +201,10 @@ func graphDecode(l *Loaded, seqs []model.Seq, logits []float32, steps int, advan
 	}
 	defer g.Close()
 	r.GraphPoolBytes = g.PoolBytes()
+	// On the owner thread: the graph just captured is the device's newest.
+	if n := len(d.graphs); n > 0 {
+		r.GraphLaunches, r.GraphNodes = d.graphs[n-1].Launches(), d.graphs[n-1].Nodes()
+	}
 	// The eager step and the replay of the same step write the same KV rows
 	// (same tokens, positions and history), so their logits must agree.
 	if err := l.M.Forward(l.Pool, seqs, logits); err != nil {

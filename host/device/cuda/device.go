@@ -284,8 +284,8 @@ func (d *Device) Free(p device.Ptr) error {
 		if _, ok := d.allocs[p]; !ok {
 			return fmt.Errorf("cuda: free of %#x, which is not the start of a live allocation", uintptr(p))
 		}
-		if d.mode != modeEager {
-			return errors.New("cuda: cuMemFree during an open graph capture")
+		if d.mode == modeCapture {
+			return errors.New("cuda: cuMemFree during stream capture is forbidden")
 		}
 		delete(d.allocs, p)
 		if err := cu.MemFree(cu.DevicePtr(p)); err != nil {

@@ -6,8 +6,9 @@
 // Files without the tag hold the driver-free logic, tested everywhere: the
 // cuBLAS library search order (libsearch.go), the decode batch buckets and
 // their padding table (buckets.go), kernel launch geometry (geometry.go), the
-// pinned staging ring (ring.go) and the capture tape that proves a graph
-// replay issues exactly the work that was captured (tape.go).
+// pinned staging ring (ring.go), the batched-decode metadata layout and its
+// checks (decode_meta.go), and tape.go (a call-tape checker from an earlier
+// replay design, no longer used by the tagged code).
 //
 // Threading: every driver call runs on one goroutine locked to its OS thread
 // with the device's primary context current (the device owner). Public
@@ -17,10 +18,34 @@
 //
 // Integer side arrays (token ids, positions, page tables) and host floats are
 // written into a pinned host ring and copied asynchronously on the device's
-// stream into fixed device buffers before each launch, so a captured graph
-// reads them from the same addresses at every replay; a replay re-runs the
-// host code in stage-only mode (it fills the ring, launches nothing) and the
-// tape checks that every launch argument matches the capture.
+// stream into fixed device buffers before each launch.
+//
+// Graph capture (device.Capturer, used by host/model's CaptureDecodeGraphs):
+//
+//  1. BeginCapture opens a recording. Until EndCapture every kernel call,
+//     staged copy, cuBLAS GEMM and CopyToHost runs eagerly, exactly as
+//     without a capture, and is recorded with its resolved addresses. The
+//     caching allocator (host/alloc BeginCapture, a private pool) may still
+//     call Malloc: the recording pass IS the warm-up that sizes the pool and
+//     the GEMM conversion scratch. Each host slice a call staged is bound:
+//     its pinned span and a closure that re-encodes the slice's current
+//     contents. A slice staged twice in one recording (positions for every
+//     layer) shares one span.
+//  2. EndCapture sizes the pinned output buffer, then issues the recorded
+//     work again under cuStreamBeginCapture(THREAD_LOCAL) — launches, copies
+//     and GEMMs only, so nothing allocates; Malloc and Free fail with a clear
+//     error while the stream capture is open — and instantiates the graph.
+//  3. Graph.Launch waits for the stream, refills every bound span from its
+//     host slices (re-checking positions and page tables against the KV
+//     cache; a bad one refuses the launch instead of faulting the context),
+//     launches the graph, waits, and copies each captured device → host
+//     result from pinned memory into the slice CopyToHost was given.
+//
+// Scalars passed by value (Attention's startPos) are replayed as captured;
+// only the DecodeKernels path (WriteKVRows, DecodeAttention) reads
+// per-step positions and page tables, as the device package specifies.
+// Staging and output buffers that graphs use are never freed while graphs
+// exist: a buffer that has to grow is retired and freed at Close.
 //
 // GEMMs: a matvec kernel of ours for small M (decode) and for Q8_0 weights;
 // cuBLAS (dlopened at run time, sonames .13, .12, .11, with a fixed

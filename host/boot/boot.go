@@ -55,6 +55,9 @@ type Config struct {
 	// built-in set, overlaid by PluginsDir when one is given.
 	Configurators *plugin.Registry
 	PluginsDir    string
+	// PluginAllowlist pins the plugins that may load (sha256, optional
+	// name); empty allows every plugin. Built-ins are always trusted.
+	PluginAllowlist []string
 	// Samplers, when set, gives the engine its sampling policy plugins.
 	Samplers *sampling.Registry
 }
@@ -295,12 +298,12 @@ func configurators(f Config) (*plugin.Registry, error) {
 	switch {
 	case f.Configurators != nil:
 		return f.Configurators, nil
-	case f.PluginsDir != "":
+	case f.PluginsDir != "" || len(f.PluginAllowlist) > 0:
 		rt, err := plugin.NewRuntime(context.Background(), plugin.Config{})
 		if err != nil {
 			return nil, err
 		}
-		return plugin.NewRegistry(rt, builtin.FS(), f.PluginsDir)
+		return plugin.NewRegistryWith(rt, builtin.FS(), f.PluginsDir, plugin.RegistryOptions{AllowSHA256: f.PluginAllowlist})
 	}
 	return plan.DefaultConfigurators()
 }

@@ -770,14 +770,22 @@ func (e *Engine) sampleAndEmit() error {
 		}
 		out := e.choices[:len(e.group)]
 		err := e.cfg.Samplers.SampleBatch(context.Background(), policy, e.rows, e.states, out)
+		disabled := errors.Is(err, sampling.ErrPolicyDisabled)
 		for i, p := range e.group {
 			p.s.sampled = true
-			p.s.state.State = e.states[i].State
-			if err != nil {
+			switch {
+			case disabled:
+				// The policy failed repeatedly and so did (or is) the
+				// default: the host's own sampler takes over.
+				r := p.s.req.Sampling
+				tok := e.sampler.Sample(p.row, sampling.Params{Temperature: r.Temperature, TopK: r.TopK, TopP: r.TopP, MinP: r.MinP}, p.s.seed, p.s.step)
+				e.emit(p.s, p.row, tok, "host")
+			case err != nil:
 				e.finish(p.s, Event{Done: true, Err: fmt.Errorf("engine: sampler %s: %w", policy, err)})
-				continue
+			default:
+				p.s.state.State = e.states[i].State
+				e.emit(p.s, p.row, out[i].Token, out[i].Policy+"@"+out[i].Version)
 			}
-			e.emit(p.s, p.row, out[i].Token, policy+"@"+out[i].Version)
 		}
 		pend = append(pend, e.pending...)
 		e.pending = e.pending[:0]

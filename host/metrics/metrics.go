@@ -46,6 +46,10 @@ type PluginStat struct {
 	Calls    uint64  `json:"calls"`
 	Failures uint64  `json:"failures"`
 	Seconds  float64 `json:"seconds"` // time spent in calls
+	// Disabled marks a sampler policy switched off after repeated
+	// failures; Fallbacks counts the rows other policies served for it.
+	Disabled  bool   `json:"disabled"`
+	Fallbacks uint64 `json:"fallbacks"`
 }
 
 // Sources are read at scrape time; any may be nil.

@@ -27,11 +27,13 @@ var (
 	descPeakRes   = prometheus.NewDesc("kvhost_runtime_peak_reserved_bytes", "Caching allocator's peak reserved bytes since start.", nil, nil)
 	descPhase     = prometheus.NewDesc("kvhost_startup_phase_bytes", "Device memory each startup phase took (free before − free after).", []string{"phase"}, nil)
 
-	pluginLabels  = []string{"kind", "plugin", "version"}
-	descPlCalls   = prometheus.NewDesc("kvhost_plugin_calls_total", "Calls into a plugin version.", pluginLabels, nil)
-	descPlFail    = prometheus.NewDesc("kvhost_plugin_failures_total", "Failed calls into a plugin version (trap, deadline, bad answer).", pluginLabels, nil)
-	descPlSeconds = prometheus.NewDesc("kvhost_plugin_call_seconds_total", "Time spent in calls into a plugin version.", pluginLabels, nil)
-	descPlInfo    = prometheus.NewDesc("kvhost_plugin_info", "A loaded plugin version (value 1), with its sha256 and source.", []string{"kind", "plugin", "version", "sha256", "source"}, nil)
+	pluginLabels    = []string{"kind", "plugin", "version"}
+	descPlCalls     = prometheus.NewDesc("kvhost_plugin_calls_total", "Calls into a plugin version.", pluginLabels, nil)
+	descPlFail      = prometheus.NewDesc("kvhost_plugin_failures_total", "Failed calls into a plugin version (trap, deadline, bad answer).", pluginLabels, nil)
+	descPlSeconds   = prometheus.NewDesc("kvhost_plugin_call_seconds_total", "Time spent in calls into a plugin version.", pluginLabels, nil)
+	descPlDisabled  = prometheus.NewDesc("kvhost_sampler_disabled", "1 while a sampler policy version is disabled after repeated failures (the default policy serves its requests).", pluginLabels, nil)
+	descPlFallbacks = prometheus.NewDesc("kvhost_sampler_fallbacks_total", "Rows another policy sampled because this sampler version was disabled.", pluginLabels, nil)
+	descPlInfo      = prometheus.NewDesc("kvhost_plugin_info", "A loaded plugin version (value 1), with its sha256 and source.", []string{"kind", "plugin", "version", "sha256", "source"}, nil)
 
 	// Aliases under the names the Gateway API inference extension's
 	// endpoint picker reads by default (vLLM's; README.md).
@@ -49,7 +51,7 @@ var _ prometheus.Collector = (*stateCollector)(nil)
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descWaiting, descRunning, descKVUsage, descPreempt, descSteps, descDecode,
 		descPoolCap, descPoolUsed, descPoolBytes, descLedger, descAllocTot, descDevTotal, descDevFree, descPeakAlloc,
-		descPeakRes, descPhase, descPlCalls, descPlFail, descPlSeconds, descPlInfo,
+		descPeakRes, descPhase, descPlCalls, descPlFail, descPlSeconds, descPlInfo, descPlDisabled, descPlFallbacks,
 		descVLLMWaiting, descVLLMRunning, descVLLMKV, descVLLMGPUKV} {
 		ch <- d
 	}
@@ -91,6 +93,14 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descPlFail, counts, float64(p.Failures), l...)
 			ch <- prometheus.MustNewConstMetric(descPlSeconds, counts, p.Seconds, l...)
 			ch <- prometheus.MustNewConstMetric(descPlInfo, gauge, 1, p.Kind, p.Name, p.Version, p.SHA256, p.Source)
+			if p.Kind == "sampler" {
+				disabled := 0.0
+				if p.Disabled {
+					disabled = 1
+				}
+				ch <- prometheus.MustNewConstMetric(descPlDisabled, gauge, disabled, l...)
+				ch <- prometheus.MustNewConstMetric(descPlFallbacks, counts, float64(p.Fallbacks), l...)
+			}
 		}
 	}
 }

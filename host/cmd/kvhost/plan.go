@@ -11,6 +11,7 @@ import (
 	"github.com/kvhost/kvhost/host/ledger"
 	"github.com/kvhost/kvhost/host/plan"
 	"github.com/kvhost/kvhost/host/plugin"
+	"github.com/kvhost/kvhost/host/plugin/allowlist"
 	"github.com/kvhost/kvhost/host/plugin/builtin"
 )
 
@@ -42,8 +43,9 @@ func planCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.BoolVar(&in.SGLangCompat, "sglang-compat", false, "size as SGLang does (spec §2–§3) and show kvhost's figure beside it")
 	fs.IntVar(&in.LogprobChunk, "logprob-chunk-size", 2048, "as serve")
 	fs.IntVar(&in.GraphMaxBS, "cuda-graph-max-bs", -1, "as serve (-1: by device memory class; 0: no decode graphs)")
-	var pluginsDir string
+	var pluginsDir, allowFile string
 	fs.StringVar(&pluginsDir, "plugins", "", "folder of .wasm configurators overriding the built-ins, as serve")
+	fs.StringVar(&allowFile, "plugin-allowlist", "", "sha256 pins, as serve")
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: kvhost plan --model PATH [--device cpu --device-memory 6GiB | --gpu NAME [--tp N]] [--json]\n\nGPU presets (memory.total, assumed CUDA context before the first reading; weights bf16, +20 MiB load overhead):\n%s\nFlags:\n", plan.PresetHelp())
@@ -61,12 +63,18 @@ func planCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	in.Name, in.Config, in.Weights = name, c, ts
-	if pluginsDir != "" {
+	if pluginsDir != "" || allowFile != "" {
+		var allow []string
+		if allowFile != "" {
+			if allow, err = allowlist.ReadFile(allowFile); err != nil {
+				return err
+			}
+		}
 		rt, err := plugin.NewRuntime(ctx, plugin.Config{})
 		if err != nil {
 			return err
 		}
-		if in.Configurators, err = plugin.NewRegistry(rt, builtin.FS(), pluginsDir); err != nil {
+		if in.Configurators, err = plugin.NewRegistryWith(rt, builtin.FS(), pluginsDir, plugin.RegistryOptions{AllowSHA256: allow}); err != nil {
 			return err
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/kvhost/kvhost/host/model/chat"
 	"github.com/kvhost/kvhost/host/model/tokenizer"
 	"github.com/kvhost/kvhost/host/plan"
+	"github.com/kvhost/kvhost/host/plugin/allowlist"
 	"github.com/kvhost/kvhost/host/sampling"
 	"github.com/kvhost/kvhost/host/sampling/admin"
 	"github.com/kvhost/kvhost/host/server"
@@ -52,6 +53,8 @@ type serveFlags struct {
 	adminKeyFile   string
 	pluginsDir     string
 	samplerDefault string
+	allowlist      string
+	disableAfter   int
 	shutdownWait   time.Duration
 }
 
@@ -83,6 +86,8 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.StringVar(&f.adminKeyFile, "admin-key-file", "", "file holding the admin bearer key")
 	fs.StringVar(&f.pluginsDir, "plugins", "", "folder of .wasm plugins (KV configurators, samplers); a file named like a built-in overrides it")
 	fs.StringVar(&f.samplerDefault, "sampler-default", "standard", "sampling policy of requests that name none (temperature 0 stays a host-side argmax)")
+	fs.StringVar(&f.allowlist, "plugin-allowlist", "", "file of sha256 pins (one per line, optional name); when set, only listed plugins (and the built-ins) load")
+	fs.IntVar(&f.disableAfter, "sampler-disable-after", 0, "consecutive failed steps after which a sampler policy is disabled and the default serves its requests (0: 3; -1: never)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug | info | warn | error")
 	fs.DurationVar(&f.shutdownWait, "shutdown-timeout", 30*time.Second, "how long running streams may finish on shutdown")
 	if err := fs.Parse(args); err != nil {
@@ -176,7 +181,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	sreg, err := sampling.NewRegistry(ctx, sampling.Options{Default: f.samplerDefault, Logger: log})
+	var allow []string
+	if f.allowlist != "" {
+		if allow, err = allowlist.ReadFile(f.allowlist); err != nil {
+			return err
+		}
+	}
+	sreg, err := sampling.NewRegistry(ctx, sampling.Options{Default: f.samplerDefault, Logger: log, AllowSHA256: allow, DisableAfter: f.disableAfter})
 	if err != nil {
 		return fmt.Errorf("serve: sampling policies: %w", err)
 	}
@@ -194,7 +205,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		MaxRunning: f.maxRunning, MaxQueue: f.maxQueue, ChunkedPrefill: f.chunkedPrefill, MaxPrefillTokens: f.maxPrefill, LogprobChunk: f.logprobChunk,
 		PageSize: f.pageSize, MaxTotalTokens: f.maxTotalTokens,
 		MemFractionStatic: f.memFraction, SGLangCompat: f.sglangCompat, GraphMaxBS: f.graphMaxBS,
-		PluginsDir: f.pluginsDir, Samplers: sreg,
+		PluginsDir: f.pluginsDir, PluginAllowlist: allow, Samplers: sreg,
 	}, log, stdout)
 	if err != nil {
 		return err

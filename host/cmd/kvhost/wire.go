@@ -116,7 +116,8 @@ func pluginStats(s *boot.Stack, reg *sampling.Registry) func() []metrics.PluginS
 				// Seconds approximates time in calls from the current
 				// version's mean step.
 				out = append(out, metrics.PluginStat{Kind: "sampler", Name: in.Name, Version: in.Version, SHA256: in.SHA256, Source: in.Source,
-					Calls: uint64(in.Calls), Failures: uint64(in.Failures), Seconds: in.MeanStep.Seconds() * float64(in.Calls)})
+					Calls: uint64(in.Calls), Failures: uint64(in.Failures), Seconds: in.MeanStep.Seconds() * float64(in.Calls),
+					Disabled: in.Disabled, Fallbacks: uint64(in.Fallbacks)})
 			}
 		}
 		return out

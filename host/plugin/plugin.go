@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/kvhost/kvhost/sdk"
 	"github.com/tetratelabs/wazero"
@@ -26,6 +28,15 @@ type Plugin struct {
 	mu     sync.Mutex
 	idle   []*instance
 	closed bool
+
+	// counters for metrics: calls into the guest, failed ones, time spent
+	calls, failures, nanos atomic.Int64
+}
+
+// CallStats reports the calls into this plugin version, how many failed
+// and the time spent in them.
+func (p *Plugin) CallStats() (calls, failures int64, seconds float64) {
+	return p.calls.Load(), p.failures.Load(), time.Duration(p.nanos.Load()).Seconds()
 }
 
 // instance is one module instance; it is used by one goroutine at a time.
@@ -238,8 +249,12 @@ func (p *Plugin) call(ctx context.Context, inst *instance, export string, st *ca
 	if st != nil {
 		ctx = withState(ctx, st)
 	}
+	start := time.Now()
 	res, err := fn.Call(ctx, params...)
+	p.calls.Add(1)
+	p.nanos.Add(int64(time.Since(start)))
 	if err != nil {
+		p.failures.Add(1)
 		return nil, p.classify(ctx, export, inst.stderr, err)
 	}
 	return res, nil

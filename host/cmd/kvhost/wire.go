@@ -109,7 +109,11 @@ func pluginStats(s *boot.Stack, reg *sampling.Registry) func() []metrics.PluginS
 	return func() []metrics.PluginStat {
 		var out []metrics.PluginStat
 		for _, p := range webPlugins(s, nil) {
-			out = append(out, metrics.PluginStat{Kind: p.Kind, Name: p.Name, Version: p.Version, SHA256: p.SHA256, Source: p.Source})
+			ps := metrics.PluginStat{Kind: p.Kind, Name: p.Name, Version: p.Version, SHA256: p.SHA256, Source: p.Source, Calls: p.Calls, Failures: p.Failures}
+			if pl, err := s.Configurators.Plugin(context.Background(), p.Name); err == nil {
+				_, _, ps.Seconds = pl.CallStats()
+			}
+			out = append(out, ps)
 		}
 		if reg != nil {
 			for _, in := range reg.List() {
@@ -134,6 +138,8 @@ func webPlugins(s *boot.Stack, reg *sampling.Registry) []web.Plugin {
 			if pl, err := s.Configurators.Plugin(context.Background(), name); err == nil {
 				d := pl.Descriptor()
 				p.Version, p.ABI, p.SHA256 = d.Version, d.ABI, pl.SHA256()
+				calls, failures, _ := pl.CallStats()
+				p.Calls, p.Failures = uint64(calls), uint64(failures)
 			}
 			out = append(out, p)
 		}

@@ -357,3 +357,30 @@ func TestAdminChiRouterSeesFullPath(t *testing.T) {
 		}
 	}
 }
+
+// TestStalledStreamClientIsCutOff: a client that opens a stream and stops
+// reading (a malformed SSE client) is cut off by the per-write deadline, and
+// its generation is cancelled rather than held forever.
+func TestStalledStreamClientIsCutOff(t *testing.T) {
+	long := strings.Repeat("x", 200000) // ~200k SSE chunks: far more than socket buffers hold
+	env := newEnv(t, withScript(scriptText(long, "length")), withEngine(func(e *fakeEngine) { e.ctxLen = 1 << 20 }),
+		withOptions(func(o *Options) { o.StreamWriteTimeout = 200 * time.Millisecond }))
+	srv := httptest.NewServer(env.h)
+	defer srv.Close()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	body := `{"prompt":"hi","max_tokens":200000,"stream":true}`
+	fmt.Fprintf(conn, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	// Never read. The engine request must be cancelled soon.
+	select {
+	case <-env.eng.interrupted:
+	case <-time.After(20 * time.Second):
+		t.Fatal("a client that stopped reading kept its generation running")
+	}
+	if !strings.Contains(env.logs.String(), "/v1/completions") {
+		t.Fatal("the cut-off request was not logged")
+	}
+}

@@ -254,6 +254,11 @@ func rewriteCode(s section, check []byte, st *Stats) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Every body takes at least its one-byte size: a count above what the
+	// section holds is a lie, refused before it sizes any buffer.
+	if int64(n) > int64(len(s.body)-r.pos) {
+		return nil, r.fail("code section claims %d function bodies in %d bytes", n, len(s.body)-r.pos)
+	}
 	out := appendU32(make([]byte, 0, len(s.body)+int(n)*2*len(check)), n)
 	var scratch []byte
 	for range n {

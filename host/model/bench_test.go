@@ -53,7 +53,7 @@ func BenchmarkDecode(b *testing.B) {
 	for _, sh := range benchShapes {
 		for _, batch := range []int{1, 16} {
 			b.Run(fmt.Sprintf("%s-%s/batch=%d", sh.size, sh.dtype, batch), func(b *testing.B) {
-				r := load(b, benchModel(b, sh.size, sh.dtype), 4096)
+				r := load(b, benchModel(b, sh.size, sh.dtype), 2048)
 				const prompt = 64
 				seqs := make([]Seq, batch)
 				for i := range seqs {

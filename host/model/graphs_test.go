@@ -111,10 +111,10 @@ func TestGraphPoolIsLargestBucket(t *testing.T) {
 }
 
 func BenchmarkDecodeGraphs(b *testing.B) {
-	for _, sh := range benchShapes[:2] {
+	for _, sh := range benchShapes {
 		for _, batch := range []int{1, 16} {
 			b.Run(sh.size+"-"+sh.dtype+"/batch="+itoa(batch), func(b *testing.B) {
-				r := load(b, benchModel(b, sh.size, sh.dtype), 4096)
+				r := load(b, benchModel(b, sh.size, sh.dtype), 2048+16) // 16 contexts + the padding page
 				g, err := r.m.CaptureDecodeGraphs(r.pool, []int{batch})
 				if err != nil {
 					b.Fatal(err)

@@ -248,6 +248,15 @@ type testEnv struct {
 	eng  *fakeEngine
 	h    *Server
 	logs *bytes.Buffer
+	sw   *syncWriter
+}
+
+// logString reads the log under the writer's lock (handlers may still be
+// logging).
+func (e *testEnv) logString() string {
+	e.sw.mu.Lock()
+	defer e.sw.mu.Unlock()
+	return e.logs.String()
 }
 
 type envOpt func(*fakeEngine, *Options, *string)
@@ -268,7 +277,8 @@ func newEnv(t testing.TB, opts ...envOpt) *testEnv {
 	t.Helper()
 	eng := &fakeEngine{ctxLen: 512, script: scriptText("Hello", "length"), interrupted: make(chan int, 64)}
 	logs := &bytes.Buffer{}
-	o := Options{Logger: slog.New(slog.NewTextHandler(&syncWriter{w: logs}, nil))}
+	sw := &syncWriter{w: logs}
+	o := Options{Logger: slog.New(slog.NewTextHandler(sw, nil))}
 	tmplSrc := llama3Template
 	for _, f := range opts {
 		f(eng, &o, &tmplSrc)
@@ -277,7 +287,7 @@ func newEnv(t testing.TB, opts ...envOpt) *testEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &testEnv{eng: eng, h: New(&fakeBackend{eng: eng, tmpl: tmpl}, o), logs: logs}
+	return &testEnv{eng: eng, h: New(&fakeBackend{eng: eng, tmpl: tmpl}, o), logs: logs, sw: sw}
 }
 
 // syncWriter serialises log writes from handler goroutines.

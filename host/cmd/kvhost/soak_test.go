@@ -11,7 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,7 +35,7 @@ func TestSoak(t *testing.T) {
 	if v := os.Getenv("KVHOST_SOAK_SECONDS"); v != "" {
 		fmt.Sscan(v, &seconds)
 	}
-	baseline := runtime.NumGoroutine()
+	baseline := goruntime.NumGoroutine()
 	ts, s, _ := fullServer(t, model, "soak-key")
 	idleAct := s.Act.Stats().ByCategory[alloc.Activations]
 	duration := time.Duration(seconds) * time.Second
@@ -212,7 +212,7 @@ func TestSoak(t *testing.T) {
 	ts.CloseClientConnections()
 	var goroutines int
 	for deadline := time.Now().Add(5 * time.Second); ; {
-		goroutines = runtime.NumGoroutine()
+		goroutines = goruntime.NumGoroutine()
 		// The stack adds its own long-lived goroutines (engine loop, kernel
 		// workers, the plugin runtimes, the test server): allow for them.
 		if goroutines <= baseline+12 || time.Now().After(deadline) {
@@ -222,14 +222,20 @@ func TestSoak(t *testing.T) {
 	}
 	counts.Lock()
 	defer counts.Unlock()
-	t.Logf("soak %v: %d completed, %d abandoned by the client, %d rejected; by status %v; %d swaps, %d hostile uploads refused; goroutines %d (baseline %d); KV pages %d",
-		duration, counts.completed, counts.abandoned, counts.rejected, counts.byCode, swaps.Load(), refused.Load(), goroutines, baseline, s.Engine.Stats().KVPagesTotal)
+	var ms goruntime.MemStats
+	goruntime.ReadMemStats(&ms)
+	act := s.Act.Stats()
+	snap := s.Ledger.Snapshot()
+	t.Logf("soak %v: %d completed, %d abandoned by the client, %d rejected; by status %v; %d swaps, %d hostile uploads refused; goroutines %d (baseline %d); KV pages %d, preemptions %d",
+		duration, counts.completed, counts.abandoned, counts.rejected, counts.byCode, swaps.Load(), refused.Load(), goroutines, baseline, s.Engine.Stats().KVPagesTotal, s.Engine.Stats().Preemptions)
+	t.Logf("memory: runtime peak above serving baseline %d B (reserved slack %d B), caching allocator now %d B allocated / %d B reserved, activations %d B (idle %d); Go heap peak-ish %d B in use, %d B from the OS; OOMs %d",
+		snap.Runtime.PeakAboveBaselineBytes, s.Budget.HeadroomBytes, act.Allocated, act.Reserved, act.ByCategory[alloc.Activations], idleAct, ms.HeapInuse, ms.Sys, act.NumOOMs)
 	for _, f := range counts.failures {
 		t.Error(f)
 	}
 	if goroutines > baseline+12 {
 		buf := make([]byte, 1<<20)
-		t.Fatalf("goroutine leak: %d now, %d at start\n%s", goroutines, baseline, buf[:runtime.Stack(buf, true)])
+		t.Fatalf("goroutine leak: %d now, %d at start\n%s", goroutines, baseline, buf[:goruntime.Stack(buf, true)])
 	}
 	if counts.completed < 64 || swaps.Load() == 0 || refused.Load() == 0 {
 		t.Fatalf("too little happened: %d completed, %d swaps, %d refused", counts.completed, swaps.Load(), refused.Load())

@@ -60,32 +60,32 @@ func TestPlanMatchesServe(t *testing.T) {
 	tiny, small := writeModel(t, "tiny"), writeModel(t, "small")
 	cases := []struct {
 		name string
-		cfg  func() Config
+		cfg  func(t *testing.T) Config
 	}{
-		{"tiny kvhost", func() Config { return baseConfig(tiny, 192<<20) }},
-		{"tiny kvhost cap", func() Config { c := baseConfig(tiny, 192<<20); c.MaxTotalTokens = 5000; return c }},
-		{"tiny kvhost f", func() Config { c := baseConfig(tiny, 192<<20); c.MemFractionStatic = 0.9; return c }},
-		{"tiny kvhost graphs", func() Config { c := baseConfig(tiny, 192<<20); c.GraphMaxBS = -1; return c }},
-		{"tiny compat graphs", func() Config {
+		{"tiny kvhost", func(t *testing.T) Config { return baseConfig(tiny, 192<<20) }},
+		{"tiny kvhost cap", func(t *testing.T) Config { c := baseConfig(tiny, 192<<20); c.MaxTotalTokens = 5000; return c }},
+		{"tiny kvhost f", func(t *testing.T) Config { c := baseConfig(tiny, 192<<20); c.MemFractionStatic = 0.9; return c }},
+		{"tiny kvhost graphs", func(t *testing.T) Config { c := baseConfig(tiny, 192<<20); c.GraphMaxBS = -1; return c }},
+		{"tiny compat graphs", func(t *testing.T) Config {
 			c := baseConfig(tiny, 192<<20)
 			c.SGLangCompat, c.MemFractionStatic, c.GraphMaxBS = true, 0.7, 4
 			return c
 		}},
-		{"tiny compat", func() Config {
+		{"tiny compat", func(t *testing.T) Config {
 			c := baseConfig(tiny, 192<<20)
 			c.SGLangCompat, c.MemFractionStatic = true, 0.7
 			return c
 		}},
-		{"small kvhost", func() Config {
+		{"small kvhost", func(t *testing.T) Config {
 			c := baseConfig(small, 320<<20)
 			c.MaxRunning, c.ChunkedPrefill, c.PageSize = 4, 100, 1
 			return c
 		}},
-		{"stories260K", func() Config { c := baseConfig(sharedModel(t), 64<<20); c.GraphMaxBS = -1; return c }},
+		{"stories260K", func(t *testing.T) Config { c := baseConfig(sharedModel(t), 64<<20); c.GraphMaxBS = -1; return c }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := tc.cfg()
+			cfg := tc.cfg(t)
 			s, err := Build(cfg, nil, os.Stdout)
 			if err != nil {
 				t.Fatal(err)

@@ -511,7 +511,7 @@ func (e *Engine) reserve(s *seq, n int) bool {
 			s.pages = pages
 			return true
 		}
-		if e.inBatch(s) || !e.preemptOther(s) {
+		if !e.preemptOther(s) {
 			if len(e.owners) == 0 && len(e.running) == 1 {
 				e.finish(s, Event{Done: true, Err: fmt.Errorf("engine: the KV pool cannot hold %d tokens", n)})
 			}

@@ -35,33 +35,11 @@ func DecodeBuckets(graphMaxBS, maxRunning int) []int {
 // decodeTrace lists the caching-allocator requests of one captured decode
 // step of rows sequences (host/model/graphs.go decodeStep), in order.
 func decodeTrace(c model.Config, rows int) []op {
-	var ops []op
-	next := 0
-	buf := func(floats int) int {
-		next++
-		ops = append(ops, op{slot: next, bytes: int64(max(floats, 1)) * 4})
-		return next
-	}
-	free := func(slot int) { ops = append(ops, op{free: true, slot: slot}) }
-	x := buf(rows * c.Hidden)
-	for range c.Layers {
-		h := buf(rows * c.Hidden)
-		q := buf(rows * c.QRow())
-		kk := buf(rows * c.KVRow())
-		vv := buf(rows * c.KVRow())
-		att := buf(rows * c.QRow())
-		free(q)
-		free(kk)
-		free(vv)
-		free(att)
-		g := buf(rows * c.Intermediate)
-		u := buf(rows * c.Intermediate)
-		free(u)
-		free(g)
-		free(h)
-	}
-	free(x)
-	return ops
+	var t tracer
+	x := t.buf(rows * c.Hidden)
+	t.layers(c, rows)
+	t.free(x)
+	return t.ops
 }
 
 // GraphPool replays the capture of every bucket, largest first, into one

@@ -72,54 +72,63 @@ type op struct {
 // forwardTrace lists the caching-allocator requests model.Forward makes,
 // in order (host/model/forward.go: scope.buf, scope.free, release). It must
 // follow that file; TestPlanMatchesServe fails when they drift apart.
-func forwardTrace(c model.Config, seqs []SeqShape, threads, logitsChunk int) []op {
+func forwardTrace(c model.Config, seqs []SeqShape, logitsChunk int) []op {
 	total, rows := 0, 0
 	for _, s := range seqs {
 		total += s.N
 		rows += s.LogitRows
 	}
-	var ops []op
-	next := 0
-	buf := func(floats int) int {
-		if floats <= 0 {
-			floats = 1
-		}
-		next++
-		ops = append(ops, op{slot: next, bytes: int64(floats) * 4})
-		return next
-	}
-	free := func(slot int) { ops = append(ops, op{free: true, slot: slot}) }
-	live := map[int]bool{}
-	x := buf(total * c.Hidden)
-	live[x] = true
-	for range c.Layers {
-		h := buf(total * c.Hidden)
-		q := buf(total * c.QRow())
-		kk := buf(total * c.KVRow())
-		vv := buf(total * c.KVRow())
-		att := buf(total * c.QRow())
-		free(q)
-		free(kk)
-		free(vv)
-		free(att)
-		g := buf(total * c.Intermediate)
-		u := buf(total * c.Intermediate)
-		free(u)
-		free(g)
-		free(h)
-	}
+	var t tracer
+	x := t.buf(total * c.Hidden)
+	t.layers(c, total)
 	if rows > 0 {
-		xl := buf(rows * c.Hidden)
-		free(x)
+		xl := t.buf(rows * c.Hidden)
+		t.free(x)
 		for r0 := 0; r0 < rows; r0 += logitsChunk {
-			out := buf(min(logitsChunk, rows-r0) * c.Vocab)
-			free(out)
+			t.free(t.buf(min(logitsChunk, rows-r0) * c.Vocab))
 		}
-		free(xl)
+		t.free(xl)
 	} else {
-		free(x)
+		t.free(x)
 	}
-	return ops
+	return t.ops
+}
+
+// tracer records a sequence of scope.buf and scope.free calls.
+type tracer struct {
+	ops  []op
+	next int
+}
+
+func (t *tracer) buf(floats int) int {
+	t.next++
+	t.ops = append(t.ops, op{slot: t.next, bytes: int64(max(floats, 1)) * 4})
+	return t.next
+}
+
+func (t *tracer) free(slot int) { t.ops = append(t.ops, op{free: true, slot: slot}) }
+
+// layers traces every decoder layer over rows rows: host/model's
+// attentionIn (h, q, k, v, attention output) then attentionOutAndMLP (frees
+// q, k, v, the attention output, then gate and up, then h) — shared by the
+// eager forward and the captured decode step.
+func (t *tracer) layers(c model.Config, rows int) {
+	for range c.Layers {
+		h := t.buf(rows * c.Hidden)
+		q := t.buf(rows * c.QRow())
+		kk := t.buf(rows * c.KVRow())
+		vv := t.buf(rows * c.KVRow())
+		att := t.buf(rows * c.QRow())
+		t.free(q)
+		t.free(kk)
+		t.free(vv)
+		t.free(att)
+		g := t.buf(rows * c.Intermediate)
+		u := t.buf(rows * c.Intermediate)
+		t.free(u)
+		t.free(g)
+		t.free(h)
+	}
 }
 
 // simDriver hands out descending addresses, as the kernel's top-down mmap
@@ -150,7 +159,7 @@ func ActivationPeak(c model.Config, batches [][]SeqShape, threads, logitsChunk i
 	before := a.Stats().Reserved
 	for _, b := range batches {
 		ptrs := map[int]device.Ptr{}
-		for _, o := range forwardTrace(c, b, threads, logitsChunk) {
+		for _, o := range forwardTrace(c, b, logitsChunk) {
 			if o.free {
 				if err := a.Free(ptrs[o.slot]); err != nil {
 					return 0, 0, fmt.Errorf("plan: replay: %w", err)

@@ -7,8 +7,7 @@
 // cuBLAS library search order (libsearch.go), the decode batch buckets and
 // their padding table (buckets.go), kernel launch geometry (geometry.go), the
 // pinned staging ring (ring.go), the batched-decode metadata layout and its
-// checks (decode_meta.go), and tape.go (a call-tape checker from an earlier
-// replay design, no longer used by the tagged code).
+// checks (decode_meta.go).
 //
 // Threading: every driver call runs on one goroutine locked to its OS thread
 // with the device's primary context current (the device owner). Public

@@ -10,8 +10,8 @@ import (
 	kcuda "github.com/kvhost/kvhost/kernels/cuda"
 )
 
-// function is a kernel entry point fetched at startup. id numbers it on
-// capture tapes.
+// function is a kernel entry point fetched at startup; id numbers it in
+// recorded launches.
 type function struct {
 	name string
 	id   int

@@ -177,8 +177,12 @@ func TestSwapUnderLoad(t *testing.T) {
 	var current atomic.Pointer[string]
 	v0 := r.List()[slicesIndex(r.List(), "standard")].Version
 	current.Store(&v0)
+	// known holds the sha256 prefixes of every version that may serve. A
+	// version is added before its Swap, since steps can see it as soon as
+	// Swap publishes it — before Churn's OnSwap runs.
 	known := sync.Map{}
-	known.Store(v0, true)
+	shaOf := func(version string) string { return version[strings.LastIndexByte(version, '+')+1:] }
+	known.Store(shaOf(v0), true)
 	stop := make(chan struct{})
 	var steps, failures atomic.Int64
 	var wg sync.WaitGroup
@@ -206,7 +210,7 @@ func TestSwapUnderLoad(t *testing.T) {
 					return
 				}
 				steps.Add(1)
-				if _, ok := known.Load(out[0].Version); !ok {
+				if _, ok := known.Load(shaOf(out[0].Version)); !ok {
 					t.Errorf("step reported unknown version %s (current before: %s)", out[0].Version, before)
 				}
 			}
@@ -215,10 +219,10 @@ func TestSwapUnderLoad(t *testing.T) {
 	rep, err := samplertest.Churn(ctx, samplertest.Plan{
 		Name: "standard", Base: base, Swaps: 10, Broken: 2, Interval: 5 * time.Millisecond,
 		Swap: func(ctx context.Context, name string, wasm []byte) error {
+			known.Store(shaOf(samplertest.Version(wasm, "")), true)
 			return r.Swap(ctx, name, wasm, SourceUpload)
 		},
 		OnSwap: func(v string) {
-			known.Store(v, true)
 			current.Store(&v)
 			// A step that starts now must use v.
 			out := make([]Choice, 1)

@@ -74,6 +74,9 @@ type RopeSpec struct {
 	LowFreqFactor   float64
 	HighFreqFactor  float64
 	OriginalMaxPos  int
+	// FreqFactors divides each of the RotDim/2 frequencies after the
+	// Scaling rule (GGUF rope_freqs.weight, Llama-3.1); nil when absent.
+	FreqFactors []float64 `json:",omitempty"`
 }
 
 // Rope is a device's prepared rotary embedding.

@@ -1,7 +1,10 @@
 package model
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"strings"
 
@@ -132,8 +135,8 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	default:
 		return Config{}, fmt.Errorf("model: %s: rope scaling %q is not supported (none, linear)", f.Path, st)
 	}
-	if _, _, err := f.Tensor("rope_freqs.weight"); err == nil {
-		return Config{}, fmt.Errorf("model: %s: per-dimension rope frequency factors (rope_freqs.weight, Llama-3.1 scaling baked by llama.cpp) are not supported; load the Hugging Face directory instead", f.Path)
+	if c.Rope.FreqFactors, err = ropeFreqFactors(f, rot); err != nil {
+		return Config{}, err
 	}
 	c.QKVBias, c.QKNorm = traits.bias, traits.qkNorm
 	if _, _, err := f.Tensor("output.weight"); err != nil {
@@ -150,6 +153,39 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 		return Config{}, fmt.Errorf("%s: %w", f.Path, err)
 	}
 	return c, nil
+}
+
+// ropeFreqFactors reads rope_freqs.weight, the per-frequency divisors
+// llama.cpp's converter writes for Llama-3.1-style scaling instead of the
+// rule's parameters (rot/2 F32 values). Absent, it returns nil.
+func ropeFreqFactors(f *gguf.File, rot int) ([]float64, error) {
+	const name = "rope_freqs.weight"
+	ti, raw, err := f.Tensor(name)
+	if errors.Is(err, gguf.ErrClosed) {
+		return nil, fmt.Errorf("model: %s: reading %s: %w", f.Path, name, err)
+	}
+	if err != nil {
+		return nil, nil // no such tensor: no factors
+	}
+	n := uint64(1)
+	for _, d := range ti.Dims {
+		n *= d
+	}
+	if len(ti.Dims) != 1 || rot <= 0 || n != uint64(rot/2) {
+		return nil, fmt.Errorf("model: %s: %s has shape %v; want [%d] (half the rotary dim %d)", f.Path, name, ti.Dims, rot/2, rot)
+	}
+	if ti.Type != gguf.TypeF32 || uint64(len(raw)) != 4*n {
+		return nil, fmt.Errorf("model: %s: %s is %v (%d bytes); want F32 (%d bytes)", f.Path, name, ti.Type, len(raw), 4*n)
+	}
+	out := make([]float64, n)
+	for i := range out {
+		v := float64(math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:])))
+		if !(v > 0) || math.IsInf(v, 0) {
+			return nil, fmt.Errorf("model: %s: %s[%d] = %v; frequency factors must be positive and finite", f.Path, name, i, v)
+		}
+		out[i] = v
+	}
+	return out, nil
 }
 
 // tokenizerFromGGUF builds the tokenizer the header describes.

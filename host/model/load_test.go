@@ -2,6 +2,8 @@ package model
 
 import (
 	"bytes"
+	"encoding/binary"
+	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -202,6 +204,10 @@ func TestLoadRejectsBadModels(t *testing.T) {
 			}
 			return kvs, ts
 		}), []string{"tokenizer has 1000 tokens"}},
+		{"rope_freqs of the wrong length", withRopeFreqs(t, src, gguf.TypeF32, f32Bytes(1, 2, 3)), []string{"rope_freqs.weight", "want [8]"}},
+		{"rope_freqs not F32", withRopeFreqs(t, src, gguf.TypeF16, make([]byte, 16)), []string{"rope_freqs.weight", "want F32"}},
+		{"rope_freqs with a zero factor", withRopeFreqs(t, src, gguf.TypeF32, f32Bytes(1, 1, 1, 0, 2, 2, 2, 2)), []string{"rope_freqs.weight[3]", "positive"}},
+		{"rope_freqs with NaN", withRopeFreqs(t, src, gguf.TypeF32, f32Bytes(1, 1, 1, 1, 2, 2, 2, float32(math.NaN()))), []string{"rope_freqs.weight[7]", "positive"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -246,22 +252,128 @@ func TestLoadOutOfDeviceMemory(t *testing.T) {
 	}
 }
 
-// TestHFMatchesGGUF converts stories260K into a Hugging Face directory —
+// TestHFMatchesGGUF converts GGUF models into Hugging Face directories —
 // safetensors with q/k rows un-permuted to the half-split layout HF uses —
-// and checks the HF loader (NeoX rope) gives the GGUF loader's logits.
+// and checks the HF loader (NeoX rope) gives the GGUF loader's logits. The
+// Llama-3.1 cases give the GGUF llama.cpp's rope_freqs.weight table (built
+// the way its converter builds it, in float32) and the HF copy the
+// rope_scaling rule: both must rotate alike, and differently from no scaling.
 func TestHFMatchesGGUF(t *testing.T) {
-	path := filepath.Join(sharedDir(t), "models", "stories260K.gguf")
-	g := load(t, path, 16)
+	// original 1024, low 1, high 8 puts the synthetic models' frequencies in
+	// all three of the rule's regions (kept, smoothed, divided).
+	const scaling = `{"rope_type":"llama3","factor":8,"low_freq_factor":1,"high_freq_factor":8,"original_max_position_embeddings":1024}`
+	tokens := make([]int32, 48)
+	for i := range tokens {
+		tokens[i] = int32(1 + (i*37)%250)
+	}
+	cases := []struct {
+		name, path, ropeScaling string
+	}{
+		{"tiny", writeTiny(t, "f32"), ""},
+		{"tiny-llama3.1", writeTiny(t, "f32"), scaling},
+	}
+	if dir, ok := sharedDirIfPresent(); ok {
+		p := filepath.Join(dir, "models", "stories260K.gguf")
+		cases = append(cases, struct{ name, path, ropeScaling string }{"stories260K", p, ""},
+			struct{ name, path, ropeScaling string }{"stories260K-llama3.1", p, scaling})
+	} else {
+		t.Log("../shared is absent: the stories260K cases are skipped, the synthetic ones run")
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			plain := load(t, tc.path, 16)
+			gpath := tc.path
+			if tc.ropeScaling != "" {
+				c := plain.m.Config
+				gpath = withRopeFreqs(t, tc.path, gguf.TypeF32, f32Bytes(llamaCppRopeFactors(c.Rope.RotDim, c.Rope.Theta, 8, 1, 8, 1024)...))
+			}
+			g := load(t, gpath, 16)
+			h := load(t, hfCopy(t, tc.path, g.m.Config, tc.ropeScaling), 16)
+			var gp, hp, pp []int32
+			a := g.run(t, &gp, tokens, 0, len(tokens))
+			b := h.run(t, &hp, tokens, 0, len(tokens))
+			if d := maxAbsDiff(a, b); d > 1e-4 {
+				t.Fatalf("HF and GGUF logits differ by %g", d)
+			}
+			if tc.ropeScaling != "" {
+				u := plain.run(t, &pp, tokens, 0, len(tokens))
+				if d := maxAbsDiff(a, u); d < 1e-3 {
+					t.Fatalf("scaled and unscaled rope give logits within %g: the scaling was not exercised", d)
+				}
+			}
+		})
+	}
+}
+
+func maxAbsDiff(a, b []float32) float64 {
+	var d float64
+	for i := range a {
+		d = math.Max(d, math.Abs(float64(a[i]-b[i])))
+	}
+	return d
+}
+
+// llamaCppRopeFactors is the table llama.cpp's converter writes as
+// rope_freqs.weight for rope_type llama3, computed as it does in float32.
+func llamaCppRopeFactors(dim int, base, factor, low, high float64, orig int) []float32 {
+	var out []float32
+	lowWavelen := float32(orig) / float32(low)
+	highWavelen := float32(orig) / float32(high)
+	for i := 0; i < dim; i += 2 {
+		freq := 1 / float32(math.Pow(base, float64(i)/float64(dim)))
+		wavelen := 2 * math.Pi / freq
+		switch {
+		case wavelen < highWavelen:
+			out = append(out, 1)
+		case wavelen > lowWavelen:
+			out = append(out, float32(factor))
+		default:
+			smooth := (float32(orig)/wavelen - float32(low)) / float32(high-low)
+			out = append(out, 1/((1-smooth)/float32(factor)+smooth))
+		}
+	}
+	return out
+}
+
+// withRopeFreqs copies a GGUF with a rope_freqs.weight tensor added.
+func withRopeFreqs(t *testing.T, src string, typ gguf.TensorType, data []byte) string {
+	t.Helper()
+	n := uint64(len(data) / 4)
+	if typ == gguf.TypeF16 {
+		n = uint64(len(data) / 2)
+	}
+	return rewrite(t, src, func(kvs []gguf.KV, ts []gguf.TensorSpec) ([]gguf.KV, []gguf.TensorSpec) {
+		return kvs, append(ts, gguf.TensorSpec{Name: "rope_freqs.weight", Dims: []uint64{n}, Type: typ, Data: data})
+	})
+}
+
+func f32Bytes(v ...float32) []byte {
+	out := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(x))
+	}
+	return out
+}
+
+// hfCopy writes an F32 GGUF as a Hugging Face directory with config.json
+// from c (and rope_scaling, when given) and a byte-level tokenizer.json.
+func hfCopy(t *testing.T, path string, c Config, ropeScaling string) string {
+	t.Helper()
 	f, err := gguf.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	c := g.m.Config
 	dir := t.TempDir()
 	names := map[string]string{"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight"}
 	var tensors []safetensors.Tensor
 	for _, ti := range f.Tensors {
+		if ti.Name == "rope_freqs.weight" {
+			continue
+		}
+		if ti.Type != gguf.TypeF32 {
+			t.Fatalf("%s is %v; hfCopy converts F32 models", ti.Name, ti.Type)
+		}
 		_, raw, _ := f.Tensor(ti.Name)
 		name := names[ti.Name]
 		if name == "" {
@@ -289,23 +401,21 @@ func TestHFMatchesGGUF(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	cfg := map[string]any{
+		"architectures": []string{"LlamaForCausalLM"}, "hidden_size": c.Hidden, "num_hidden_layers": c.Layers,
+		"num_attention_heads": c.Heads, "num_key_value_heads": c.KVHeads, "intermediate_size": c.Intermediate,
+		"vocab_size": c.Vocab, "rms_norm_eps": c.RMSEps, "rope_theta": c.Rope.Theta,
+		"max_position_embeddings": c.ContextLen, "tie_word_embeddings": c.Tied, "eos_token_id": 2,
+	}
+	if ropeScaling != "" {
+		cfg["rope_scaling"] = json.RawMessage(ropeScaling)
+	}
+	js, err := json.Marshal(cfg)
+	must(err)
 	must(os.WriteFile(filepath.Join(dir, "model.safetensors"), buf.Bytes(), 0o644))
-	must(os.WriteFile(filepath.Join(dir, "config.json"), []byte(`{"architectures":["LlamaForCausalLM"],"hidden_size":64,
-	"num_hidden_layers":5,"num_attention_heads":8,"num_key_value_heads":4,"intermediate_size":172,"vocab_size":512,
-	"rms_norm_eps":1e-5,"rope_theta":10000,"max_position_embeddings":512,"tie_word_embeddings":true,"eos_token_id":2}`), 0o644))
+	must(os.WriteFile(filepath.Join(dir, "config.json"), js, 0o644))
 	must(os.WriteFile(filepath.Join(dir, "tokenizer.json"), byteLevelTokenizerJSON(), 0o644))
-	h := load(t, dir, 16)
-	tokens := []int32{1, 403, 407, 261, 378, 9, 300}
-	var gp, hp []int32
-	a := g.run(t, &gp, tokens, 0, len(tokens))
-	b := h.run(t, &hp, tokens, 0, len(tokens))
-	var d float64
-	for i := range a {
-		d = math.Max(d, math.Abs(float64(a[i]-b[i])))
-	}
-	if d > 1e-4 {
-		t.Fatalf("HF and GGUF logits differ by %g", d)
-	}
+	return dir
 }
 
 // unpermute turns llama.cpp's adjacent-pair q/k row order back into HF's

@@ -18,11 +18,15 @@ const (
 // RopeScaling describes context-extension scaling of the rotary frequencies.
 // Type is "" or "none" (no scaling), "linear" (freq/Factor) or "llama3"
 // (Meta's piecewise rule, using Factor, LowFreqFactor, HighFreqFactor and
-// OriginalMaxPos).
+// OriginalMaxPos). FreqFactors, when set, holds one divisor per frequency
+// (rotDim/2 values) applied after Type's rule: llama.cpp bakes Llama-3.1's
+// scaling into such a table (the GGUF tensor rope_freqs.weight) instead of
+// writing the rule's parameters, and ggml's rope divides by it the same way.
 type RopeScaling struct {
 	Type                                  string
 	Factor, LowFreqFactor, HighFreqFactor float64
 	OriginalMaxPos                        int
+	FreqFactors                           []float64
 }
 
 // Rope applies rotary position embeddings. It is immutable after NewRope and
@@ -79,6 +83,17 @@ func NewRope(headDim, rotDim int, theta float64, s RopeScaling, style RopeStyle)
 		}
 	default:
 		return nil, fmt.Errorf("cpu: unknown rope scaling type %q (want \"\", \"none\", \"linear\" or \"llama3\")", s.Type)
+	}
+	if s.FreqFactors != nil {
+		if len(s.FreqFactors) != len(inv) {
+			return nil, fmt.Errorf("cpu: rope has %d frequency factors for %d frequencies (rotary dim %d): %w", len(s.FreqFactors), len(inv), rotDim, ErrShape)
+		}
+		for i, ff := range s.FreqFactors {
+			if !(ff > 0) || math.IsInf(ff, 0) {
+				return nil, fmt.Errorf("cpu: rope frequency factor %d is %v; factors must be positive and finite", i, ff)
+			}
+			inv[i] /= ff
+		}
 	}
 	return &Rope{headDim: headDim, rotDim: rotDim, style: style, invFreq: inv}, nil
 }

@@ -27,6 +27,9 @@ func refFreqs(rotDim int, theta float64, s RopeScaling) []float64 {
 			f[i] = (1-smooth)*f[i]/s.Factor + smooth*f[i]
 		}
 	}
+	for i, ff := range s.FreqFactors {
+		f[i] /= ff
+	}
 	return f
 }
 
@@ -45,6 +48,8 @@ func TestRope(t *testing.T) {
 		{"neox-linear-partial", 24, 8, 2, 10000, RopeScaling{Type: "linear", Factor: 2}, RopeNeox},
 		{"normal-llama3", 128, 128, 2, 500000, llama3, RopeNormal},
 		{"neox-llama3-partial", 128, 64, 1, 500000, llama3, RopeNeox},
+		{"normal-factors", 16, 16, 2, 10000, RopeScaling{FreqFactors: []float64{1, 1, 1.5, 2, 4, 8, 8, 8}}, RopeNormal},
+		{"neox-linear-factors-partial", 24, 8, 1, 10000, RopeScaling{Type: "linear", Factor: 2, FreqFactors: []float64{1, 3, 0.5, 8}}, RopeNeox},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rope, err := NewRope(c.headDim, c.rotDim, c.theta, c.s, c.style)
@@ -130,6 +135,12 @@ func TestNewRopeErrors(t *testing.T) {
 		{64, 64, 1e4, RopeScaling{Type: "llama3", Factor: 8, LowFreqFactor: 4, HighFreqFactor: 1, OriginalMaxPos: 8192}, RopeNormal},
 		{64, 64, 1e4, RopeScaling{Type: "llama3", Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4}, RopeNormal},
 		{64, 64, 1e4, RopeScaling{}, RopeStyle(7)},
+		{8, 8, 1e4, RopeScaling{FreqFactors: []float64{1, 2, 3}}, RopeNormal},
+		{8, 8, 1e4, RopeScaling{FreqFactors: []float64{1, 2, 3, 4, 5}}, RopeNormal},
+		{8, 8, 1e4, RopeScaling{FreqFactors: []float64{1, 0, 3, 4}}, RopeNormal},
+		{8, 8, 1e4, RopeScaling{FreqFactors: []float64{1, -2, 3, 4}}, RopeNormal},
+		{8, 8, 1e4, RopeScaling{FreqFactors: []float64{1, math.NaN(), 3, 4}}, RopeNormal},
+		{8, 8, 1e4, RopeScaling{FreqFactors: []float64{1, math.Inf(1), 3, 4}}, RopeNormal},
 	} {
 		if _, err := NewRope(c.hd, c.rd, c.theta, c.s, c.style); err == nil {
 			t.Errorf("NewRope(%d, %d, %v, %+v, %d) succeeded", c.hd, c.rd, c.theta, c.s, c.style)

@@ -164,6 +164,7 @@ func (k *kernels) NewRope(s device.RopeSpec) (device.Rope, error) {
 	r, err := kcpu.NewRope(s.HeadDim, s.RotDim, s.Theta, kcpu.RopeScaling{
 		Type: s.Scaling, Factor: s.Factor, LowFreqFactor: s.LowFreqFactor,
 		HighFreqFactor: s.HighFreqFactor, OriginalMaxPos: s.OriginalMaxPos,
+		FreqFactors: s.FreqFactors,
 	}, style)
 	if err != nil {
 		return nil, err

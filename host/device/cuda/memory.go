@@ -13,22 +13,31 @@ import (
 	"github.com/kvhost/kvhost/host/device"
 )
 
-// growStage (re)allocates the pinned ring and its device mirror to hold at
-// least n bytes; only outside capture, after a synchronisation. Buffers that
-// captured graphs copy through are retired, not freed.
+// growStage makes the pinned ring and its device mirror hold at least n
+// bytes, replacing them (newStage) when they are smaller.
 func (d *Device) growStage(n int64) error {
-	if d.mode != modeEager {
-		return &ErrRingFull{Need: n, Size: d.ring.size}
-	}
 	if d.pin.size >= n {
 		return nil
+	}
+	return d.newStage(max(n, 2*d.pin.size, stageBytes))
+}
+
+// newStage replaces the pinned ring and its device mirror by fresh ones of
+// size bytes, after a synchronisation. Buffers that captured graphs copy
+// through are retired, not freed: so while a capture is being recorded the
+// spans already taken (recorded copies, bound spans, staged keys) stay valid
+// in the old buffers, and the recording continues in the new ones. Only the
+// stream capture itself (EndCapture issuing the recording) may not replace
+// them.
+func (d *Device) newStage(size int64) error {
+	if d.mode == modeCapture {
+		return &ErrRingFull{Need: size, Size: d.ring.size}
 	}
 	if d.st.s != nil {
 		if err := d.st.sync(); err != nil {
 			return err
 		}
 	}
-	size := max(n, 2*d.pin.size, stageBytes)
 	pin, err := newPinned(size)
 	if err != nil {
 		return err
@@ -57,8 +66,16 @@ func (d *Device) stage(n int64, fill func([]byte) error, dst uintptr) (uintptr, 
 	if n == 0 {
 		return uintptr(d.stageDev), nil
 	}
-	if a := (n + ringAlign - 1) / ringAlign * ringAlign; a > d.ring.size {
+	a := (n + ringAlign - 1) / ringAlign * ringAlign
+	switch {
+	case a > d.ring.size:
 		if err := d.growStage(a); err != nil {
+			return 0, err
+		}
+	case d.mode == modeRecord && !d.ring.fits(n):
+		// A recording cannot wrap (its spans are the graph's); continue it
+		// in a larger ring instead of failing the capture.
+		if err := d.newStage(max(a, 2*d.pin.size)); err != nil {
 			return 0, err
 		}
 	}

@@ -48,5 +48,12 @@ func (r *ring) take(n int64, mayWrap bool) (off int64, wrap bool, err error) {
 	return off, wrap, nil
 }
 
+// fits reports whether an n-byte span fits after the spans already taken,
+// without wrapping.
+func (r *ring) fits(n int64) bool {
+	a := (n + ringAlign - 1) / ringAlign * ringAlign
+	return n >= 0 && r.off+a <= r.size
+}
+
 // reset makes the whole ring free (after a stream synchronisation).
 func (r *ring) reset() { r.off = 0 }

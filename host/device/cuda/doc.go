@@ -34,9 +34,13 @@
 //     work again under cuStreamBeginCapture(THREAD_LOCAL) — launches, copies
 //     and GEMMs only, so nothing allocates; Malloc and Free fail with a clear
 //     error while the stream capture is open — and instantiates the graph.
+//     A recording never wraps the staging ring (its spans are the graph's):
+//     when one does not fit, the ring is replaced by a larger one and the
+//     old buffers are retired, still holding the spans taken so far.
 //  3. Graph.Launch waits for the stream, refills every bound span from its
 //     host slices (re-checking positions and page tables against the KV
-//     cache; a bad one refuses the launch instead of faulting the context),
+//     cache and token ids against the embedding table; a bad one refuses
+//     the launch instead of faulting the context),
 //     launches the graph, waits, and copies each captured device → host
 //     result from pinned memory into the slice CopyToHost was given.
 //

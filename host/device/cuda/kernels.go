@@ -237,7 +237,7 @@ func (k *kernels) Embedding(out device.Buf, table device.Weight, ids []int32) er
 	}
 	d := k.d
 	return d.do(func() error {
-		p, err := d.stageInts(ids)
+		p, err := d.stageIDs(ids, table.Rows)
 		if err != nil {
 			return err
 		}

@@ -211,3 +211,26 @@ func TestRing(t *testing.T) {
 		t.Errorf("after reset: %d", off)
 	}
 }
+
+// TestRingFits checks fits against take without wrapping: a recording grows
+// the ring exactly when take would refuse the span.
+func TestRingFits(t *testing.T) {
+	for _, tc := range []struct {
+		off, n int64
+		want   bool
+	}{
+		{0, 0, true}, {0, 1024, true}, {0, 1025, false}, {0, -1, false},
+		{768, 1, true}, {768, 256, true}, {768, 257, false}, {1024, 1, false}, {1024, 0, true},
+	} {
+		r := ring{size: 1024, off: tc.off}
+		if got := r.fits(tc.n); got != tc.want {
+			t.Errorf("off %d: fits(%d) = %v, want %v", tc.off, tc.n, got, tc.want)
+		}
+		if tc.n < 0 {
+			continue
+		}
+		if _, _, err := r.take(tc.n, false); (err == nil) != tc.want {
+			t.Errorf("off %d: take(%d) err %v disagrees with fits %v", tc.off, tc.n, err, tc.want)
+		}
+	}
+}

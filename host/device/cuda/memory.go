@@ -127,6 +127,7 @@ const (
 	keyInts uint8 = iota + 1
 	keyDoubles
 	keyDecode
+	keyIDs
 )
 
 // stageInts stages a host slice of int32 the caller owns (token ids,
@@ -137,6 +138,22 @@ func (d *Device) stageInts(v []int32) (uintptr, error) {
 	}
 	k := stageKey{kind: keyInts, p1: uintptr(unsafe.Pointer(&v[0])), n: len(v)}
 	return d.stageOnce(k, int64(4*len(v)), func(b []byte) error { copy(b, int32Bytes(v)); return nil })
+}
+
+// stageIDs stages token ids for a table of rows rows. The fill checks every
+// id, so a graph launch re-encoding a bad one is refused instead of reading
+// outside the table.
+func (d *Device) stageIDs(ids []int32, rows int) (uintptr, error) {
+	k := stageKey{kind: keyIDs, p1: uintptr(unsafe.Pointer(&ids[0])), p2: uintptr(rows), n: len(ids)}
+	return d.stageOnce(k, int64(4*len(ids)), func(b []byte) error {
+		for _, id := range ids {
+			if id < 0 || int(id) >= rows {
+				return fmt.Errorf("cuda: token id %d outside the embedding table of %d rows", id, rows)
+			}
+		}
+		copy(b, int32Bytes(ids))
+		return nil
+	})
 }
 
 // stageMeta stages [start, pages..., 0 padding] (metaLen ints) for the

@@ -24,14 +24,17 @@ fi
 	echo "== cublas"; ldconfig -p 2>/dev/null | grep -i cublas
 	timeout 20 find / -xdev -name 'libcublas*.so*' 2>/dev/null | head -20
 } >"$out/machine.txt" 2>&1
+# ../shared beside the checkout, shared/ inside it, or models/ (an ignored
+# folder a session can carry to the GPU machine with the binary).
 model="$root/../shared/models/stories260K.gguf"
 [ -f "$model" ] || model="$root/shared/models/stories260K.gguf"
+[ -f "$model" ] || model="$root/models/stories260K.gguf"
 [ -f "$model" ] || echo "gpu-check: warning: stories260K.gguf not found beside or inside the checkout; its greedy and boot sections will fail" >&2
 timeout 290 "$bin" gpu-check --out "$out" --model "$model" "$@" 2>&1 | tee "$out/gpu-check.log"
 rc=${PIPESTATUS[0]}
 # Killed by the time limit, the binary cannot delete the generated ~16 GB
 # model; never leave it in the output directory.
 rm -rf "$out/tmp"
-[ "$rc" = 124 ] && echo "gpu-check: stopped after 290 s; report.json is written only at the end, see $out/gpu-check.log"
+[ "$rc" = 124 ] && echo "gpu-check: stopped after 290 s; report.json holds the sections finished before that, see $out/gpu-check.log"
 echo "gpu-check: exit $rc; report in $out/report.md"
 exit "$rc"

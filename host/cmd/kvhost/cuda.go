@@ -83,6 +83,10 @@ func gpuCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if e, ok := rep.Errors[name]; ok {
 			fmt.Fprintf(stdout, "gpu-check: %s failed: %s\n", name, e)
 		}
+		// Rewrite the report after every section, so a run stopped by the
+		// script's time limit still leaves what it measured.
+		rep.Seconds = time.Since(rep.Started).Seconds()
+		_ = writeGPUReport(*out, rep)
 	}
 	var dev *cuda.Device
 	section("open", func() error {

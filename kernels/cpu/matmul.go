@@ -77,6 +77,8 @@ func matmulRows(out, x []float32, m int, w Matrix, rb, r0, r1 int) {
 	var o [4]float32
 	if m >= 4 {
 		r0 = matmulTiles(out, x, m, w, rb, r0, r1)
+	} else {
+		r0 = matvecRows4(out, x, m, w, rb, r0, r1)
 	}
 	for r := r0; r < r1; r++ {
 		wb := w.Data[r*rb : (r+1)*rb]
@@ -117,6 +119,26 @@ func matmulRows(out, x []float32, m int, w Matrix, rb, r0, r1 int) {
 			}
 		}
 	}
+}
+
+// matvecRows4 runs the four-weight-row kernel (rows4) for each of m (< 4)
+// x rows over rows [r0, r1) in groups of four, and returns the first row it
+// did not handle. Decoding one sequence is this path: per weight row it saves
+// the call, the x loads and the horizontal sum of a separate dot product.
+func matvecRows4(out, x []float32, m int, w Matrix, rb, r0, r1 int) int {
+	cols, rows := w.Cols, w.Rows
+	var o [4]float32
+	r := r0
+	for ; r+4 <= r1; r += 4 {
+		wb := w.Data[r*rb : (r+4)*rb]
+		for i := range m {
+			if !rows4(w.Type, wb, rb, x[i*cols:(i+1)*cols], &o) {
+				return r // no such kernel for this type: the caller's loop does all
+			}
+			copy(out[i*rows+r:i*rows+r+4], o[:])
+		}
+	}
+	return r
 }
 
 func scatter4(out []float32, o [4]float32, i, rows, r int) {

@@ -72,18 +72,23 @@ func TestMatMul(t *testing.T) {
 }
 
 // TestDotKernelsLong covers the unrolled assembly loops and tails on long rows
-// with large magnitudes, for both 1- and 4-row kernels.
+// with large magnitudes, for the 1-row, 4-x-row and 4-weight-row kernels (5
+// weight rows: one group of four and a leftover row at m = 1).
 func TestDotKernelsLong(t *testing.T) {
 	impls(t, func(t *testing.T) {
 		r := newRand(11)
+		const rows = 5
 		for _, dt := range []DType{F32, F16, BF16, Q8_0} {
-			for _, cols := range []int{2048, 4096 + 64} {
-				w := makeMatrix(t, r, dt, 3, cols)
+			for _, cols := range []int{2048, 4096 + 64 + 3} {
+				if dt == Q8_0 && cols%32 != 0 {
+					continue
+				}
+				w := makeMatrix(t, r, dt, rows, cols)
 				x := randVec(r, 4*cols, 100)
 				want, mag := refMatMul(x, 4, w)
-				out := make([]float32, 4*3)
+				out := make([]float32, 4*rows)
 				(*Pool)(nil).MatMul(out, x, 4, w)
-				out1 := make([]float32, 3)
+				out1 := make([]float32, rows)
 				(*Pool)(nil).MatMul(out1, x[2*cols:], 1, w)
 				for i := range out {
 					if !near(out[i], want[i], 2e-6*mag[i]) {
@@ -91,8 +96,8 @@ func TestDotKernelsLong(t *testing.T) {
 					}
 				}
 				for j := range out1 {
-					if !near(out1[j], want[2*3+j], 2e-6*mag[2*3+j]) {
-						t.Fatalf("%v cols=%d m=1: out[%d] = %v, want %v", dt, cols, j, out1[j], want[2*3+j])
+					if !near(out1[j], want[2*rows+j], 2e-6*mag[2*rows+j]) {
+						t.Fatalf("%v cols=%d m=1: out[%d] = %v, want %v", dt, cols, j, out1[j], want[2*rows+j])
 					}
 				}
 			}

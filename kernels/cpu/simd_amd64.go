@@ -45,6 +45,62 @@ func dot4Q8AVX(w *byte, x *float32, xs, nblk int, out *[4]float32)
 //go:noescape
 func axpyAVX(y, x *float32, a float32, n int)
 
+//go:noescape
+func rows4F32AVX(w *byte, rb int, x *float32, n int, out *[4]float32)
+
+//go:noescape
+func rows4F16AVX(w *byte, rb int, x *float32, n int, out *[4]float32)
+
+//go:noescape
+func rows4BF16AVX(w *byte, rb int, x *float32, n int, out *[4]float32)
+
+// rows4 computes the dot products of four consecutive weight rows of type t
+// (row stride rb bytes, starting at w) with x into out, loading each x
+// vector once for the four rows. It reports false, doing nothing, where no
+// such kernel exists (Q8_0, no SIMD, rows shorter than 8).
+func rows4(t DType, w []byte, rb int, x []float32, out *[4]float32) bool {
+	n := len(x)
+	n8 := n &^ 7
+	if !useSIMD || n8 == 0 {
+		return false
+	}
+	var eb int
+	switch t {
+	case F32:
+		eb = 4
+	case F16, BF16:
+		eb = 2
+	default:
+		return false
+	}
+	if rb < eb*n {
+		panic("cpu: rows4 row stride shorter than a row")
+	}
+	_ = w[3*rb+eb*n-1]
+	switch t {
+	case F32:
+		rows4F32AVX(&w[0], rb, &x[0], n8, out)
+	case F16:
+		rows4F16AVX(&w[0], rb, &x[0], n8, out)
+	default:
+		rows4BF16AVX(&w[0], rb, &x[0], n8, out)
+	}
+	if n8 < n {
+		for k := range 4 {
+			row := w[k*rb+eb*n8 : k*rb+eb*n]
+			switch t {
+			case F32:
+				out[k] += dotF32Go(bytesF32(row), x[n8:])
+			case F16:
+				out[k] += dotF16Go(row, x[n8:])
+			default:
+				out[k] += dotBF16Go(row, x[n8:])
+			}
+		}
+	}
+	return true
+}
+
 func dotF32(a, b []float32) float32 {
 	n := len(a)
 	b = b[:n]

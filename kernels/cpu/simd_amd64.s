@@ -557,3 +557,190 @@ loop:
 	JNZ       loop
 	MM3X4DONE
 	RET
+
+// Matrix-vector kernels over four consecutive weight rows (row stride rb
+// bytes in AX) against one x: each x vector is loaded once for four rows, and
+// the four sums are reduced together. n is a multiple of 8.
+
+// ROWPTRS sets SI,R8,R9,R10 to rows 0..3 (SI = w, stride AX).
+#define ROWPTRS \
+	LEAQ (SI)(AX*1), R8  \
+	LEAQ (R8)(AX*1), R9  \
+	LEAQ (R9)(AX*1), R10
+
+#define ADVW(n) \
+	ADDQ $n, SI  \
+	ADDQ $n, R8  \
+	ADDQ $n, R9  \
+	ADDQ $n, R10
+
+// func rows4F32AVX(w *byte, rb int, x *float32, n int, out *[4]float32)
+TEXT ·rows4F32AVX(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ rb+8(FP), AX
+	MOVQ x+16(FP), DI
+	MOVQ n+24(FP), CX
+	MOVQ out+32(FP), DX
+	ROWPTRS
+	ZERO8
+
+r4f32loop16:
+	CMPQ        CX, $16
+	JL          r4f32loop8
+	VMOVUPS     (DI), Y8
+	VMOVUPS     32(DI), Y9
+	VFMADD231PS (SI), Y8, Y0
+	VFMADD231PS 32(SI), Y9, Y4
+	VFMADD231PS (R8), Y8, Y1
+	VFMADD231PS 32(R8), Y9, Y5
+	VFMADD231PS (R9), Y8, Y2
+	VFMADD231PS 32(R9), Y9, Y6
+	VFMADD231PS (R10), Y8, Y3
+	VFMADD231PS 32(R10), Y9, Y7
+	ADVW(64)
+	ADDQ        $64, DI
+	SUBQ        $16, CX
+	JMP         r4f32loop16
+
+r4f32loop8:
+	CMPQ        CX, $8
+	JL          r4f32done
+	VMOVUPS     (DI), Y8
+	VFMADD231PS (SI), Y8, Y0
+	VFMADD231PS (R8), Y8, Y1
+	VFMADD231PS (R9), Y8, Y2
+	VFMADD231PS (R10), Y8, Y3
+	ADVW(32)
+	ADDQ        $32, DI
+	SUBQ        $8, CX
+	JMP         r4f32loop8
+
+r4f32done:
+	FOLD8
+	HSUM4(DX)
+	VZEROUPPER
+	RET
+
+// func rows4F16AVX(w *byte, rb int, x *float32, n int, out *[4]float32)
+TEXT ·rows4F16AVX(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ rb+8(FP), AX
+	MOVQ x+16(FP), DI
+	MOVQ n+24(FP), CX
+	MOVQ out+32(FP), DX
+	ROWPTRS
+	ZERO8
+
+r4f16loop16:
+	CMPQ        CX, $16
+	JL          r4f16loop8
+	VMOVUPS     (DI), Y8
+	VMOVUPS     32(DI), Y9
+	VCVTPH2PS   (SI), Y10
+	VCVTPH2PS   16(SI), Y11
+	VCVTPH2PS   (R8), Y12
+	VCVTPH2PS   16(R8), Y13
+	VFMADD231PS Y8, Y10, Y0
+	VFMADD231PS Y9, Y11, Y4
+	VFMADD231PS Y8, Y12, Y1
+	VFMADD231PS Y9, Y13, Y5
+	VCVTPH2PS   (R9), Y10
+	VCVTPH2PS   16(R9), Y11
+	VCVTPH2PS   (R10), Y12
+	VCVTPH2PS   16(R10), Y13
+	VFMADD231PS Y8, Y10, Y2
+	VFMADD231PS Y9, Y11, Y6
+	VFMADD231PS Y8, Y12, Y3
+	VFMADD231PS Y9, Y13, Y7
+	ADVW(32)
+	ADDQ        $64, DI
+	SUBQ        $16, CX
+	JMP         r4f16loop16
+
+r4f16loop8:
+	CMPQ        CX, $8
+	JL          r4f16done
+	VMOVUPS     (DI), Y8
+	VCVTPH2PS   (SI), Y10
+	VCVTPH2PS   (R8), Y11
+	VCVTPH2PS   (R9), Y12
+	VCVTPH2PS   (R10), Y13
+	VFMADD231PS Y8, Y10, Y0
+	VFMADD231PS Y8, Y11, Y1
+	VFMADD231PS Y8, Y12, Y2
+	VFMADD231PS Y8, Y13, Y3
+	ADVW(16)
+	ADDQ        $32, DI
+	SUBQ        $8, CX
+	JMP         r4f16loop8
+
+r4f16done:
+	FOLD8
+	HSUM4(DX)
+	VZEROUPPER
+	RET
+
+// BF16TOF32 widens 8 bf16 values at mem into reg (a bf16 is a float32's
+// high half).
+#define BF16TOF32(mem, reg) \
+	VPMOVZXWD mem, reg     \
+	VPSLLD    $16, reg, reg
+
+// func rows4BF16AVX(w *byte, rb int, x *float32, n int, out *[4]float32)
+TEXT ·rows4BF16AVX(SB), NOSPLIT, $0-40
+	MOVQ w+0(FP), SI
+	MOVQ rb+8(FP), AX
+	MOVQ x+16(FP), DI
+	MOVQ n+24(FP), CX
+	MOVQ out+32(FP), DX
+	ROWPTRS
+	ZERO8
+
+r4bf16loop16:
+	CMPQ        CX, $16
+	JL          r4bf16loop8
+	VMOVUPS     (DI), Y8
+	VMOVUPS     32(DI), Y9
+	BF16TOF32((SI), Y10)
+	BF16TOF32(16(SI), Y11)
+	BF16TOF32((R8), Y12)
+	BF16TOF32(16(R8), Y13)
+	VFMADD231PS Y8, Y10, Y0
+	VFMADD231PS Y9, Y11, Y4
+	VFMADD231PS Y8, Y12, Y1
+	VFMADD231PS Y9, Y13, Y5
+	BF16TOF32((R9), Y10)
+	BF16TOF32(16(R9), Y11)
+	BF16TOF32((R10), Y12)
+	BF16TOF32(16(R10), Y13)
+	VFMADD231PS Y8, Y10, Y2
+	VFMADD231PS Y9, Y11, Y6
+	VFMADD231PS Y8, Y12, Y3
+	VFMADD231PS Y9, Y13, Y7
+	ADVW(32)
+	ADDQ        $64, DI
+	SUBQ        $16, CX
+	JMP         r4bf16loop16
+
+r4bf16loop8:
+	CMPQ        CX, $8
+	JL          r4bf16done
+	VMOVUPS     (DI), Y8
+	BF16TOF32((SI), Y10)
+	BF16TOF32((R8), Y11)
+	BF16TOF32((R9), Y12)
+	BF16TOF32((R10), Y13)
+	VFMADD231PS Y8, Y10, Y0
+	VFMADD231PS Y8, Y11, Y1
+	VFMADD231PS Y8, Y12, Y2
+	VFMADD231PS Y8, Y13, Y3
+	ADVW(16)
+	ADDQ        $32, DI
+	SUBQ        $8, CX
+	JMP         r4bf16loop8
+
+r4bf16done:
+	FOLD8
+	HSUM4(DX)
+	VZEROUPPER
+	RET

@@ -26,4 +26,6 @@ func dot4Q8(w []byte, x []float32, xs int, out *[4]float32) {
 }
 func axpy(y []float32, a float32, x []float32) { axpyGo(y, a, x) }
 
+func rows4(DType, []byte, int, []float32, *[4]float32) bool { return false }
+
 func mm3x4(DType, []byte, int, []float32, int, int, *[12]float32) bool { return false }

@@ -82,9 +82,22 @@ func (t *attnTask) one(i, h int, scores []float32) {
 	scores = scores[:last+1]
 	ps := kv.PageSize
 	mx := float32(math.Inf(-1))
+	var four [4]float32
 	for pos := 0; pos <= last; {
 		base := kv.slot(t.pageTable, pos) - pos%ps
 		end := min(last+1, pos-pos%ps+ps)
+		// Four consecutive positions of a page are four cache rows w apart.
+		for ; pos+4 <= end; pos += 4 {
+			off := (base+pos%ps)*w + kvh*d
+			if !dot4Strided(kv.K[off:], w, q, &four) {
+				break
+			}
+			for j, s := range four {
+				s *= t.scale
+				scores[pos+j] = s
+				mx = max(mx, s)
+			}
+		}
 		for ; pos < end; pos++ {
 			off := (base+pos%ps)*w + kvh*d
 			s := dotF32(q, kv.K[off:off+d]) * t.scale
@@ -92,16 +105,17 @@ func (t *attnTask) one(i, h int, scores []float32) {
 			mx = max(mx, s)
 		}
 	}
-	var sum float64
-	for j, s := range scores {
-		e := expf(s - mx)
-		scores[j] = e
-		sum += float64(e)
-	}
+	sum := expSubSum(scores, mx)
 	clear(o)
 	for pos := 0; pos <= last; {
 		base := kv.slot(t.pageTable, pos) - pos%ps
 		end := min(last+1, pos-pos%ps+ps)
+		for ; pos+4 <= end; pos += 4 {
+			off := (base+pos%ps)*w + kvh*d
+			if !axpy4Strided(o, (*[4]float32)(scores[pos:pos+4]), kv.V[off:], w) {
+				break
+			}
+		}
 		for ; pos < end; pos++ {
 			off := (base+pos%ps)*w + kvh*d
 			axpy(o, scores[pos], kv.V[off:off+d])

@@ -60,6 +60,7 @@ func TestAttention(t *testing.T) {
 			{"decode-mha-ps16", 4, 4, 64, 16, 40, 1},
 			{"decode-gqa-ps1", 8, 2, 20, 1, 63, 1},
 			{"decode-long-ps16", 8, 1, 128, 16, 300, 1},
+			{"chunked-prefill-ps6", 4, 2, 16, 6, 3, 22}, // groups of four and leftovers within a page
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				r := newRand(40)

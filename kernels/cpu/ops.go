@@ -49,6 +49,16 @@ func RMSNorm(out, x, weight []float32, rows, dim int, eps float32) {
 // alias gate or up.
 func SiLUMul(out, gate, up []float32) {
 	gate, up = gate[:len(out)], up[:len(out)]
+	n8 := len(out) &^ 7
+	if useSIMD && n8 > 0 {
+		siluMulAVX(&out[0], &gate[0], &up[0], n8)
+		out, gate, up = out[n8:], gate[n8:], up[n8:]
+	}
+	siluMulGo(out, gate, up)
+}
+
+func siluMulGo(out, gate, up []float32) {
+	gate, up = gate[:len(out)], up[:len(out)]
 	for i := range out {
 		g := gate[i]
 		out[i] = g / (1 + expf(-g)) * up[i]
@@ -61,17 +71,31 @@ func Softmax(x []float32) {
 	if len(x) == 0 {
 		return
 	}
-	mx := maxOf(x)
-	var sum float64
-	for i, v := range x {
-		e := expf(v - mx)
-		x[i] = e
-		sum += float64(e)
-	}
+	sum := expSubSum(x, maxOf(x))
 	inv := float32(1 / sum)
 	for i := range x {
 		x[i] *= inv
 	}
+}
+
+// expSubSum replaces x[i] by exp(x[i]-mx) and returns their sum. Callers
+// pass mx = max(x): the vector path gives exactly 0 where x[i]-mx < -87
+// (including masked -Inf logits), the scalar path expf's value there
+// (below 1.7e-38 either way).
+func expSubSum(x []float32, mx float32) float64 {
+	var sum float64
+	n8 := len(x) &^ 7
+	if useSIMD && n8 > 0 {
+		sum = expSubSumAVX(&x[0], mx, n8)
+	} else {
+		n8 = 0
+	}
+	for i := n8; i < len(x); i++ {
+		e := expf(x[i] - mx)
+		x[i] = e
+		sum += float64(e)
+	}
+	return sum
 }
 
 // LogSoftmax writes log(softmax(x)) to out[:len(x)]; out may alias x.

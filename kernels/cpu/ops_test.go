@@ -118,7 +118,25 @@ func refLogSoftmax(x []float32) []float64 {
 }
 
 func TestSoftmax(t *testing.T) {
+	impls(t, testSoftmax)
+}
+
+func testSoftmax(t *testing.T) {
 	r := newRand(22)
+	masked := randVec(r, 37, 5)
+	for _, i := range []int{0, 3, 8, 9, 36} {
+		masked[i] = float32(math.Inf(-1)) // logits a sampler masked out
+	}
+	masked[20] = masked[19] - 95 // far below the max
+	Softmax(masked)
+	for _, i := range []int{0, 3, 8, 9, 36} {
+		if masked[i] != 0 {
+			t.Fatalf("masked logit %d has probability %v", i, masked[i])
+		}
+	}
+	if masked[20] > 1e-37 {
+		t.Fatalf("a logit 95 below another has probability %v", masked[20])
+	}
 	for _, x := range [][]float32{
 		{0}, {1, 2, 3}, {1000, -1000, 999}, {-1e30, -1e30}, randVec(r, 1000, 30), randVec(r, 32000, 8),
 	} {
@@ -154,4 +172,36 @@ func TestArgmax(t *testing.T) {
 			t.Errorf("Argmax(%v) = %d, want %d", c.x, got, c.want)
 		}
 	}
+}
+
+// TestSiLUMulRange checks both paths against float64 over the whole useful
+// range, the overflow cut and the tails after the last full vector.
+func TestSiLUMulRange(t *testing.T) {
+	impls(t, func(t *testing.T) {
+		r := newRand(22)
+		for _, n := range []int{1, 7, 8, 9, 64, 1000 + 5} {
+			gate, up := randVec(r, n, 30), randVec(r, n, 3)
+			for i := 0; i < n; i += 5 {
+				gate[i] = float32(-110 + 220*float64(i)/float64(n)) // sweep [-110, 110]
+			}
+			if n > 3 {
+				gate[1], gate[2], gate[3] = -88.5, 87.9, -87.2
+			}
+			out := make([]float32, n)
+			SiLUMul(out, gate, up)
+			for i := range out {
+				g := float64(gate[i])
+				want := g / (1 + math.Exp(-g)) * float64(up[i])
+				if !near(out[i], want, 2e-6*math.Abs(want)+1e-30) {
+					t.Fatalf("n=%d: SiLUMul(%v)·%v = %v, want %v", n, gate[i], up[i], out[i], want)
+				}
+			}
+		}
+		nan := float32(math.NaN())
+		out := make([]float32, 9)
+		SiLUMul(out, []float32{nan, 1, 1, 1, 1, 1, 1, 1, nan}, []float32{1, 1, 1, 1, 1, 1, 1, 1, 1})
+		if out[0] == out[0] || out[8] == out[8] {
+			t.Fatalf("NaN gate gave %v, %v", out[0], out[8])
+		}
+	})
 }

@@ -45,6 +45,44 @@ func dot4Q8AVX(w *byte, x *float32, xs, nblk int, out *[4]float32)
 //go:noescape
 func axpyAVX(y, x *float32, a float32, n int)
 
+// siluMulAVX: out = gate·up/(1+exp(-gate)) for n (a multiple of 8) values.
+//
+//go:noescape
+func siluMulAVX(out, gate, up *float32, n int)
+
+// expSubSumAVX: x[i] = exp(x[i]-mx) for n (a multiple of 8) values; their sum.
+//
+//go:noescape
+func expSubSumAVX(x *float32, mx float32, n int) float64
+
+//go:noescape
+func axpy4AVX(y, x *float32, xs int, a *[4]float32, n int)
+
+// dot4Strided sets out[j] = q·k[j·stride : j·stride+len(q)] for j < 4 (four
+// consecutive cache rows of one KV head) and reports whether it could: it
+// needs SIMD and len(q) a positive multiple of 8, as head dims are.
+func dot4Strided(k []float32, stride int, q []float32, out *[4]float32) bool {
+	n := len(q)
+	if !useSIMD || n == 0 || n&7 != 0 {
+		return false
+	}
+	_ = k[3*stride+n-1]
+	rows4F32AVX((*byte)(unsafe.Pointer(&k[0])), 4*stride, &q[0], n, out)
+	return true
+}
+
+// axpy4Strided adds a[j]·x[j·stride : j·stride+len(y)] to y for j < 4, with
+// dot4Strided's conditions.
+func axpy4Strided(y []float32, a *[4]float32, x []float32, stride int) bool {
+	n := len(y)
+	if !useSIMD || n == 0 || n&7 != 0 {
+		return false
+	}
+	_ = x[3*stride+n-1]
+	axpy4AVX(&y[0], &x[0], stride, a, n)
+	return true
+}
+
 //go:noescape
 func rows4F32AVX(w *byte, rb int, x *float32, n int, out *[4]float32)
 

@@ -744,3 +744,37 @@ r4bf16done:
 	HSUM4(DX)
 	VZEROUPPER
 	RET
+
+// func axpy4AVX(y, x *float32, xs int, a *[4]float32, n int)
+// y[i] += a[0]·x[i] + a[1]·x[xs+i] + a[2]·x[2xs+i] + a[3]·x[3xs+i] (xs in
+// floats) for n a multiple of 8: four value rows of attention per pass over y.
+TEXT ·axpy4AVX(SB), NOSPLIT, $0-40
+	MOVQ         y+0(FP), DI
+	MOVQ         x+8(FP), SI
+	MOVQ         xs+16(FP), AX
+	MOVQ         a+24(FP), DX
+	MOVQ         n+32(FP), CX
+	SHLQ         $2, AX
+	ROWPTRS
+	VBROADCASTSS (DX), Y12
+	VBROADCASTSS 4(DX), Y13
+	VBROADCASTSS 8(DX), Y14
+	VBROADCASTSS 12(DX), Y15
+
+ax4loop:
+	CMPQ        CX, $8
+	JL          ax4done
+	VMOVUPS     (DI), Y0
+	VFMADD231PS (SI), Y12, Y0
+	VFMADD231PS (R8), Y13, Y0
+	VFMADD231PS (R9), Y14, Y0
+	VFMADD231PS (R10), Y15, Y0
+	VMOVUPS     Y0, (DI)
+	ADDQ        $32, DI
+	ADVW(32)
+	SUBQ        $8, CX
+	JMP         ax4loop
+
+ax4done:
+	VZEROUPPER
+	RET

@@ -141,8 +141,11 @@ type Capturer interface {
 	EndCapture() (Graph, error)
 }
 
-// Graph is a captured sequence of kernel launches.
+// Graph is a captured sequence of kernel launches. Close releases what the
+// device holds for it (a CUDA graph exec); the buffers it reads belong to the
+// allocator pool it was captured in.
 type Graph interface {
 	Launch() error
 	Launches() int
+	Close() error
 }

@@ -172,8 +172,23 @@ func (g *DecodeGraphs) Recapture(pool *kv.Pool) error {
 	}
 	g.pool, g.dummy = pool, dummy
 	g.fillPadding(0)
+	if err := g.closeGraphs(); err != nil {
+		return err
+	}
 	g.graphs = map[int]device.Graph{}
 	return g.capture()
+}
+
+// closeGraphs releases every captured graph's device resources.
+func (g *DecodeGraphs) closeGraphs() error {
+	var errs []error
+	for b, gr := range g.graphs {
+		if err := gr.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("model: closing the batch-%d decode graph: %w", b, err))
+		}
+	}
+	g.graphs = nil
+	return errors.Join(errs...)
 }
 
 func (g *DecodeGraphs) fillPadding(from int) {
@@ -246,7 +261,7 @@ func (g *DecodeGraphs) Close() {
 		_ = g.m.act.Free(g.logitsBuf.Ptr)
 		g.logitsBuf = device.Buf{}
 	}
-	g.graphs = nil
+	_ = g.closeGraphs()
 	_ = g.m.act.ReleasePool(g.poolID)
 	if g.dummy != nil {
 		g.pool.Release(g.dummy)

@@ -92,7 +92,14 @@ func TestGraphPoolIsLargestBucket(t *testing.T) {
 		t.Fatal(err)
 	}
 	largest := only.PoolBytes()
+	captured := only.graphs[16]
+	if captured.Launches() == 0 {
+		t.Fatal("the batch-16 graph recorded no launches")
+	}
 	only.Close()
+	if captured.Launches() != 0 {
+		t.Fatalf("Close left the graph holding %d launches", captured.Launches())
+	}
 	all, err := r.m.CaptureDecodeGraphs(r.pool, []int{1, 2, 4, 8, 12, 16})
 	if err != nil {
 		t.Fatal(err)

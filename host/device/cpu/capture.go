@@ -37,6 +37,9 @@ func (g *graph) Launch() error {
 
 func (g *graph) Launches() int { return len(g.launches) }
 
+// Close drops the recorded launches (and the buffers their closures hold).
+func (g *graph) Close() error { g.launches = nil; return nil }
+
 // BeginCapture starts recording kernel launches instead of running them.
 func (d *Device) BeginCapture() error {
 	if d.capturing {

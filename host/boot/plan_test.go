@@ -1,7 +1,10 @@
 package boot
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,6 +14,7 @@ import (
 
 	"github.com/kvhost/kvhost/host/engine"
 	"github.com/kvhost/kvhost/host/ledger"
+	"github.com/kvhost/kvhost/host/model/gguf"
 	"github.com/kvhost/kvhost/host/plan"
 )
 
@@ -58,6 +62,7 @@ func planFor(t *testing.T, cfg Config) plan.Report {
 // with nothing outside.
 func TestPlanMatchesServe(t *testing.T) {
 	tiny, small := writeModel(t, "tiny"), writeModel(t, "small")
+	tinyQ4 := quantizeModel(t, tiny)
 	cases := []struct {
 		name string
 		cfg  func(t *testing.T) Config
@@ -81,6 +86,7 @@ func TestPlanMatchesServe(t *testing.T) {
 			c.MaxRunning, c.ChunkedPrefill, c.PageSize = 4, 100, 1
 			return c
 		}},
+		{"tiny q4_0 expanded", func(t *testing.T) Config { return baseConfig(tinyQ4, 192<<20) }},
 		{"stories260K", func(t *testing.T) Config { c := baseConfig(sharedModel(t), 64<<20); c.GraphMaxBS = -1; return c }},
 	}
 	for _, tc := range cases {
@@ -120,6 +126,45 @@ func TestPlanMatchesServe(t *testing.T) {
 			}
 		})
 	}
+}
+
+// quantizeModel writes a copy of a GGUF with every matrix in Q4_0, the
+// format most older GGUF files use (loaded by expanding to F16).
+func quantizeModel(t *testing.T, src string) string {
+	t.Helper()
+	f, err := gguf.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var ts []gguf.TensorSpec
+	for _, ti := range f.Tensors {
+		_, raw, err := f.Tensor(ti.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := gguf.TensorSpec{Name: ti.Name, Dims: ti.Dims, Type: ti.Type, Data: raw}
+		if len(ti.Dims) == 2 && ti.Type == gguf.TypeF32 {
+			vals := make([]float32, len(raw)/4)
+			for i := range vals {
+				vals[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+			}
+			spec.Type, spec.Data = gguf.TypeQ4_0, make([]byte, len(vals)/32*18)
+			if err := gguf.QuantizeQ4_0(spec.Data, vals); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ts = append(ts, spec)
+	}
+	var buf bytes.Buffer
+	if err := gguf.Write(&buf, f.KVs, ts, 0); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "q4_0.gguf")
+	if err := os.WriteFile(out, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // TestStressWithinSlack runs a worst-case workload on a KV pool sized by the

@@ -11,6 +11,7 @@ import (
 	"github.com/kvhost/kvhost/host/device"
 	"github.com/kvhost/kvhost/host/model/gguf"
 	"github.com/kvhost/kvhost/host/model/tokenizer"
+	kcpu "github.com/kvhost/kvhost/kernels/cpu"
 )
 
 // ggufArchs maps GGUF general.architecture to how its rope rotates: llama.cpp's
@@ -264,10 +265,40 @@ func tokenizerFromGGUF(f *gguf.File) (tokenizer.Tokenizer, error) {
 	}
 }
 
-type ggufSource struct{ f *gguf.File }
+// ggufSource reads tensors from a GGUF file. Tensors in a block-quantized
+// format the kernels do not run natively (Q4_0, Q4_1, Q5_0, Q5_1, Q4_K,
+// Q5_K, Q6_K: what most published GGUF files use) are expanded to F16 as they
+// load, row by row; expanded records what that cost.
+type ggufSource struct {
+	f        *gguf.File
+	expanded *Expansion
+}
+
+// Expansion describes the quantized tensors a GGUF load expanded to F16: the
+// device holds DeviceBytes for what the file stores in FileBytes.
+type Expansion struct {
+	Tensors     int
+	FileBytes   int64
+	DeviceBytes int64
+	Types       map[string]int // tensors per GGML type
+}
 
 var ggufTypes = map[gguf.TensorType]device.DType{
 	gguf.TypeF32: device.F32, gguf.TypeF16: device.F16, gguf.TypeBF16: device.BF16, gguf.TypeQ8_0: device.Q8_0,
+}
+
+// GGUFDeviceBytes is how many bytes a GGUF tensor occupies once loaded: its
+// file size, or two bytes an element for a type expanded to F16. Plan uses it
+// to predict the weights phase.
+func GGUFDeviceBytes(ti gguf.TensorInfo) int64 {
+	if _, native := ggufTypes[ti.Type]; native || !ti.Type.Dequantizable() {
+		return int64(ti.Size)
+	}
+	n := int64(1)
+	for _, d := range ti.Dims {
+		n *= int64(d)
+	}
+	return 2 * n
 }
 
 func (s ggufSource) tensor(name string) ([]byte, device.DType, []int, bool, error) {
@@ -279,10 +310,6 @@ func (s ggufSource) tensor(name string) ([]byte, device.DType, []int, bool, erro
 		}
 		return nil, 0, nil, false, fmt.Errorf("model: %s: %w", s.f.Path, err)
 	}
-	typ, ok := ggufTypes[ti.Type]
-	if !ok {
-		return nil, 0, nil, false, fmt.Errorf("model: %s: tensor %s has type %s; supported: f32, f16, bf16, q8_0", s.f.Path, name, ti.Type)
-	}
 	dims := make([]int, len(ti.Dims))
 	for i, d := range ti.Dims {
 		if d > 1<<31 {
@@ -290,7 +317,52 @@ func (s ggufSource) tensor(name string) ([]byte, device.DType, []int, bool, erro
 		}
 		dims[i] = int(d)
 	}
+	typ, ok := ggufTypes[ti.Type]
+	if !ok && ti.Type.Dequantizable() && len(dims) > 0 {
+		if raw, err = expandF16(ti.Type, raw, dims[0]); err != nil {
+			return nil, 0, nil, false, fmt.Errorf("model: %s: tensor %s: %w", s.f.Path, name, err)
+		}
+		if e := s.expanded; e != nil {
+			e.Tensors++
+			e.FileBytes += int64(ti.Size)
+			e.DeviceBytes += int64(len(raw))
+			if e.Types == nil {
+				e.Types = map[string]int{}
+			}
+			e.Types[ti.Type.String()]++
+		}
+		typ, ok = device.F16, true
+	}
+	if !ok {
+		return nil, 0, nil, false, fmt.Errorf("model: %s: tensor %s has type %s; supported: f32, f16, bf16, q8_0, and q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k (expanded to f16)", s.f.Path, name, ti.Type)
+	}
 	return raw, typ, dims, true, nil
+}
+
+// expandF16 decodes a block-quantized tensor with rows of rowLen elements to
+// F16 bytes, one row at a time (the float32 scratch is one row).
+func expandF16(t gguf.TensorType, raw []byte, rowLen int) ([]byte, error) {
+	rb, err := t.RowBytes(uint64(rowLen))
+	if err != nil {
+		return nil, err
+	}
+	if rb == 0 || uint64(len(raw))%rb != 0 {
+		return nil, fmt.Errorf("%d bytes of %s are not whole rows of %d elements", len(raw), t, rowLen)
+	}
+	rows := len(raw) / int(rb)
+	out := make([]byte, 2*rowLen*rows)
+	row := make([]float32, rowLen)
+	for r := range rows {
+		if err := gguf.Dequantize(t, raw[r*int(rb):(r+1)*int(rb)], row); err != nil {
+			return nil, err
+		}
+		o := out[2*rowLen*r:]
+		for i, v := range row {
+			h := kcpu.F32ToF16(v)
+			o[2*i], o[2*i+1] = byte(h), byte(h>>8)
+		}
+	}
+	return out, nil
 }
 
 func (s ggufSource) find(name string) (gguf.TensorInfo, bool) {
@@ -305,7 +377,7 @@ func (s ggufSource) find(name string) (gguf.TensorInfo, bool) {
 func (s ggufSource) progressTotal() int64 {
 	var n int64
 	for _, t := range s.f.Tensors {
-		n += int64(t.Size)
+		n += GGUFDeviceBytes(t)
 	}
 	return n
 }
@@ -337,8 +409,12 @@ func LoadGGUF(path string, o Options) (*Model, error) {
 	}
 	m := &Model{Name: name, Path: path, Config: cfg, Tokenizer: tok, ChatTemplate: ggufMeta{f: f}.str("tokenizer.chat_template")}
 	m.BOSText, m.EOSText = tok.TokenText(tok.BOS()), tok.TokenText(tok.EOS())
-	if err := m.build(ggufSource{f}, o); err != nil {
+	src := ggufSource{f: f, expanded: &Expansion{}}
+	if err := m.build(src, o); err != nil {
 		return nil, err
+	}
+	if src.expanded.Tensors > 0 {
+		m.Expanded = src.expanded
 	}
 	return m, nil
 }

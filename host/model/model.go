@@ -20,6 +20,9 @@ type Model struct {
 	ChatTemplate string // "" when the model ships none
 	BOSText      string
 	EOSText      string
+	// Expanded is set when quantized GGUF tensors were expanded to F16 at
+	// load (see ggufSource), so startup can say what that cost.
+	Expanded *Expansion
 
 	dev     device.Device
 	k       device.Kernels

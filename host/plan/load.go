@@ -93,7 +93,7 @@ func loadGGUF(path string) (string, model.Config, []Tensor, error) {
 	}
 	sizes := map[string]int64{}
 	for _, t := range f.Tensors {
-		sizes[t.Name] = int64(t.Size)
+		sizes[t.Name] = model.GGUFDeviceBytes(t)
 	}
 	ts, err := WeightTensors(c, func(n string) (int64, bool) { v, ok := sizes[n]; return v, ok })
 	name := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))

@@ -377,6 +377,9 @@ func (s ggufSource) find(name string) (gguf.TensorInfo, bool) {
 func (s ggufSource) progressTotal() int64 {
 	var n int64
 	for _, t := range s.f.Tensors {
+		if t.Name == "rope_freqs.weight" {
+			continue // read into the rope's table, not uploaded
+		}
 		n += GGUFDeviceBytes(t)
 	}
 	return n

@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/kvhost/kvhost/host/alloc"
+	"github.com/kvhost/kvhost/host/device"
+	"github.com/kvhost/kvhost/host/device/cpu"
 	"github.com/kvhost/kvhost/host/model/gguf"
 	"github.com/kvhost/kvhost/host/model/synth"
 	kcpu "github.com/kvhost/kvhost/kernels/cpu"
@@ -130,5 +133,35 @@ func TestLoadQuantizedGGUF(t *testing.T) {
 	}
 	if planned != expandedBytes {
 		t.Fatalf("GGUFDeviceBytes sums the matrices to %d, want %d", planned, expandedBytes)
+	}
+}
+
+// TestLoadProgressReachesTotal: the progress callback ends at its total for a
+// file with expanded tensors and a rope table that is not uploaded.
+func TestLoadProgressReachesTotal(t *testing.T) {
+	src := withRopeFreqs(t, writeTiny(t, "f32"), gguf.TypeF32, f32Bytes(1, 1, 1, 2, 2, 4, 8, 8))
+	path := rewrite(t, src, func(kvs []gguf.KV, ts []gguf.TensorSpec) ([]gguf.KV, []gguf.TensorSpec) {
+		for i := range ts {
+			if ts[i].Name == "blk.1.ffn_up.weight" {
+				n := ts[i].Dims[0] * ts[i].Dims[1]
+				ts[i].Type, ts[i].Data = gguf.TypeQ4_0, randomQuantBlocks(rand.New(rand.NewPCG(1, 2)), gguf.TypeQ4_0, int(n/32))
+			}
+		}
+		return kvs, ts
+	})
+	dev, err := cpu.New(device.Options{MemoryBytes: 1 << 30, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	var done, total int64
+	m, err := Load(path, Options{Device: dev, Weights: alloc.NewDirect("weights", dev), Activations: alloc.New("caching", dev),
+		Progress: func(d, all int64) { done, total = d, all }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if done != total || done != m.WeightBytes() {
+		t.Fatalf("progress ended at %d of %d; the weights are %d bytes", done, total, m.WeightBytes())
 	}
 }

@@ -13,8 +13,11 @@
 //     the dot products run in Go assembly; f16 is widened with VCVTPH2PS on the
 //     fly. For small m > 1 a weight row is read once and reused across x rows:
 //     f32 and f16 use a 3-weight-row × 4-x-row register tile, bf16 and Q8_0 a
-//     1 × 4 tile. Every other CPU uses the portable Go kernels, and tests run
-//     both paths against float64 references.
+//     1 × 4 tile; for m < 4 (decoding), f32/f16/bf16 rows go four at a time
+//     against each x vector (rows4). exp (SiLU, softmax, attention) is
+//     vectorised with the scalar expf's polynomial. Every other CPU uses the
+//     portable Go kernels, and tests run both paths against float64
+//     references.
 //   - Prefill (m at or above a measured threshold, gemmMinM) is compute-bound
 //     and uses a packed GEMM (gemm.go): 16-row weight panels are converted to
 //     f32 and packed k-major, 256 columns at a time, into a buffer on the
@@ -24,8 +27,11 @@
 //     per-call scratch.
 //   - Kernels that take a *Pool split work over its workers through an atomic
 //     chunk counter (weight rows for MatMul, (x-row block, 16-row panel) pairs
-//     for the GEMM, (query row, head) pairs for Attention), so a worker descheduled on a shared core does not stall the
-//     call. A nil *Pool means single-threaded.
+//     for the GEMM, (query row, head) pairs for Attention), so a worker
+//     descheduled on a shared core does not stall the call. Workers spin
+//     briefly between calls instead of parking on a channel (pool.go: a
+//     parked goroutine's wake-up on a VM outlasts a decode matvec). A nil
+//     *Pool means single-threaded.
 //
 // Invariants:
 //

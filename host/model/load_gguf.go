@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 
 	"github.com/kvhost/kvhost/host/device"
 	"github.com/kvhost/kvhost/host/model/gguf"
@@ -340,27 +342,38 @@ func (s ggufSource) tensor(name string) ([]byte, device.DType, []int, bool, erro
 }
 
 // expandF16 decodes a block-quantized tensor with rows of rowLen elements to
-// F16 bytes, one row at a time (the float32 scratch is one row).
+// F16 bytes. Rows are split over the cores (an 8B model is billions of
+// elements); each worker's float32 scratch is one row.
 func expandF16(t gguf.TensorType, raw []byte, rowLen int) ([]byte, error) {
-	rb, err := t.RowBytes(uint64(rowLen))
+	rb64, err := t.RowBytes(uint64(rowLen))
 	if err != nil {
 		return nil, err
 	}
-	if rb == 0 || uint64(len(raw))%rb != 0 {
+	if rb64 == 0 || uint64(len(raw))%rb64 != 0 {
 		return nil, fmt.Errorf("%d bytes of %s are not whole rows of %d elements", len(raw), t, rowLen)
 	}
-	rows := len(raw) / int(rb)
+	rb, rows := int(rb64), len(raw)/int(rb64)
 	out := make([]byte, 2*rowLen*rows)
-	row := make([]float32, rowLen)
-	for r := range rows {
-		if err := gguf.Dequantize(t, raw[r*int(rb):(r+1)*int(rb)], row); err != nil {
-			return nil, err
-		}
-		o := out[2*rowLen*r:]
-		for i, v := range row {
-			h := kcpu.F32ToF16(v)
-			o[2*i], o[2*i+1] = byte(h), byte(h>>8)
-		}
+	workers := min(runtime.GOMAXPROCS(0), max(1, rows/16))
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			row := make([]float32, rowLen)
+			for r := w; r < rows; r += workers {
+				if err := gguf.Dequantize(t, raw[r*rb:(r+1)*rb], row); err != nil {
+					errs[w] = err
+					return
+				}
+				kcpu.F32ToF16Bytes(out[2*rowLen*r:2*rowLen*(r+1)], row)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -165,3 +165,17 @@ func TestLoadProgressReachesTotal(t *testing.T) {
 		t.Fatalf("progress ended at %d of %d; the weights are %d bytes", done, total, m.WeightBytes())
 	}
 }
+
+// BenchmarkExpandF16: load-time expansion of a 4096×4096 Q4_K tensor (one
+// Llama-3-8B attention matrix) to F16.
+func BenchmarkExpandF16(b *testing.B) {
+	const n = 4096
+	raw := randomQuantBlocks(rand.New(rand.NewPCG(3, 4)), gguf.TypeQ4_K, n*n/256)
+	b.SetBytes(int64(len(raw)))
+	for b.Loop() {
+		if _, err := expandF16(gguf.TypeQ4_K, raw, n); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(n*n)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Melem/s")
+}

@@ -30,6 +30,17 @@ func F16ToF32(h uint16) float32 {
 	return math.Float32frombits(sign | e<<23 | (mant&0x3ff)<<13)
 }
 
+// F32ToF16Bytes writes src as little-endian IEEE binary16 into dst
+// (2·len(src) bytes), rounding as F32ToF16 does; F16C does the bulk where the
+// CPU has it (loading quantized models expands billions of values).
+func F32ToF16Bytes(dst []byte, src []float32) {
+	_ = dst[:2*len(src)]
+	for i := f32ToF16Vec(dst, src); i < len(src); i++ {
+		h := F32ToF16(src[i])
+		dst[2*i], dst[2*i+1] = byte(h), byte(h>>8)
+	}
+}
+
 // F32ToF16 converts to IEEE binary16 with round-to-nearest-even; overflow gives
 // infinity, NaN stays a (quiet) NaN with the top payload bits kept.
 func F32ToF16(f float32) uint16 {

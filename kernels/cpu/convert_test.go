@@ -258,3 +258,45 @@ func TestDequantizeAndGather(t *testing.T) {
 		}
 	}
 }
+
+// TestF32ToF16Bytes: the bulk converter (F16C where present) gives exactly
+// F32ToF16's bits for random bit patterns of every class (normals,
+// subnormals, halfway cases, overflow, infinities, NaNs) and for tails.
+func TestF32ToF16Bytes(t *testing.T) {
+	impls(t, func(t *testing.T) {
+		r := newRand(81)
+		src := make([]float32, 1<<16+5)
+		for i := range src {
+			switch i % 4 {
+			case 0: // anything, NaNs included
+				src[i] = math.Float32frombits(r.Uint32())
+			case 1: // around the half range, halfway cases
+				src[i] = math.Float32frombits(uint32(r.IntN(0x10000))<<13 | 0x1000 | uint32(r.IntN(2))<<31 + 0x33000000)
+			case 2: // subnormal halves
+				src[i] = float32(r.Float64()*6.1e-5) * float32(1-2*r.IntN(2))
+			default:
+				src[i] = float32(r.NormFloat64() * 1e4)
+			}
+		}
+		src[7], src[8], src[9] = float32(math.Inf(1)), 65520, -65519.99
+		dst := make([]byte, 2*len(src)+1)
+		dst[len(dst)-1] = 0x5a
+		F32ToF16Bytes(dst[:2*len(src)], src)
+		for i, f := range src {
+			want := F32ToF16(f)
+			got := uint16(dst[2*i]) | uint16(dst[2*i+1])<<8
+			if f != f { // NaN: any quiet NaN of the same sign
+				if got&0x7c00 != 0x7c00 || got&0x3ff == 0 || got&0x8000 != want&0x8000 {
+					t.Fatalf("%#08x: got %#04x, not a NaN of the same sign", math.Float32bits(f), got)
+				}
+				continue
+			}
+			if got != want {
+				t.Fatalf("%v (%#08x): got %#04x, want %#04x", f, math.Float32bits(f), got, want)
+			}
+		}
+		if dst[len(dst)-1] != 0x5a {
+			t.Fatal("wrote past the destination")
+		}
+	})
+}

@@ -84,6 +84,21 @@ func axpy4Strided(y []float32, a *[4]float32, x []float32, stride int) bool {
 }
 
 //go:noescape
+func f32ToF16AVX(dst *byte, src *float32, n int)
+
+// f32ToF16Vec converts the leading multiple of 8 of src into dst (2 bytes
+// each) and returns how many it converted (0 without SIMD).
+func f32ToF16Vec(dst []byte, src []float32) int {
+	n8 := len(src) &^ 7
+	if !useSIMD || n8 == 0 {
+		return 0
+	}
+	_ = dst[2*n8-1]
+	f32ToF16AVX(&dst[0], &src[0], n8)
+	return n8
+}
+
+//go:noescape
 func rows4F32AVX(w *byte, rb int, x *float32, n int, out *[4]float32)
 
 //go:noescape

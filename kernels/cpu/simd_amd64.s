@@ -778,3 +778,26 @@ ax4loop:
 ax4done:
 	VZEROUPPER
 	RET
+
+// func f32ToF16AVX(dst *byte, src *float32, n int)
+// IEEE binary16 with round-to-nearest-even (VCVTPS2PH mode 0), as F32ToF16;
+// n is a multiple of 8.
+TEXT ·f32ToF16AVX(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+
+h16loop:
+	CMPQ      CX, $8
+	JL        h16done
+	VMOVUPS   (SI), Y0
+	VCVTPS2PH $0, Y0, X1
+	VMOVDQU   X1, (DI)
+	ADDQ      $32, SI
+	ADDQ      $16, DI
+	SUBQ      $8, CX
+	JMP       h16loop
+
+h16done:
+	VZEROUPPER
+	RET

@@ -35,6 +35,8 @@ func expSubSumAVX(x *float32, mx float32, n int) float64 {
 func dot4Strided([]float32, int, []float32, *[4]float32) bool  { return false }
 func axpy4Strided([]float32, *[4]float32, []float32, int) bool { return false }
 
+func f32ToF16Vec([]byte, []float32) int { return 0 }
+
 func rows4(DType, []byte, int, []float32, *[4]float32) bool { return false }
 
 func mm3x4(DType, []byte, int, []float32, int, int, *[12]float32) bool { return false }

@@ -45,14 +45,15 @@ func benchModel(b *testing.B, size, dtype string) string {
 	return path
 }
 
-var benchShapes = []struct{ size, dtype string }{{"small", "f32"}, {"small", "f16"}, {"medium", "f32"}, {"medium", "f16"}}
+var benchShapes = []struct{ size, dtype string }{{"small", "f32"}, {"small", "f16"}, {"small", "q8_0"}, {"medium", "f32"}, {"medium", "f16"}, {"medium", "q8_0"}}
 
-// BenchmarkDecode reports decode tokens/s for a batch of sequences that
-// each hold a 64-token prompt, and allocations per decode step.
 // decodeSpan is how many positions the decode benchmarks walk after their
 // 64-token prompt before starting over: 128, as llama-bench's tg128 (the
 // figures the foundation issue quotes for a C/C++ engine) generates.
 const decodeSpan = 128
+
+// BenchmarkDecode reports decode tokens/s for a batch of sequences that
+// each hold a 64-token prompt, and allocations per decode step.
 
 func BenchmarkDecode(b *testing.B) {
 	for _, sh := range benchShapes {

@@ -39,7 +39,7 @@ func writeTiny(t testing.TB, dtype string) string {
 // TestBatchEqualsSingle: sequences batched together (a prefill chunk next to
 // decodes) get the same logits as each run alone.
 func TestBatchEqualsSingle(t *testing.T) {
-	for _, dtype := range []string{"f32", "f16"} {
+	for _, dtype := range []string{"f32", "f16", "q8_0"} {
 		t.Run(dtype, func(t *testing.T) {
 			path := writeTiny(t, dtype)
 			r := load(t, path, 64)

@@ -179,3 +179,27 @@ func BenchmarkExpandF16(b *testing.B) {
 	}
 	b.ReportMetric(float64(n*n)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Melem/s")
 }
+
+// TestQ8ModelTracksF32: gen-model's q8_0 model is its f32 model's weights
+// quantized (same draws), so their logits must agree to within what 8-bit
+// weights allow: within 3 % of the logits' spread at every position (0.5–1.5 %
+// measured).
+func TestQ8ModelTracksF32(t *testing.T) {
+	f, q := load(t, writeTiny(t, "f32"), 16), load(t, writeTiny(t, "q8_0"), 16)
+	tokens := []int32{1, 450, 4996, 17, 2, 31999, 808, 9}
+	var fp, qp []int32
+	a, b := f.run(t, &fp, tokens, 0, len(tokens)), q.run(t, &qp, tokens, 0, len(tokens))
+	V := f.m.Config.Vocab
+	for row := range tokens {
+		ra, rb := a[row*V:(row+1)*V], b[row*V:(row+1)*V]
+		lo, hi := math.Inf(1), math.Inf(-1)
+		var diff float64
+		for i := range ra {
+			lo, hi = math.Min(lo, float64(ra[i])), math.Max(hi, float64(ra[i]))
+			diff = math.Max(diff, math.Abs(float64(ra[i]-rb[i])))
+		}
+		if diff > 0.03*(hi-lo) || diff == 0 {
+			t.Fatalf("position %d: q8_0 logits differ from f32 by %g (spread %g)", row, diff, hi-lo)
+		}
+	}
+}

@@ -15,7 +15,7 @@ func genModel(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("gen-model", stderr)
 	arch := fs.String("arch", "llama", "architecture (llama)")
 	size := fs.String("size", "small", "tiny | small (≈15M params) | medium (≈110M params)")
-	dtype := fs.String("dtype", "f32", "weight type: f32 | f16")
+	dtype := fs.String("dtype", "f32", "weight type: f32 | f16 | bf16 | q8_0")
 	out := fs.String("out", "", "output GGUF file (required)")
 	if err := fs.Parse(args); err != nil {
 		return err

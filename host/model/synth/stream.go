@@ -27,6 +27,9 @@ func (p tensorPlan) dims() []uint64 {
 	return []uint64{uint64(p.cols), uint64(p.rows)}
 }
 
+// dtypeOf is the matrices' GGML type and its bytes per element (Q8_0: per
+// element of a 32-value block, 34/32; it is only ever applied to whole
+// blocks, see encBytes).
 func dtypeOf(s Spec) (gguf.TensorType, int, error) {
 	switch s.DType {
 	case "f32", "":
@@ -35,8 +38,19 @@ func dtypeOf(s Spec) (gguf.TensorType, int, error) {
 		return gguf.TypeF16, 2, nil
 	case "bf16":
 		return gguf.TypeBF16, 2, nil
+	case "q8_0":
+		return gguf.TypeQ8_0, 0, nil
 	}
-	return 0, 0, fmt.Errorf("synth: unknown dtype %q (f32, f16, bf16)", s.DType)
+	return 0, 0, fmt.Errorf("synth: unknown dtype %q (f32, f16, bf16, q8_0)", s.DType)
+}
+
+// encBytes is how many bytes m values of type t take (m a multiple of the
+// Q8_0 block for Q8_0).
+func encBytes(t gguf.TensorType, esize, m int) int {
+	if t == gguf.TypeQ8_0 {
+		return m / kcpu.Q8Block * kcpu.Q8BlockBytes
+	}
+	return m * esize
 }
 
 // stream writes exactly what gguf.Write(w, kvs, tensors, 0) writes for the
@@ -143,15 +157,15 @@ func (g *generator) tensor(i int, p tensorPlan) (uint64, error) {
 	n := p.rows * p.cols
 	chunks := (n + chunkElems - 1) / chunkElems
 	if !g.parallel {
-		buf := make([]byte, chunkElems*g.esize)
+		buf := make([]byte, encBytes(g.mtype, g.esize, chunkElems))
 		for c := 0; c < chunks; c++ {
-			m := min(chunkElems, n-c*chunkElems)
-			g.fill(buf[:m*g.esize], &g.r, p.std)
-			if _, err := g.w.Write(buf[:m*g.esize]); err != nil {
+			b := buf[:encBytes(g.mtype, g.esize, min(chunkElems, n-c*chunkElems))]
+			g.fill(b, &g.r, p.std)
+			if _, err := g.w.Write(b); err != nil {
 				return 0, wrapWrite(err)
 			}
 		}
-		return uint64(n * g.esize), nil
+		return uint64(encBytes(g.mtype, g.esize, n)), nil
 	}
 	// Parallel: workers fill chunk buffers; they are written in order.
 	workers := max(1, runtime.GOMAXPROCS(0))
@@ -183,7 +197,7 @@ func (g *generator) tensor(i int, p tensorPlan) (uint64, error) {
 	}
 	for c := 0; c < chunks; c++ {
 		m := min(chunkElems, n-c*chunkElems)
-		j := &job{c: c, buf: make([]byte, m*g.esize), ok: make(chan struct{})}
+		j := &job{c: c, buf: make([]byte, encBytes(g.mtype, g.esize, m)), ok: make(chan struct{})}
 		if len(window) >= 2*workers {
 			flush(window[0])
 			window = window[1:]
@@ -196,7 +210,7 @@ func (g *generator) tensor(i int, p tensorPlan) (uint64, error) {
 		flush(j)
 	}
 	wg.Wait()
-	return uint64(n * g.esize), wrapWrite(werr)
+	return uint64(encBytes(g.mtype, g.esize, n)), wrapWrite(werr)
 }
 
 func wrapWrite(err error) error {
@@ -213,9 +227,19 @@ func chunkSeed(seed uint64, t, c int) uint64 {
 	return r.next()
 }
 
-// fill draws len(buf)/esize values ~ N(0, std²) from r into buf.
+// fill draws the values buf holds ~ N(0, std²) from r into buf (for Q8_0,
+// drawn as float32 and quantized block by block as llama.cpp's quantizer
+// does).
 func (g *generator) fill(buf []byte, r *rng, std float64) {
 	switch g.mtype {
+	case gguf.TypeQ8_0:
+		vals := make([]float32, len(buf)/kcpu.Q8BlockBytes*kcpu.Q8Block)
+		for j := range vals {
+			vals[j] = float32(r.normal() * std)
+		}
+		if err := kcpu.QuantizeQ8_0(buf, vals); err != nil {
+			panic(err) // whole blocks by construction (layout checks the dims)
+		}
 	case gguf.TypeF16:
 		for j := 0; j < len(buf); j += 2 {
 			binary.LittleEndian.PutUint16(buf[j:], kcpu.F32ToF16(float32(r.normal()*std)))

@@ -37,13 +37,17 @@ func inMemory(t *testing.T, s Spec) []byte {
 			typ, es = gguf.TypeF16, 2
 		case "bf16":
 			typ, es = gguf.TypeBF16, 2
+		case "q8_0":
+			typ = gguf.TypeQ8_0
 		}
 		data := make([]byte, es*n)
+		vals := make([]float32, n)
 		for j := 0; j < n; j++ {
 			if s.Parallel && j%chunkElems == 0 {
 				r = rng(chunkSeed(s.Seed, ti, j/chunkElems))
 			}
 			v := float32(r.normal() * p.std)
+			vals[j] = v
 			switch typ {
 			case gguf.TypeF16:
 				binary.LittleEndian.PutUint16(data[2*j:], kcpu.F32ToF16(v))
@@ -51,6 +55,12 @@ func inMemory(t *testing.T, s Spec) []byte {
 				binary.LittleEndian.PutUint16(data[2*j:], kcpu.F32ToBF16(v))
 			default:
 				binary.LittleEndian.PutUint32(data[4*j:], math.Float32bits(v))
+			}
+		}
+		if typ == gguf.TypeQ8_0 {
+			data = make([]byte, n/kcpu.Q8Block*kcpu.Q8BlockBytes)
+			if err := kcpu.QuantizeQ8_0(data, vals); err != nil {
+				t.Fatal(err)
 			}
 		}
 		tensors = append(tensors, gguf.TensorSpec{Name: p.name, Dims: []uint64{uint64(p.cols), uint64(p.rows)}, Type: typ, Data: data})
@@ -77,6 +87,8 @@ func TestStreamMatchesInMemory(t *testing.T) {
 		{"f32", func() (Spec, error) { return small("f32"), nil }},
 		{"f16", func() (Spec, error) { return small("f16"), nil }},
 		{"bf16", func() (Spec, error) { return small("bf16"), nil }},
+		{"q8_0", func() (Spec, error) { return small("q8_0"), nil }},
+		{"parallel q8_0", func() (Spec, error) { p := parallel; p.DType = "q8_0"; return p, nil }},
 		{"parallel bf16 (multi-chunk embedding)", func() (Spec, error) { return parallel, nil }},
 	}
 	for _, c := range cases {

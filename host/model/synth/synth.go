@@ -18,7 +18,7 @@ type Spec struct {
 	Intermediate int
 	Vocab        int
 	ContextLen   int
-	DType        string // "f32", "f16" or "bf16"
+	DType        string // "f32", "f16", "bf16" or "q8_0"
 	Seed         uint64
 	// RopeTheta is llama.rope.freq_base; 0 means 10000.
 	RopeTheta float32
@@ -45,8 +45,8 @@ func Preset(size, dtype string) (Spec, error) {
 	if !ok {
 		return Spec{}, fmt.Errorf("synth: unknown size %q (tiny, small, medium, llama3-8b)", size)
 	}
-	if dtype != "f32" && dtype != "f16" && dtype != "bf16" {
-		return Spec{}, fmt.Errorf("synth: unknown dtype %q (f32, f16, bf16)", dtype)
+	if dtype != "f32" && dtype != "f16" && dtype != "bf16" && dtype != "q8_0" {
+		return Spec{}, fmt.Errorf("synth: unknown dtype %q (f32, f16, bf16, q8_0)", dtype)
 	}
 	s.DType, s.Name, s.Seed = dtype, "kvhost-demo-"+size+"-"+dtype, 0x6b76686f7374
 	return s, nil
@@ -117,6 +117,11 @@ func layout(s Spec) ([]gguf.KV, []tensorPlan, error) {
 		ftype = 1
 	case "bf16":
 		ftype = 32 // LLAMA_FTYPE_MOSTLY_BF16
+	case "q8_0":
+		ftype = 7 // LLAMA_FTYPE_MOSTLY_Q8_0
+		if s.Hidden%32 != 0 || s.Intermediate%32 != 0 {
+			return nil, nil, fmt.Errorf("synth: q8_0 needs hidden (%d) and intermediate (%d) sizes that are multiples of 32", s.Hidden, s.Intermediate)
+		}
 	}
 	theta := s.RopeTheta
 	if theta == 0 {

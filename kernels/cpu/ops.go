@@ -49,12 +49,8 @@ func RMSNorm(out, x, weight []float32, rows, dim int, eps float32) {
 // alias gate or up.
 func SiLUMul(out, gate, up []float32) {
 	gate, up = gate[:len(out)], up[:len(out)]
-	n8 := len(out) &^ 7
-	if useSIMD && n8 > 0 {
-		siluMulAVX(&out[0], &gate[0], &up[0], n8)
-		out, gate, up = out[n8:], gate[n8:], up[n8:]
-	}
-	siluMulGo(out, gate, up)
+	n := siluMulVec(out, gate, up)
+	siluMulGo(out[n:], gate[n:], up[n:])
 }
 
 func siluMulGo(out, gate, up []float32) {
@@ -83,13 +79,7 @@ func Softmax(x []float32) {
 // (including masked -Inf logits), the scalar path expf's value there
 // (below 1.7e-38 either way).
 func expSubSum(x []float32, mx float32) float64 {
-	var sum float64
-	n8 := len(x) &^ 7
-	if useSIMD && n8 > 0 {
-		sum = expSubSumAVX(&x[0], mx, n8)
-	} else {
-		n8 = 0
-	}
+	n8, sum := expSubSumVec(x, mx)
 	for i := n8; i < len(x); i++ {
 		e := expf(x[i] - mx)
 		x[i] = e

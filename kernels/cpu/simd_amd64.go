@@ -55,6 +55,28 @@ func siluMulAVX(out, gate, up *float32, n int)
 //go:noescape
 func expSubSumAVX(x *float32, mx float32, n int) float64
 
+// siluMulVec runs siluMulAVX over the leading multiple of 8 of out and
+// returns how many values it did (0 without SIMD).
+func siluMulVec(out, gate, up []float32) int {
+	n8 := len(out) &^ 7
+	if !useSIMD || n8 == 0 {
+		return 0
+	}
+	_, _ = gate[n8-1], up[n8-1]
+	siluMulAVX(&out[0], &gate[0], &up[0], n8)
+	return n8
+}
+
+// expSubSumVec runs expSubSumAVX over the leading multiple of 8 of x and
+// returns how many values it did and their sum (0, 0 without SIMD).
+func expSubSumVec(x []float32, mx float32) (int, float64) {
+	n8 := len(x) &^ 7
+	if !useSIMD || n8 == 0 {
+		return 0, 0
+	}
+	return n8, expSubSumAVX(&x[0], mx, n8)
+}
+
 //go:noescape
 func axpy4AVX(y, x *float32, xs int, a *[4]float32, n int)
 

@@ -574,6 +574,69 @@ loop:
 	ADDQ $n, R9  \
 	ADDQ $n, R10
 
+// The element loaders: 8 weights at mem widened to float32 in reg.
+#define LDF32(mem, reg) VMOVUPS mem, reg
+#define LDF16(mem, reg) VCVTPH2PS mem, reg
+
+// BF16TOF32 widens 8 bf16 values at mem into reg (a bf16 is a float32's
+// high half).
+#define BF16TOF32(mem, reg) \
+	VPMOVZXWD mem, reg     \
+	VPSLLD    $16, reg, reg
+
+// ROWS4(LD, eb) is the body of a rows4 kernel for weights of eb bytes
+// (loaded by LD), once the arguments are in SI, AX, DI, CX, DX: 16 values a step (x in Y8/Y9, the four rows' weights in
+// Y10–Y13, sums in Y0–Y3 and Y4–Y7), then 8, then the four sums to (DX).
+#define ROWS4(LD, eb) \
+	ROWPTRS                    \
+	ZERO8                      \
+loop16:                            \
+	CMPQ        CX, $16        \
+	JL          loop8          \
+	VMOVUPS     (DI), Y8       \
+	VMOVUPS     32(DI), Y9     \
+	LD((SI), Y10)              \
+	LD(8*eb(SI), Y11)          \
+	LD((R8), Y12)              \
+	LD(8*eb(R8), Y13)          \
+	VFMADD231PS Y8, Y10, Y0    \
+	VFMADD231PS Y9, Y11, Y4    \
+	VFMADD231PS Y8, Y12, Y1    \
+	VFMADD231PS Y9, Y13, Y5    \
+	LD((R9), Y10)              \
+	LD(8*eb(R9), Y11)          \
+	LD((R10), Y12)             \
+	LD(8*eb(R10), Y13)         \
+	VFMADD231PS Y8, Y10, Y2    \
+	VFMADD231PS Y9, Y11, Y6    \
+	VFMADD231PS Y8, Y12, Y3    \
+	VFMADD231PS Y9, Y13, Y7    \
+	ADVW(16*eb)                \
+	ADDQ        $64, DI        \
+	SUBQ        $16, CX        \
+	JMP         loop16         \
+loop8:                             \
+	CMPQ        CX, $8         \
+	JL          done           \
+	VMOVUPS     (DI), Y8       \
+	LD((SI), Y10)              \
+	LD((R8), Y11)              \
+	LD((R9), Y12)              \
+	LD((R10), Y13)             \
+	VFMADD231PS Y8, Y10, Y0    \
+	VFMADD231PS Y8, Y11, Y1    \
+	VFMADD231PS Y8, Y12, Y2    \
+	VFMADD231PS Y8, Y13, Y3    \
+	ADVW(8*eb)                 \
+	ADDQ        $32, DI        \
+	SUBQ        $8, CX         \
+	JMP         loop8          \
+done:                              \
+	FOLD8                      \
+	HSUM4(DX)                  \
+	VZEROUPPER                 \
+	RET
+
 // func rows4F32AVX(w *byte, rb int, x *float32, n int, out *[4]float32)
 TEXT ·rows4F32AVX(SB), NOSPLIT, $0-40
 	MOVQ w+0(FP), SI
@@ -581,45 +644,7 @@ TEXT ·rows4F32AVX(SB), NOSPLIT, $0-40
 	MOVQ x+16(FP), DI
 	MOVQ n+24(FP), CX
 	MOVQ out+32(FP), DX
-	ROWPTRS
-	ZERO8
-
-r4f32loop16:
-	CMPQ        CX, $16
-	JL          r4f32loop8
-	VMOVUPS     (DI), Y8
-	VMOVUPS     32(DI), Y9
-	VFMADD231PS (SI), Y8, Y0
-	VFMADD231PS 32(SI), Y9, Y4
-	VFMADD231PS (R8), Y8, Y1
-	VFMADD231PS 32(R8), Y9, Y5
-	VFMADD231PS (R9), Y8, Y2
-	VFMADD231PS 32(R9), Y9, Y6
-	VFMADD231PS (R10), Y8, Y3
-	VFMADD231PS 32(R10), Y9, Y7
-	ADVW(64)
-	ADDQ        $64, DI
-	SUBQ        $16, CX
-	JMP         r4f32loop16
-
-r4f32loop8:
-	CMPQ        CX, $8
-	JL          r4f32done
-	VMOVUPS     (DI), Y8
-	VFMADD231PS (SI), Y8, Y0
-	VFMADD231PS (R8), Y8, Y1
-	VFMADD231PS (R9), Y8, Y2
-	VFMADD231PS (R10), Y8, Y3
-	ADVW(32)
-	ADDQ        $32, DI
-	SUBQ        $8, CX
-	JMP         r4f32loop8
-
-r4f32done:
-	FOLD8
-	HSUM4(DX)
-	VZEROUPPER
-	RET
+	ROWS4(LDF32, 4)
 
 // func rows4F16AVX(w *byte, rb int, x *float32, n int, out *[4]float32)
 TEXT ·rows4F16AVX(SB), NOSPLIT, $0-40
@@ -628,63 +653,7 @@ TEXT ·rows4F16AVX(SB), NOSPLIT, $0-40
 	MOVQ x+16(FP), DI
 	MOVQ n+24(FP), CX
 	MOVQ out+32(FP), DX
-	ROWPTRS
-	ZERO8
-
-r4f16loop16:
-	CMPQ        CX, $16
-	JL          r4f16loop8
-	VMOVUPS     (DI), Y8
-	VMOVUPS     32(DI), Y9
-	VCVTPH2PS   (SI), Y10
-	VCVTPH2PS   16(SI), Y11
-	VCVTPH2PS   (R8), Y12
-	VCVTPH2PS   16(R8), Y13
-	VFMADD231PS Y8, Y10, Y0
-	VFMADD231PS Y9, Y11, Y4
-	VFMADD231PS Y8, Y12, Y1
-	VFMADD231PS Y9, Y13, Y5
-	VCVTPH2PS   (R9), Y10
-	VCVTPH2PS   16(R9), Y11
-	VCVTPH2PS   (R10), Y12
-	VCVTPH2PS   16(R10), Y13
-	VFMADD231PS Y8, Y10, Y2
-	VFMADD231PS Y9, Y11, Y6
-	VFMADD231PS Y8, Y12, Y3
-	VFMADD231PS Y9, Y13, Y7
-	ADVW(32)
-	ADDQ        $64, DI
-	SUBQ        $16, CX
-	JMP         r4f16loop16
-
-r4f16loop8:
-	CMPQ        CX, $8
-	JL          r4f16done
-	VMOVUPS     (DI), Y8
-	VCVTPH2PS   (SI), Y10
-	VCVTPH2PS   (R8), Y11
-	VCVTPH2PS   (R9), Y12
-	VCVTPH2PS   (R10), Y13
-	VFMADD231PS Y8, Y10, Y0
-	VFMADD231PS Y8, Y11, Y1
-	VFMADD231PS Y8, Y12, Y2
-	VFMADD231PS Y8, Y13, Y3
-	ADVW(16)
-	ADDQ        $32, DI
-	SUBQ        $8, CX
-	JMP         r4f16loop8
-
-r4f16done:
-	FOLD8
-	HSUM4(DX)
-	VZEROUPPER
-	RET
-
-// BF16TOF32 widens 8 bf16 values at mem into reg (a bf16 is a float32's
-// high half).
-#define BF16TOF32(mem, reg) \
-	VPMOVZXWD mem, reg     \
-	VPSLLD    $16, reg, reg
+	ROWS4(LDF16, 2)
 
 // func rows4BF16AVX(w *byte, rb int, x *float32, n int, out *[4]float32)
 TEXT ·rows4BF16AVX(SB), NOSPLIT, $0-40
@@ -693,57 +662,7 @@ TEXT ·rows4BF16AVX(SB), NOSPLIT, $0-40
 	MOVQ x+16(FP), DI
 	MOVQ n+24(FP), CX
 	MOVQ out+32(FP), DX
-	ROWPTRS
-	ZERO8
-
-r4bf16loop16:
-	CMPQ        CX, $16
-	JL          r4bf16loop8
-	VMOVUPS     (DI), Y8
-	VMOVUPS     32(DI), Y9
-	BF16TOF32((SI), Y10)
-	BF16TOF32(16(SI), Y11)
-	BF16TOF32((R8), Y12)
-	BF16TOF32(16(R8), Y13)
-	VFMADD231PS Y8, Y10, Y0
-	VFMADD231PS Y9, Y11, Y4
-	VFMADD231PS Y8, Y12, Y1
-	VFMADD231PS Y9, Y13, Y5
-	BF16TOF32((R9), Y10)
-	BF16TOF32(16(R9), Y11)
-	BF16TOF32((R10), Y12)
-	BF16TOF32(16(R10), Y13)
-	VFMADD231PS Y8, Y10, Y2
-	VFMADD231PS Y9, Y11, Y6
-	VFMADD231PS Y8, Y12, Y3
-	VFMADD231PS Y9, Y13, Y7
-	ADVW(32)
-	ADDQ        $64, DI
-	SUBQ        $16, CX
-	JMP         r4bf16loop16
-
-r4bf16loop8:
-	CMPQ        CX, $8
-	JL          r4bf16done
-	VMOVUPS     (DI), Y8
-	BF16TOF32((SI), Y10)
-	BF16TOF32((R8), Y11)
-	BF16TOF32((R9), Y12)
-	BF16TOF32((R10), Y13)
-	VFMADD231PS Y8, Y10, Y0
-	VFMADD231PS Y8, Y11, Y1
-	VFMADD231PS Y8, Y12, Y2
-	VFMADD231PS Y8, Y13, Y3
-	ADVW(16)
-	ADDQ        $32, DI
-	SUBQ        $8, CX
-	JMP         r4bf16loop8
-
-r4bf16done:
-	FOLD8
-	HSUM4(DX)
-	VZEROUPPER
-	RET
+	ROWS4(BF16TOF32, 2)
 
 // func axpy4AVX(y, x *float32, xs int, a *[4]float32, n int)
 // y[i] += a[0]·x[i] + a[1]·x[xs+i] + a[2]·x[2xs+i] + a[3]·x[3xs+i] (xs in

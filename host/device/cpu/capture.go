@@ -90,19 +90,7 @@ func (k *kernels) DecodeAttention(out, q device.Buf, heads int, kv device.KVLaye
 	if kv.KVHeads == 0 || heads%kv.KVHeads != 0 {
 		return fmt.Errorf("cpu device: %d query heads do not group over %d KV heads", heads, kv.KVHeads)
 	}
-	p, err := k.paged(kv)
-	if err != nil {
-		return err
-	}
-	o, err := k.f32(out)
-	if err != nil {
-		return err
-	}
-	qs, err := k.f32(q)
-	if err != nil {
-		return err
-	}
-	sc, err := k.f32(scratch)
+	p, o, qs, sc, err := k.attentionBufs(kv, out, q, scratch)
 	if err != nil {
 		return err
 	}

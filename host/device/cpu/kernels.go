@@ -156,16 +156,23 @@ type rope struct {
 
 func (r *rope) Spec() device.RopeSpec { return r.spec }
 
-func (k *kernels) NewRope(s device.RopeSpec) (device.Rope, error) {
+// RopeTable builds the host-side rotary table for a spec. Every device
+// takes its frequencies from here (the CUDA device uploads them), so a new
+// scaling field is wired in one place.
+func RopeTable(s device.RopeSpec) (*kcpu.Rope, error) {
 	style := kcpu.RopeNormal
 	if s.Neox {
 		style = kcpu.RopeNeox
 	}
-	r, err := kcpu.NewRope(s.HeadDim, s.RotDim, s.Theta, kcpu.RopeScaling{
+	return kcpu.NewRope(s.HeadDim, s.RotDim, s.Theta, kcpu.RopeScaling{
 		Type: s.Scaling, Factor: s.Factor, LowFreqFactor: s.LowFreqFactor,
 		HighFreqFactor: s.HighFreqFactor, OriginalMaxPos: s.OriginalMaxPos,
 		FreqFactors: s.FreqFactors,
 	}, style)
+}
+
+func (k *kernels) NewRope(s device.RopeSpec) (device.Rope, error) {
+	r, err := RopeTable(s)
 	if err != nil {
 		return nil, err
 	}
@@ -262,6 +269,22 @@ func (k *kernels) WriteKV(kv device.KVLayer, key, val device.Buf, n int, pageTab
 	return k.run(func() { kcpu.WriteKV(p, ks[:n*row], vs[:n*row], n, pageTable, startPos) })
 }
 
+// attentionBufs resolves the cache and the host views of an attention
+// call's buffers (prefill and decode attention take the same four).
+func (k *kernels) attentionBufs(kv device.KVLayer, out, q, scratch device.Buf) (p kcpu.PagedKV, o, qs, sc []float32, err error) {
+	if p, err = k.paged(kv); err != nil {
+		return
+	}
+	if o, err = k.f32(out); err != nil {
+		return
+	}
+	if qs, err = k.f32(q); err != nil {
+		return
+	}
+	sc, err = k.f32(scratch)
+	return
+}
+
 func (k *kernels) AttentionScratch(n, startPos int) int {
 	return kcpu.AttentionScratch(k.d.pool, n, startPos)
 }
@@ -273,19 +296,7 @@ func (k *kernels) Attention(out, q device.Buf, n, heads int, kv device.KVLayer, 
 	if kv.KVHeads == 0 || heads%kv.KVHeads != 0 {
 		return fmt.Errorf("cpu device: %d query heads do not group over %d KV heads", heads, kv.KVHeads)
 	}
-	p, err := k.paged(kv)
-	if err != nil {
-		return err
-	}
-	o, err := k.f32(out)
-	if err != nil {
-		return err
-	}
-	qs, err := k.f32(q)
-	if err != nil {
-		return err
-	}
-	sc, err := k.f32(scratch)
+	p, o, qs, sc, err := k.attentionBufs(kv, out, q, scratch)
 	if err != nil {
 		return err
 	}

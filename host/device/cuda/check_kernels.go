@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/kvhost/kvhost/host/device"
+	cpudev "github.com/kvhost/kvhost/host/device/cpu"
 	kcpu "github.com/kvhost/kvhost/kernels/cpu"
 )
 
@@ -292,12 +293,7 @@ func (c *checker) rope(neox bool, scaling string) (KernelResult, error) {
 	if err != nil {
 		return KernelResult{}, err
 	}
-	style := kcpu.RopeNormal
-	if neox {
-		style = kcpu.RopeNeox
-	}
-	cr, err := kcpu.NewRope(64, 64, spec.Theta, kcpu.RopeScaling{Type: spec.Scaling, Factor: spec.Factor,
-		LowFreqFactor: spec.LowFreqFactor, HighFreqFactor: spec.HighFreqFactor, OriginalMaxPos: spec.OriginalMaxPos}, style)
+	cr, err := cpudev.RopeTable(spec)
 	if err != nil {
 		return KernelResult{}, err
 	}

@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/kvhost/kvhost/host/device"
+	cpudev "github.com/kvhost/kvhost/host/device/cpu"
 	kcpu "github.com/kvhost/kvhost/kernels/cpu"
 )
 
@@ -170,15 +171,7 @@ type rope struct {
 func (r *rope) Spec() device.RopeSpec { return r.spec }
 
 func (k *kernels) NewRope(s device.RopeSpec) (device.Rope, error) {
-	style := kcpu.RopeNormal
-	if s.Neox {
-		style = kcpu.RopeNeox
-	}
-	r, err := kcpu.NewRope(s.HeadDim, s.RotDim, s.Theta, kcpu.RopeScaling{
-		Type: s.Scaling, Factor: s.Factor, LowFreqFactor: s.LowFreqFactor,
-		HighFreqFactor: s.HighFreqFactor, OriginalMaxPos: s.OriginalMaxPos,
-		FreqFactors: s.FreqFactors,
-	}, style)
+	r, err := cpudev.RopeTable(s)
 	if err != nil {
 		return nil, err
 	}

@@ -129,7 +129,8 @@ func TestPlanMatchesServe(t *testing.T) {
 }
 
 // quantizeModel writes a copy of a GGUF with every matrix in Q4_0, the
-// format most older GGUF files use (loaded by expanding to F16).
+// format most older GGUF files use (served as stored: plan counts its file
+// bytes).
 func quantizeModel(t *testing.T, src string) string {
 	t.Helper()
 	f, err := gguf.Open(src)
@@ -150,7 +151,7 @@ func quantizeModel(t *testing.T, src string) string {
 				vals[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
 			}
 			spec.Type, spec.Data = gguf.TypeQ4_0, make([]byte, len(vals)/32*18)
-			if err := gguf.QuantizeQ4_0(spec.Data, vals); err != nil {
+			if err := gguf.Quantize(gguf.TypeQ4_0, spec.Data, vals); err != nil {
 				t.Fatal(err)
 			}
 		}

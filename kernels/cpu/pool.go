@@ -40,10 +40,14 @@ type Pool struct {
 	gen     atomic.Uint64 // dispatch generation; workers watch it
 	pending atomic.Int32  // claims of the current generation not yet finished
 
-	mm  matmulTask
-	gm  gemmTask
-	at  attnTask
-	dat decodeAttnTask
+	mm matmulTask
+	gm gemmTask
+	qm qmatTask
+	// qbuf holds MatMul's quantized activation rows (qact.go): grown by the
+	// first call of a size, reused by every later one.
+	qbuf []uint64
+	at   attnTask
+	dat  decodeAttnTask
 }
 
 // poolWorker is one extra worker's hand-off state.

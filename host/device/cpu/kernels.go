@@ -357,7 +357,7 @@ func (k *kernels) CopyFromHost(dst device.Buf, src []float32) error {
 }
 
 func (k *kernels) Upload(p device.Ptr, src []byte) error {
-	d, err := k.d.mem.bytes(p, int64(len(src)))
+	d, err := k.d.mem.writable(p, int64(len(src)))
 	if err != nil {
 		return err
 	}

@@ -1,29 +1,35 @@
 package device
 
+import kcpu "github.com/kvhost/kvhost/kernels/cpu"
+
 // DType is the element type of a weight in device memory.
 type DType uint8
 
-// Weight element types. The numbering matches kernels/cpu.DType.
+// Weight element types. The numbering is kernels/cpu.DType's (a test holds
+// them equal), which also names them and knows their block layouts; the
+// CUDA kernels' DT_* constants use the same numbers.
 const (
 	F32 DType = iota
 	F16
 	BF16
 	Q8_0
+	Q4_0
+	Q4_1
+	Q5_0
+	Q5_1
+	Q2_K
+	Q3_K
+	Q4_K
+	Q5_K
+	Q6_K
+	IQ4_NL
+	IQ4_XS
 )
 
-func (d DType) String() string {
-	switch d {
-	case F32:
-		return "f32"
-	case F16:
-		return "f16"
-	case BF16:
-		return "bf16"
-	case Q8_0:
-		return "q8_0"
-	}
-	return "unknown"
-}
+func (d DType) String() string { return kcpu.DType(d).String() }
+
+// Quantized reports whether d is block-quantized.
+func (d DType) Quantized() bool { return kcpu.DType(d).Quantized() }
 
 // Buf is a span of N float32 values in device memory (activations, norms,
 // logits).

@@ -36,6 +36,15 @@ const (
 // q8Block).
 func actK(t DType) bool { return t.BlockSize() == QKK }
 
+// actBlockBytes is the size of one quantized activation block for weights
+// of type t.
+func actBlockBytes(t DType) int {
+	if actK(t) {
+		return q8KBlockBytes
+	}
+	return q8BlockBytes
+}
+
 // actRowBytes is the size of one quantized activation row of cols values
 // for weights of type t.
 func actRowBytes(t DType, cols int) int {

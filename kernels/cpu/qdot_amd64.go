@@ -2,8 +2,71 @@
 
 package cpu
 
+// The AVX2 integer dot-product kernels (qdot_amd64.s): each sets out[r] =
+// weight row r (of n, rb bytes apart) · the quantized activation row x of
+// nb blocks, for n, nb ≥ 1.
+
+//go:noescape
+func dotRowsQ8_0AVX2(w *byte, rb, n int, x *byte, nb int, out *float32)
+
+//go:noescape
+func dotRowsQ4_0AVX2(w *byte, rb, n int, x *byte, nb int, out *float32)
+
+//go:noescape
+func dotRowsQ4_1AVX2(w *byte, rb, n int, x *byte, nb int, out *float32)
+
+//go:noescape
+func dotRowsQ5_0AVX2(w *byte, rb, n int, x *byte, nb int, out *float32)
+
+//go:noescape
+func dotRowsQ5_1AVX2(w *byte, rb, n int, x *byte, nb int, out *float32)
+
+//go:noescape
+func dotRowsIQ4NLAVX2(w *byte, rb, n int, x *byte, nb int, out *float32)
+
+//go:noescape
+func dotRowsQ2KAVX2(w *byte, rb, n int, x *byte, nb int, out *float32)
+
+//go:noescape
+func dotRowsQ3KAVX2(w *byte, rb, n int, x *byte, nb int, out *float32)
+
+//go:noescape
+func dotRowsQ4KAVX2(w *byte, rb, n int, x *byte, nb int, out *float32)
+
+//go:noescape
+func dotRowsQ5KAVX2(w *byte, rb, n int, x *byte, nb int, out *float32)
+
+//go:noescape
+func dotRowsQ6KAVX2(w *byte, rb, n int, x *byte, nb int, out *float32)
+
+//go:noescape
+func dotRowsIQ4XSAVX2(w *byte, rb, n int, x *byte, nb int, out *float32)
+
+type dotRowsFunc func(w *byte, rb, n int, x *byte, nb int, out *float32)
+
+// dotRowsAVX2 is the AVX2 kernel of each quantized dtype.
+var dotRowsAVX2 = [numDTypes]dotRowsFunc{
+	Q8_0: dotRowsQ8_0AVX2, Q4_0: dotRowsQ4_0AVX2, Q4_1: dotRowsQ4_1AVX2, Q5_0: dotRowsQ5_0AVX2,
+	Q5_1: dotRowsQ5_1AVX2, IQ4_NL: dotRowsIQ4NLAVX2, Q2_K: dotRowsQ2KAVX2, Q3_K: dotRowsQ3KAVX2,
+	Q4_K: dotRowsQ4KAVX2, Q5_K: dotRowsQ5KAVX2, Q6_K: dotRowsQ6KAVX2, IQ4_XS: dotRowsIQ4XSAVX2,
+}
+
 // vecDotRowsSIMD runs the assembly kernel for t over n weight rows and
-// reports whether it did (false without SIMD or without a kernel for t).
+// reports whether it did (false without SIMD).
 func vecDotRowsSIMD(t DType, w []byte, rb, n int, xq []byte, out []float32) bool {
-	return false
+	if !useSIMD || n == 0 || !t.Quantized() {
+		return false
+	}
+	f := dotRowsAVX2[t]
+	nb := len(xq) / actBlockBytes(t)
+	if f == nil || nb == 0 {
+		return false
+	}
+	if rb < nb*t.BlockBytes() {
+		panic("cpu: quantized row stride shorter than a row")
+	}
+	_ = w[(n-1)*rb+nb*t.BlockBytes()-1]
+	_ = out[n-1]
+	f(&w[0], rb, n, &xq[0], nb, &out[0])
+	return true
 }

@@ -10,7 +10,7 @@ import (
 // streamed; run with -benchtime=200ms on a shared machine.
 func BenchmarkMatMul(b *testing.B) {
 	r := newRand(60)
-	for _, dt := range []DType{F32, F16, Q8_0} {
+	for _, dt := range []DType{F32, F16} {
 		for _, s := range []struct{ rows, cols int }{{768, 2048}, {2048, 768}} {
 			w := makeMatrix(b, r, dt, s.rows, s.cols)
 			for _, m := range []int{1, 16} {
@@ -106,6 +106,35 @@ func BenchmarkMatMulGEMM(b *testing.B) {
 					sec := b.Elapsed().Seconds() / float64(b.N)
 					b.ReportMetric(2*float64(m*s.rows*s.cols)/sec/1e9, "GFLOP/s")
 				})
+			}
+		}
+	}
+}
+
+// BenchmarkMatMulQuant: the quantized kernels on the medium model's
+// projection shapes, decode (m = 1), batch decode (16) and prefill (128),
+// weights quantized from Gaussian values as gen-model writes them.
+func BenchmarkMatMulQuant(b *testing.B) {
+	r := newRand(65)
+	for _, dt := range quantTypes {
+		for _, s := range []struct{ rows, cols int }{{2048, 768}, {768, 2048}} {
+			w := makeMatrix(b, r, dt, s.rows, s.cols)
+			for _, m := range []int{1, 16, 128} {
+				for _, threads := range []int{1, 2} {
+					b.Run(fmt.Sprintf("%v/%dx%d/m=%d/t=%d", dt, s.rows, s.cols, m, threads), func(b *testing.B) {
+						p := NewPool(threads)
+						defer p.Close()
+						x := randVec(r, m*s.cols, 1)
+						out := make([]float32, m*s.rows)
+						b.ReportAllocs()
+						for b.Loop() {
+							p.MatMul(out, x, m, w)
+						}
+						sec := b.Elapsed().Seconds() / float64(b.N)
+						b.ReportMetric(2*float64(m*s.rows*s.cols)/sec/1e9, "GFLOP/s")
+						b.ReportMetric(float64(len(w.Data))/sec/1e9, "GB/s")
+					})
+				}
 			}
 		}
 	}

@@ -45,7 +45,17 @@ func benchModel(b *testing.B, size, dtype string) string {
 	return path
 }
 
-var benchShapes = []struct{ size, dtype string }{{"small", "f32"}, {"small", "f16"}, {"small", "q8_0"}, {"medium", "f32"}, {"medium", "f16"}, {"medium", "q8_0"}}
+// benchShapes are the rows (f32, f16, q8_0, Q4_K_M) and the other
+// common mixes, for both sizes.
+var benchShapes = func() []struct{ size, dtype string } {
+	var out []struct{ size, dtype string }
+	for _, size := range []string{"small", "medium"} {
+		for _, dtype := range []string{"f32", "f16", "q8_0", "q4_k_m", "q6_k", "q4_0", "q5_k_m"} {
+			out = append(out, struct{ size, dtype string }{size, dtype})
+		}
+	}
+	return out
+}()
 
 // decodeSpan is how many positions the decode benchmarks walk after their
 // 64-token prompt before starting over: 128, as llama-bench's tg128 (the

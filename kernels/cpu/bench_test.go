@@ -3,7 +3,10 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // Benchmarks report GFLOP/s (2·m·rows·cols per call) and GB/s of weight bytes
@@ -33,6 +36,18 @@ func BenchmarkMatMul(b *testing.B) {
 			}
 		}
 	}
+}
+
+// threadCPU is the calling thread's CPU time in seconds (the benchmark
+// goroutine is locked to its thread for the benchmark's duration).
+func threadCPU(b *testing.B) float64 {
+	runtime.LockOSThread()
+	b.Cleanup(runtime.UnlockOSThread)
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		b.Fatal(err)
+	}
+	return float64(ts.Nano()) / 1e9
 }
 
 func BenchmarkAttentionDecode(b *testing.B) {
@@ -127,12 +142,18 @@ func BenchmarkMatMulQuant(b *testing.B) {
 						x := randVec(r, m*s.cols, 1)
 						out := make([]float32, m*s.rows)
 						b.ReportAllocs()
+						cpu0 := threadCPU(b)
 						for b.Loop() {
 							p.MatMul(out, x, m, w)
 						}
 						sec := b.Elapsed().Seconds() / float64(b.N)
 						b.ReportMetric(2*float64(m*s.rows*s.cols)/sec/1e9, "GFLOP/s")
 						b.ReportMetric(float64(len(w.Data))/sec/1e9, "GB/s")
+						if threads == 1 {
+							// On a shared machine the calling thread's CPU time is
+							// steadier than wall time (a descheduled thread uses none).
+							b.ReportMetric(float64(m*s.rows*s.cols)/(threadCPU(b)-cpu0)*float64(b.N)/1e9, "Gelem/cpu-s")
+						}
 					})
 				}
 			}

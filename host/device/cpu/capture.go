@@ -13,14 +13,13 @@ var (
 	_ device.DecodeKernels = (*kernels)(nil)
 )
 
-// run executes f now, or records it while a capture is open. Only the
-// device-owning goroutine launches kernels, so the recording needs no lock.
-func (k *kernels) run(f func()) error {
-	if k.d.capturing {
-		k.d.rec = append(k.d.rec, f)
-		return nil
-	}
-	f()
+// record appends a launch to the open capture. Every kernel method runs
+// its kernel directly when no capture is open and builds the closure only
+// inside its capturing branch, so an eager step allocates nothing for
+// dispatch. Only the device-owning goroutine launches kernels, so the
+// recording needs no lock.
+func (k *kernels) record(f func()) error {
+	k.d.rec = append(k.d.rec, f)
 	return nil
 }
 
@@ -79,7 +78,11 @@ func (k *kernels) WriteKVRows(kv device.KVLayer, key, val device.Buf, positions 
 	if err := need("kv rows input", min(len(ks), len(vs)), len(positions)*row); err != nil {
 		return err
 	}
-	return k.run(func() { kcpu.WriteKVRows(p, ks, vs, positions, tables) })
+	if k.d.capturing {
+		return k.record(func() { kcpu.WriteKVRows(p, ks, vs, positions, tables) })
+	}
+	kcpu.WriteKVRows(p, ks, vs, positions, tables)
+	return nil
 }
 
 func (k *kernels) DecodeAttentionScratch(maxLen int) int {
@@ -104,7 +107,11 @@ func (k *kernels) DecodeAttention(out, q device.Buf, heads int, kv device.KVLaye
 	if err := need("decode attention scratch", len(sc), kcpu.DecodeAttentionScratch(k.d.pool, maxLen)); err != nil {
 		return err
 	}
-	return k.run(func() {
-		k.d.pool.DecodeAttention(o[:width], qs[:width], heads, p, positions, tables, scale, sc, maxLen)
-	})
+	if k.d.capturing {
+		return k.record(func() {
+			k.d.pool.DecodeAttention(o[:width], qs[:width], heads, p, positions, tables, scale, sc, maxLen)
+		})
+	}
+	k.d.pool.DecodeAttention(o[:width], qs[:width], heads, p, positions, tables, scale, sc, maxLen)
+	return nil
 }

@@ -68,7 +68,11 @@ func (k *kernels) MatMul(out, x device.Buf, m int, w device.Weight) error {
 	if err := need("matmul input", len(xs), m*w.Cols); err != nil {
 		return err
 	}
-	return k.run(func() { k.d.pool.MatMul(o[:m*w.Rows], xs[:m*w.Cols], m, mat) })
+	if k.d.capturing {
+		return k.record(func() { k.d.pool.MatMul(o[:m*w.Rows], xs[:m*w.Cols], m, mat) })
+	}
+	k.d.pool.MatMul(o[:m*w.Rows], xs[:m*w.Cols], m, mat)
+	return nil
 }
 
 func (k *kernels) AddBias(out device.Buf, bias device.Weight, m int) error {
@@ -83,7 +87,11 @@ func (k *kernels) AddBias(out device.Buf, bias device.Weight, m int) error {
 	if err := need("bias output", len(o), m*len(b)); err != nil {
 		return err
 	}
-	return k.run(func() { kcpu.AddBias(o[:m*len(b)], b, m) })
+	if k.d.capturing {
+		return k.record(func() { kcpu.AddBias(o[:m*len(b)], b, m) })
+	}
+	kcpu.AddBias(o[:m*len(b)], b, m)
+	return nil
 }
 
 func (k *kernels) Add(out, a, b device.Buf) error {
@@ -102,7 +110,11 @@ func (k *kernels) Add(out, a, b device.Buf) error {
 	if err != nil {
 		return err
 	}
-	return k.run(func() { kcpu.Add(o, as, bs) })
+	if k.d.capturing {
+		return k.record(func() { kcpu.Add(o, as, bs) })
+	}
+	kcpu.Add(o, as, bs)
+	return nil
 }
 
 func (k *kernels) RMSNorm(out, x device.Buf, weight device.Weight, rows, dim int, eps float32) error {
@@ -127,7 +139,11 @@ func (k *kernels) RMSNorm(out, x device.Buf, weight device.Weight, rows, dim int
 	if err := need("rmsnorm input", len(xs), rows*dim); err != nil {
 		return err
 	}
-	return k.run(func() { kcpu.RMSNorm(o[:rows*dim], xs[:rows*dim], w, rows, dim, eps) })
+	if k.d.capturing {
+		return k.record(func() { kcpu.RMSNorm(o[:rows*dim], xs[:rows*dim], w, rows, dim, eps) })
+	}
+	kcpu.RMSNorm(o[:rows*dim], xs[:rows*dim], w, rows, dim, eps)
+	return nil
 }
 
 func (k *kernels) SiLUMul(out, gate, up device.Buf) error {
@@ -146,7 +162,11 @@ func (k *kernels) SiLUMul(out, gate, up device.Buf) error {
 	if err != nil {
 		return err
 	}
-	return k.run(func() { kcpu.SiLUMul(o, g, u) })
+	if k.d.capturing {
+		return k.record(func() { kcpu.SiLUMul(o, g, u) })
+	}
+	kcpu.SiLUMul(o, g, u)
+	return nil
 }
 
 type rope struct {
@@ -194,7 +214,11 @@ func (k *kernels) ApplyRope(r device.Rope, x device.Buf, n, heads int, positions
 	if len(positions) < n {
 		return fmt.Errorf("cpu device: rope has %d positions for %d rows", len(positions), n)
 	}
-	return k.run(func() { rp.r.Apply(xs[:n*heads*rp.spec.HeadDim], n, heads, positions[:n]) })
+	if k.d.capturing {
+		return k.record(func() { rp.r.Apply(xs[:n*heads*rp.spec.HeadDim], n, heads, positions[:n]) })
+	}
+	rp.r.Apply(xs[:n*heads*rp.spec.HeadDim], n, heads, positions[:n])
+	return nil
 }
 
 func (k *kernels) Embedding(out device.Buf, table device.Weight, ids []int32) error {
@@ -214,7 +238,11 @@ func (k *kernels) Embedding(out device.Buf, table device.Weight, ids []int32) er
 			return fmt.Errorf("cpu device: token id %d outside the embedding table of %d rows", id, table.Rows)
 		}
 	}
-	return k.run(func() { kcpu.EmbeddingGather(o[:len(ids)*table.Cols], t, ids) })
+	if k.d.capturing {
+		return k.record(func() { kcpu.EmbeddingGather(o[:len(ids)*table.Cols], t, ids) })
+	}
+	kcpu.EmbeddingGather(o[:len(ids)*table.Cols], t, ids)
+	return nil
 }
 
 func (k *kernels) paged(kv device.KVLayer) (kcpu.PagedKV, error) {
@@ -266,7 +294,11 @@ func (k *kernels) WriteKV(kv device.KVLayer, key, val device.Buf, n int, pageTab
 	if err := need("kv input", min(len(ks), len(vs)), n*row); err != nil {
 		return err
 	}
-	return k.run(func() { kcpu.WriteKV(p, ks[:n*row], vs[:n*row], n, pageTable, startPos) })
+	if k.d.capturing {
+		return k.record(func() { kcpu.WriteKV(p, ks[:n*row], vs[:n*row], n, pageTable, startPos) })
+	}
+	kcpu.WriteKV(p, ks[:n*row], vs[:n*row], n, pageTable, startPos)
+	return nil
 }
 
 // attentionBufs resolves the cache and the host views of an attention
@@ -310,7 +342,11 @@ func (k *kernels) Attention(out, q device.Buf, n, heads int, kv device.KVLayer, 
 	if err := need("attention scratch", len(sc), kcpu.AttentionScratch(k.d.pool, n, startPos)); err != nil {
 		return err
 	}
-	return k.run(func() { k.d.pool.Attention(o[:width], qs[:width], n, heads, p, pageTable, startPos, scale, sc) })
+	if k.d.capturing {
+		return k.record(func() { k.d.pool.Attention(o[:width], qs[:width], n, heads, p, pageTable, startPos, scale, sc) })
+	}
+	k.d.pool.Attention(o[:width], qs[:width], n, heads, p, pageTable, startPos, scale, sc)
+	return nil
 }
 
 func (k *kernels) GatherRows(out, x device.Buf, dim int, idx []int32) error {
@@ -330,7 +366,11 @@ func (k *kernels) GatherRows(out, x device.Buf, dim int, idx []int32) error {
 			return fmt.Errorf("cpu device: gather row %d outside %d rows", r, len(xs)/dim)
 		}
 	}
-	return k.run(func() { gatherRows(o, xs, dim, idx) })
+	if k.d.capturing {
+		return k.record(func() { gatherRows(o, xs, dim, idx) })
+	}
+	gatherRows(o, xs, dim, idx)
+	return nil
 }
 
 func (k *kernels) CopyToHost(dst []float32, src device.Buf) error {
@@ -341,7 +381,11 @@ func (k *kernels) CopyToHost(dst []float32, src device.Buf) error {
 	if len(dst) < len(s) {
 		return fmt.Errorf("cpu device: copy of %d floats into %d", len(s), len(dst))
 	}
-	return k.run(func() { copy(dst, s) })
+	if k.d.capturing {
+		return k.record(func() { copy(dst, s) })
+	}
+	copy(dst, s)
+	return nil
 }
 
 func (k *kernels) CopyFromHost(dst device.Buf, src []float32) error {

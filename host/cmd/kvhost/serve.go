@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -211,6 +212,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	h, _ := assemble(f, s, sreg, apiKeys, adminKeys, log)
+	// Startup (parsing, plugin compilation, profile forwards) leaves garbage
+	// the collector would keep as heap for a long while at an idle
+	// server's allocation rate: collect it and return the pages now.
+	debug.FreeOSMemory()
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		s.Close(context.Background())

@@ -14,7 +14,7 @@ FUZZTIME ?= 10s
 
 SOAK_SECONDS ?= 300
 
-.PHONY: all build run test test-short bench check plugins clean fuzz web soak kernels build-cuda check-cuda gpu-check
+.PHONY: all build run test test-short bench bench-compare check plugins clean fuzz web soak kernels build-cuda check-cuda gpu-check
 
 all: build
 
@@ -45,6 +45,14 @@ test-short: plugins
 bench: plugins
 	@mkdir -p $(dir $(BENCHOUT))
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./... | tee $(BENCHOUT)
+
+# kvhost against llama.cpp (../shared/tools/llama.cpp) on the same generated
+# models, alternating rounds, printing kvhost/llama.cpp per row; says so and
+# succeeds when the tools are absent. A benchmark, never part of CI. Flags:
+# COMPAREFLAGS='-rounds 5 -only "decode b=1" -avx2' (go run ./bench/compare -h).
+COMPAREFLAGS ?=
+bench-compare: plugins
+	$(GO) run ./bench/compare $(COMPAREFLAGS)
 
 # Issue 7's soak: 64 clients for SOAK_SECONDS (default 5 minutes) with
 # disconnects, cancellations, sampler swaps and hostile uploads.

@@ -4,13 +4,23 @@
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 
-// Weight element types, numbered as host/device.DType.
+// Weight element types, numbered as host/device.DType (= kernels/cpu.DType);
+// the block-quantized ones are decoded by quant.cuh.
 #define DT_F32 0
 #define DT_F16 1
 #define DT_BF16 2
 #define DT_Q8_0 3
-#define Q8_BLOCK 32
-#define Q8_BLOCK_BYTES 34
+#define DT_Q4_0 4
+#define DT_Q4_1 5
+#define DT_Q5_0 6
+#define DT_Q5_1 7
+#define DT_Q2_K 8
+#define DT_Q3_K 9
+#define DT_Q4_K 10
+#define DT_Q5_K 11
+#define DT_Q6_K 12
+#define DT_IQ4_NL 13
+#define DT_IQ4_XS 14
 
 __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -52,17 +62,4 @@ __device__ __forceinline__ float f16_at(const unsigned char* p) {
 __device__ __forceinline__ float bf16_at(const unsigned char* p) {
     unsigned int bits = (unsigned int)(*reinterpret_cast<const unsigned short*>(p)) << 16;
     return __uint_as_float(bits);
-}
-
-// load_elem reads element k of a weight row stored in dtype dt.
-__device__ __forceinline__ float load_elem(const unsigned char* row, int k, int dt) {
-    switch (dt) {
-    case DT_F32: return reinterpret_cast<const float*>(row)[k];
-    case DT_F16: return f16_at(row + 2 * (size_t)k);
-    case DT_BF16: return bf16_at(row + 2 * (size_t)k);
-    default: {
-        const unsigned char* b = row + (size_t)(k / Q8_BLOCK) * Q8_BLOCK_BYTES;
-        return f16_at(b) * (float)(reinterpret_cast<const signed char*>(b + 2))[k % Q8_BLOCK];
-    }
-    }
 }

@@ -21,6 +21,7 @@ var Modules = map[string][]string{
 	"gather":      {"embedding", "gather_rows_f32"},
 	"kv":          {"write_kv_f32", "write_kv_rows_f32"},
 	"matvec":      {"matvec"},
+	"matvec_q":    {"matvec_q"},
 	"norm":        {"rmsnorm_f32"},
 	"rope":        {"rope_f32"},
 	"sample":      {"log_softmax_f32", "argmax_f32"},

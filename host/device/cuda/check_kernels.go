@@ -70,8 +70,8 @@ func (c *checker) weight(t kcpu.DType, rows, cols int, v []float32) (device.Weig
 			}
 			raw[2*i], raw[2*i+1] = byte(h), byte(h>>8)
 		}
-	case kcpu.Q8_0:
-		if err := kcpu.QuantizeQ8_0(raw, v); err != nil {
+	default:
+		if err := kcpu.QuantizeBlocks(t, raw, v); err != nil {
 			return device.Weight{}, kcpu.Matrix{}, err
 		}
 	}
@@ -125,9 +125,9 @@ func (d *Device) CheckKernels(seed uint64) []KernelResult {
 		r.Name = name
 		out = append(out, r)
 	}
-	for _, t := range []kcpu.DType{kcpu.F32, kcpu.F16, kcpu.BF16, kcpu.Q8_0} {
+	for _, t := range kcpu.DTypes() {
 		for _, m := range []int{1, 5, 40} {
-			run(fmt.Sprintf("matmul %s m=%d", t, m), func() (KernelResult, error) { return c.matmul(t, m, 200, 256) })
+			run(fmt.Sprintf("matmul %s m=%d", t, m), func() (KernelResult, error) { return c.matmul(t, m, 200, 512) })
 		}
 		run("embedding "+t.String(), func() (KernelResult, error) { return c.embedding(t) })
 	}
@@ -170,22 +170,47 @@ func (c *checker) matmul(t kcpu.DType, m, n, k int) (KernelResult, error) {
 		return KernelResult{}, err
 	}
 	want := make([]float32, m*n)
-	c.cpu.MatMul(want, xv, m, mat)
+	if t.Quantized() {
+		// The CPU kernels dot quantized weights with 8-bit activation rows;
+		// matvec_q dots the decoded weights with f32 x, so its reference
+		// is the float64 product of the decoded weights and x.
+		quantRef(want, xv, m, mat)
+	} else {
+		c.cpu.MatMul(want, xv, m, mat)
+	}
 	tol := 1e-4
 	if m >= cublasMinM && (t == kcpu.F16 || t == kcpu.BF16) {
 		tol = 3e-2 // cuBLAS takes x in the weight's half type
 	}
 	r := compare("", got, want, tol)
-	if m >= cublasMinM && c.d.blas != nil && t != kcpu.Q8_0 {
+	switch {
+	case t.Quantized():
+		r.Details = "matvec_q kernel"
+	case m >= cublasMinM && c.d.blas != nil:
 		r.Details = "cuBLAS " + c.d.blas.Path
-	} else {
+	default:
 		r.Details = "matvec kernel"
 	}
 	return r, nil
 }
 
+// quantRef sets want = x · Wᵀ in float64 over the decoded weights.
+func quantRef(want, x []float32, m int, w kcpu.Matrix) {
+	row := make([]float32, w.Cols)
+	for r := range w.Rows {
+		kcpu.Dequantize(row, w, r)
+		for i := range m {
+			var s float64
+			for k, v := range row {
+				s += float64(v) * float64(x[i*w.Cols+k])
+			}
+			want[i*w.Rows+r] = float32(s)
+		}
+	}
+}
+
 func (c *checker) embedding(t kcpu.DType) (KernelResult, error) {
-	rows, cols := 300, 96
+	rows, cols := 300, 512
 	w, mat, err := c.weight(t, rows, cols, c.rand(rows*cols, 1))
 	if err != nil {
 		return KernelResult{}, err

@@ -15,7 +15,7 @@ const (
 	elemThreads    = 256
 	elemMaxBlocks  = 65535
 	rowThreads     = 256
-	matvecRows     = 8 // MV_ROWS in matvec.cu
+	matvecRows     = 8 // MV_ROWS in matvec.cu, MQ_ROWS in matvec_q.cu
 	matvecThreads  = 256
 	attnThreads    = 128 // ATTN_THREADS in attention.cu
 	attnChunk      = 128 // ATTN_CHUNK

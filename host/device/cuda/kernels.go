@@ -19,7 +19,8 @@ type kernels struct{ d *Device }
 
 // cublasMinM is the row count from which a GEMM goes to cuBLAS (when it is
 // loaded and the weight is f32, f16 or bf16); below it matvec reads each
-// weight once, which is what decode wants.
+// weight once, which is what decode wants. Quantized weights always take
+// matvec_q.
 const cublasMinM = 16
 
 func need(name string, have, want int) error {
@@ -63,14 +64,20 @@ func (k *kernels) MatMul(out, x device.Buf, m int, w device.Weight) error {
 	}
 	d := k.d
 	return d.do(func() error {
-		if m >= cublasMinM && d.blas != nil && w.Type != device.Q8_0 {
+		if m >= cublasMinM && d.blas != nil && !w.Type.Quantized() {
 			return d.gemm(out, x, m, w)
 		}
 		dims, err := matvecDims(m, w.Rows)
 		if err != nil {
 			return err
 		}
-		return d.launch("matvec", dims, ptrArg(out.Ptr), ptrArg(x.Ptr), ptrArg(w.Ptr),
+		// Quantized weights (cuBLAS takes none) are decoded on the fly
+		// by matvec_q, at every m.
+		kernel := "matvec"
+		if w.Type.Quantized() {
+			kernel = "matvec_q"
+		}
+		return d.launch(kernel, dims, ptrArg(out.Ptr), ptrArg(x.Ptr), ptrArg(w.Ptr),
 			i32Arg(m), i32Arg(w.Rows), i32Arg(w.Cols), i64Arg(int64(rb)), i32Arg(int(w.Type)))
 	})
 }

@@ -128,33 +128,43 @@ func BenchmarkMatMulGEMM(b *testing.B) {
 
 // BenchmarkMatMulQuant: the quantized kernels on the medium model's
 // projection shapes, decode (m = 1), batch decode (16) and prefill (128),
-// weights quantized from Gaussian values as gen-model writes them.
+// weights quantized from Gaussian values as gen-model writes them, on the
+// AVX2 kernels and, where the CPU has them, the AVX-512 ones.
 func BenchmarkMatMulQuant(b *testing.B) {
 	r := newRand(65)
+	isas := []string{"avx2"}
+	if q512Available {
+		isas = append(isas, "avx512")
+	}
+	saved := useQ512
+	defer func() { useQ512 = saved }()
 	for _, dt := range quantTypes {
 		for _, s := range []struct{ rows, cols int }{{2048, 768}, {768, 2048}} {
 			w := makeMatrix(b, r, dt, s.rows, s.cols)
 			for _, m := range []int{1, 16, 128} {
 				for _, threads := range []int{1, 2} {
-					b.Run(fmt.Sprintf("%v/%dx%d/m=%d/t=%d", dt, s.rows, s.cols, m, threads), func(b *testing.B) {
-						p := NewPool(threads)
-						defer p.Close()
-						x := randVec(r, m*s.cols, 1)
-						out := make([]float32, m*s.rows)
-						b.ReportAllocs()
-						cpu0 := threadCPU(b)
-						for b.Loop() {
-							p.MatMul(out, x, m, w)
-						}
-						sec := b.Elapsed().Seconds() / float64(b.N)
-						b.ReportMetric(2*float64(m*s.rows*s.cols)/sec/1e9, "GFLOP/s")
-						b.ReportMetric(float64(len(w.Data))/sec/1e9, "GB/s")
-						if threads == 1 {
-							// On a shared machine the calling thread's CPU time is
-							// steadier than wall time (a descheduled thread uses none).
-							b.ReportMetric(float64(m*s.rows*s.cols)/(threadCPU(b)-cpu0)*float64(b.N)/1e9, "Gelem/cpu-s")
-						}
-					})
+					for _, isa := range isas {
+						b.Run(fmt.Sprintf("%v/%dx%d/m=%d/t=%d/%s", dt, s.rows, s.cols, m, threads, isa), func(b *testing.B) {
+							useQ512 = isa == "avx512"
+							p := NewPool(threads)
+							defer p.Close()
+							x := randVec(r, m*s.cols, 1)
+							out := make([]float32, m*s.rows)
+							b.ReportAllocs()
+							cpu0 := threadCPU(b)
+							for b.Loop() {
+								p.MatMul(out, x, m, w)
+							}
+							sec := b.Elapsed().Seconds() / float64(b.N)
+							b.ReportMetric(2*float64(m*s.rows*s.cols)/sec/1e9, "GFLOP/s")
+							b.ReportMetric(float64(len(w.Data))/sec/1e9, "GB/s")
+							if threads == 1 {
+								// On a shared machine the calling thread's CPU time is
+								// steadier than wall time (a descheduled thread uses none).
+								b.ReportMetric(float64(m*s.rows*s.cols)/(threadCPU(b)-cpu0)*float64(b.N)/1e9, "Gelem/cpu-s")
+							}
+						})
+					}
 				}
 			}
 		}

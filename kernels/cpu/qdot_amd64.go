@@ -2,6 +2,8 @@
 
 package cpu
 
+import "golang.org/x/sys/cpu"
+
 // The AVX2 integer dot-product kernels (qdot_amd64.s): each sets out[r] =
 // weight row r (of n, rb bytes apart) · the quantized activation row x of
 // nb blocks, for n, nb ≥ 1.
@@ -42,7 +44,33 @@ func dotRowsQ6KAVX2(w *byte, rb, n int, x *byte, nb int, out *float32)
 //go:noescape
 func dotRowsIQ4XSAVX2(w *byte, rb, n int, x *byte, nb int, out *float32)
 
+//go:noescape
+func dotRowsQ8_0AVX512(w *byte, rb, n int, x *byte, nb int, out *float32)
+
+//go:noescape
+func dotRowsQ4KAVX512(w *byte, rb, n int, x *byte, nb int, out *float32)
+
+//go:noescape
+func dotRowsQ5KAVX512(w *byte, rb, n int, x *byte, nb int, out *float32)
+
+//go:noescape
+func dotRowsQ6KAVX512(w *byte, rb, n int, x *byte, nb int, out *float32)
+
+// q512Available reports whether the AVX-512 quantized kernels can run:
+// they use 512-bit byte/word ops (BW), 256-bit EVEX forms (VL) and
+// VPDPBUSD (VNNI). useQ512 selects them; tests flip it to run the AVX2
+// siblings on the same CPU. Both only apply with useSIMD.
+var q512Available = simdAvailable && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VNNI
+
+var useQ512 = q512Available
+
 type dotRowsFunc func(w *byte, rb, n int, x *byte, nb int, out *float32)
+
+// dotRowsAVX512 holds the formats whose AVX-512 kernels beat their AVX2
+// ones; the rest run AVX2 on every AVX2 CPU.
+var dotRowsAVX512 = [numDTypes]dotRowsFunc{
+	Q8_0: dotRowsQ8_0AVX512, Q4_K: dotRowsQ4KAVX512, Q5_K: dotRowsQ5KAVX512, Q6_K: dotRowsQ6KAVX512,
+}
 
 // dotRowsAVX2 is the AVX2 kernel of each quantized dtype.
 var dotRowsAVX2 = [numDTypes]dotRowsFunc{
@@ -58,6 +86,9 @@ func vecDotRowsSIMD(t DType, w []byte, rb, n int, xq []byte, out []float32) bool
 		return false
 	}
 	f := dotRowsAVX2[t]
+	if g := dotRowsAVX512[t]; useQ512 && g != nil {
+		f = g
+	}
 	nb := len(xq) / actBlockBytes(t)
 	if f == nil || nb == 0 {
 		return false

@@ -7,6 +7,27 @@ import (
 	"testing"
 )
 
+// quantImpls runs f on every quantized-kernel variant this CPU has: the
+// portable Go kernels, the AVX2 ones and (where the CPU has AVX-512 with
+// VNNI) the AVX-512 ones, which replace AVX2 for some formats.
+func quantImpls(t *testing.T, f func(t *testing.T)) {
+	t.Helper()
+	saved := useQ512
+	defer func() { useQ512 = saved }()
+	impls(t, func(t *testing.T) {
+		useQ512 = false
+		if !useSIMD {
+			f(t)
+			return
+		}
+		t.Run("avx2", f)
+		if q512Available {
+			useQ512 = true
+			t.Run("avx512", f)
+		}
+	})
+}
+
 func TestDequantizeMatchesReference(t *testing.T) {
 	r := newRand(7)
 	for _, typ := range quantTypes {
@@ -113,11 +134,11 @@ func TestQuantizeAct(t *testing.T) {
 // weights and the quantized activation, within quantTol, on random blocks
 // (every bit pattern) and on rows of one, a few and many blocks.
 func TestVecDotQuant(t *testing.T) {
-	impls(t, func(t *testing.T) {
+	quantImpls(t, func(t *testing.T) {
 		r := newRand(9)
 		for _, typ := range quantTypes {
 			bs := typ.BlockSize()
-			for _, nb := range []int{1, 3, 8, 17} {
+			for _, nb := range []int{1, 2, 3, 8, 17} {
 				cols := nb * bs
 				const rows = 21
 				rb := nb * typ.BlockBytes()
@@ -153,7 +174,7 @@ func TestMatMulQuant(t *testing.T) {
 			p.Close()
 		}
 	}()
-	impls(t, func(t *testing.T) {
+	quantImpls(t, func(t *testing.T) {
 		r := newRand(10)
 		for _, typ := range quantTypes {
 			cols := 2 * typ.BlockSize()

@@ -34,3 +34,7 @@ func rows4(DType, []byte, int, []float32, *[4]float32) bool { return false }
 func mm3x4(DType, []byte, int, []float32, int, int, *[12]float32) bool { return false }
 
 func vecDotRowsSIMD(DType, []byte, int, int, []byte, []float32) bool { return false }
+
+const q512Available = false
+
+var useQ512 = false

@@ -1,19 +1,32 @@
 // Package cpu holds the CPU kernels an LLM forward pass (Llama family) runs
-// on: matrix multiplication over f32/f16/bf16/Q8_0 weights, RMSNorm, SiLU·mul,
-// softmax, rotary embeddings, and causal grouped-query attention over a paged
-// KV cache.
+// on: matrix multiplication over f32/f16/bf16 weights and GGML's
+// block-quantized formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K–Q6_K, IQ4_NL,
+// IQ4_XS), RMSNorm, SiLU·mul, softmax, rotary embeddings, and causal
+// grouped-query attention over a paged KV cache. It is also the one place
+// the quantized layouts are written down: their decoders (dequant.go) and
+// llama.cpp's reference quantizers (quantize*.go).
 //
 // Why it looks the way it does:
 //
 //   - Weights are used exactly as GGUF/GGML stores them (Matrix: row-major,
-//     Cols = ne0, Q8_0 blocks of an f16 scale and 32 int8), so memory-mapped
+//     Cols = ne0, quantized rows as whole GGML blocks), so memory-mapped
 //     files need no conversion and no second copy.
+//   - Quantized weights are multiplied as llama.cpp multiplies them: each
+//     call quantizes the m activation rows once to 8 bits (qact.go: 32-value
+//     blocks for the 32-value formats, 256-value blocks with 16-value sums
+//     for the K-quants and IQ4_XS) and every output is an integer dot
+//     product of a weight row with an activation row (VPMADDUBSW/VPMADDWD
+//     on AVX2; VPDPBUSD and 512-bit vectors with AVX-512 VNNI for Q8_0,
+//     Q4_K, Q5_K, Q6_K; portable Go elsewhere), with the float scales
+//     applied once per block. The same path serves every m, so a
+//     sequence's results do not depend on what it is batched with.
 //   - Decode is dominated by MatMul, which is memory-bound at m=1. On amd64
 //     with AVX2+FMA+F16C (detected at run time through golang.org/x/sys/cpu)
 //     the dot products run in Go assembly; f16 is widened with VCVTPH2PS on the
 //     fly. For small m > 1 a weight row is read once and reused across x rows:
-//     f32 and f16 use a 3-weight-row × 4-x-row register tile, bf16 and Q8_0 a
-//     1 × 4 tile; for m < 4 (decoding), f32/f16/bf16 rows go four at a time
+//     f32 and f16 use a 3-weight-row × 4-x-row register tile, bf16 a 1 × 4
+//     tile, quantized rows stay in L1 in groups of eight while each
+//     activation row passes; for m < 4 (decoding), f32/f16/bf16 rows go four at a time
 //     against each x vector (rows4). exp (SiLU, softmax, attention) is
 //     vectorised with the scalar expf's polynomial. Every other CPU uses the
 //     portable Go kernels, and tests run both paths against float64
@@ -27,7 +40,8 @@
 //     per-call scratch.
 //   - Kernels that take a *Pool split work over its workers through an atomic
 //     chunk counter (weight rows for MatMul, (x-row block, 16-row panel) pairs
-//     for the GEMM, (query row, head) pairs for Attention), so a worker
+//     for the GEMM, (activation-row block, weight-row chunk) pairs for the
+//     quantized MatMul, (query row, head) pairs for Attention), so a worker
 //     descheduled on a shared core does not stall the call. Workers spin
 //     briefly between calls instead of parking on a channel (pool.go: a
 //     parked goroutine's wake-up on a VM outlasts a decode matvec). A nil
@@ -37,7 +51,9 @@
 //
 //   - Hot paths (MatMul, Attention, RMSNorm, Rope.Apply, SiLUMul, Softmax,
 //     WriteKV, EmbeddingGather) allocate nothing per call; Pool keeps its
-//     per-kernel task state inside itself and Attention takes caller scratch.
+//     per-kernel task state inside itself (and the quantized activation rows
+//     in a buffer grown by the first call of a size) and Attention takes
+//     caller scratch.
 //   - One kernel call runs on a Pool at a time; concurrent callers are
 //     serialised, never interleaved.
 //   - Malformed shapes (short slices, invalid Matrix, page-table slots outside

@@ -174,31 +174,43 @@ func TestMatMulQuant(t *testing.T) {
 			p.Close()
 		}
 	}()
-	quantImpls(t, func(t *testing.T) {
-		r := newRand(10)
-		for _, typ := range quantTypes {
-			cols := 2 * typ.BlockSize()
-			if typ.BlockSize() == 32 {
-				cols = 96
+	// References are computed once; every kernel variant is held to them.
+	type qcase struct {
+		w         Matrix
+		m         int
+		x         []float32
+		want, tol []float64
+	}
+	var cases []qcase
+	r := newRand(10)
+	for _, typ := range quantTypes {
+		cols := 2 * typ.BlockSize()
+		if typ.BlockSize() == 32 {
+			cols = 96
+		}
+		for _, rows := range []int{5, 37} {
+			w := Matrix{Type: typ, Rows: rows, Cols: cols, Data: randomBlocks(r, typ, rows*cols/typ.BlockSize())}
+			// 70 rows span two activation-row blocks (qmXBlock).
+			for _, m := range []int{1, 3, 16, 70} {
+				x := randVec(r, m*cols, 2)
+				want, tol := quantMatMulRef(typ, x, m, w)
+				cases = append(cases, qcase{w, m, x, want, tol})
 			}
-			for _, rows := range []int{5, 37} {
-				w := Matrix{Type: typ, Rows: rows, Cols: cols, Data: randomBlocks(r, typ, rows*cols/typ.BlockSize())}
-				for _, m := range []int{1, 3, 16, 40, 150} {
-					x := randVec(r, m*cols, 2)
-					want, mag := quantMatMulRef(typ, x, m, w)
-					for _, p := range pools {
-						out := make([]float32, m*rows+1)
-						out[len(out)-1] = 42
-						p.MatMul(out, x, m, w)
-						for i, g := range out[:m*rows] {
-							if !near(g, want[i], mag[i]) {
-								t.Fatalf("%v %dx%d m=%d threads=%d: out[%d] = %v, want %v (tol %g)", typ, rows, cols, m, p.Threads(), i, g, want[i], mag[i])
-							}
-						}
-						if out[len(out)-1] != 42 {
-							t.Fatalf("%v m=%d wrote past the output", typ, m)
-						}
+		}
+	}
+	quantImpls(t, func(t *testing.T) {
+		for _, c := range cases {
+			for _, p := range pools {
+				out := make([]float32, c.m*c.w.Rows+1)
+				out[len(out)-1] = 42
+				p.MatMul(out, c.x, c.m, c.w)
+				for i, g := range out[:c.m*c.w.Rows] {
+					if !near(g, c.want[i], c.tol[i]) {
+						t.Fatalf("%v %dx%d m=%d threads=%d: out[%d] = %v, want %v (tol %g)", c.w.Type, c.w.Rows, c.w.Cols, c.m, p.Threads(), i, g, c.want[i], c.tol[i])
 					}
+				}
+				if out[len(out)-1] != 42 {
+					t.Fatalf("%v m=%d wrote past the output", c.w.Type, c.m)
 				}
 			}
 		}

@@ -47,7 +47,13 @@ func (t *qmatTask) rows(r0, r1, i0, i1 int) {
 	for g := r0; g < r1; g += qmRowGroup {
 		n := min(qmRowGroup, r1-g)
 		wg := t.w.Data[g*t.rb : (g+n)*t.rb]
-		for i := i0; i < i1; i++ {
+		i := i0
+		for ; i+4 <= i1; i += 4 {
+			if !vecDot4RowsSIMD(t.w.Type, wg, t.rb, n, t.xq[i*t.xrb:(i+4)*t.xrb], t.xrb, t.xrb/actBlockBytes(t.w.Type), t.out[i*rows+g:], rows) {
+				break
+			}
+		}
+		for ; i < i1; i++ {
 			vecDotRows(t.w.Type, wg, t.rb, n, t.xq[i*t.xrb:(i+1)*t.xrb], t.out[i*rows+g:i*rows+g+n])
 		}
 	}

@@ -64,7 +64,41 @@ var q512Available = simdAvailable && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW &
 
 var useQ512 = q512Available
 
+//go:noescape
+func dot4RowsQ8_0AVX2(w *byte, rb, n int, x *byte, xs, nb int, out *float32, os int)
+
+//go:noescape
+func dot4RowsQ4KAVX2(w *byte, rb, n int, x *byte, xs, nb int, out *float32, os int)
+
+//go:noescape
+func dot4RowsQ6KAVX2(w *byte, rb, n int, x *byte, xs, nb int, out *float32, os int)
+
 type dotRowsFunc func(w *byte, rb, n int, x *byte, nb int, out *float32)
+
+type dot4RowsFunc func(w *byte, rb, n int, x *byte, xs, nb int, out *float32, os int)
+
+// dot4RowsAVX2 holds the four-activation-row kernels (qdot4_amd64.s).
+var dot4RowsAVX2 = [numDTypes]dot4RowsFunc{
+	Q8_0: dot4RowsQ8_0AVX2, Q4_K: dot4RowsQ4KAVX2, Q6_K: dot4RowsQ6KAVX2,
+}
+
+// vecDot4RowsSIMD dots n weight rows with four activation rows (xq, xq+xs,
+// …; xs bytes apart, nb blocks each) into out[r + i·os] and reports whether
+// a four-row kernel did it.
+func vecDot4RowsSIMD(t DType, w []byte, rb, n int, xq []byte, xs, nb int, out []float32, os int) bool {
+	f := dot4RowsAVX2[t]
+	if !useSIMD || f == nil || n == 0 || nb == 0 {
+		return false
+	}
+	if rb < nb*t.BlockBytes() || xs < nb*actBlockBytes(t) {
+		panic("cpu: quantized row stride shorter than a row")
+	}
+	_ = w[(n-1)*rb+nb*t.BlockBytes()-1]
+	_ = xq[3*xs+nb*actBlockBytes(t)-1]
+	_ = out[3*os+n-1]
+	f(&w[0], rb, n, &xq[0], xs, nb, &out[0], os)
+	return true
+}
 
 // dotRowsAVX512 holds the formats whose AVX-512 kernels beat their AVX2
 // ones; the rest run AVX2 on every AVX2 CPU.

@@ -35,6 +35,8 @@ func mm3x4(DType, []byte, int, []float32, int, int, *[12]float32) bool { return 
 
 func vecDotRowsSIMD(DType, []byte, int, int, []byte, []float32) bool { return false }
 
+func vecDot4RowsSIMD(DType, []byte, int, int, []byte, int, int, []float32, int) bool { return false }
+
 const q512Available = false
 
 var useQ512 = false

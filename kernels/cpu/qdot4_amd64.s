@@ -1,0 +1,311 @@
+//go:build amd64
+
+#include "textflag.h"
+
+// Four-activation-row siblings of qdot_amd64.s's kernels, for MatMul with
+// m ≥ 4 (batched decode, prefill): each weight block is loaded and
+// unpacked once and dotted with four quantized activation rows, so the
+// unpacking and the block's scale work are shared four ways. Signature:
+//
+//	func dot4Rows<F>AVX2(w *byte, rb, n int, x *byte, xs, nb int, out *float32, os int)
+//
+// sets out[r + i·os] = row r · activation row i (at x + i·xs bytes) for
+// i < 4, r < n; nb ≥ 1 blocks per row. Registers: R8 rb, R9 rows left, R10
+// out, R11 row start, R14 xs; SI the weight block, DI and R13 activation
+// rows 0 and 3 (rows 1 and 2 at DI+xs, DI+2xs), CX blocks left; AX, BX,
+// DX, R12 scratch. The four sums are Y0, Y6, Y7, Y8.
+
+// 32-byte constants (file-local: as in qdot_amd64.s).
+DATA nib4x4<>+0(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA nib4x4<>+8(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA nib4x4<>+16(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA nib4x4<>+24(SB)/8, $0x0f0f0f0f0f0f0f0f
+GLOBL nib4x4<>(SB), RODATA|NOPTR, $32
+
+DATA ones16x4<>+0(SB)/8, $0x0001000100010001
+DATA ones16x4<>+8(SB)/8, $0x0001000100010001
+DATA ones16x4<>+16(SB)/8, $0x0001000100010001
+DATA ones16x4<>+24(SB)/8, $0x0001000100010001
+GLOBL ones16x4<>(SB), RODATA|NOPTR, $32
+
+DATA three8x4<>+0(SB)/8, $0x0303030303030303
+DATA three8x4<>+8(SB)/8, $0x0303030303030303
+DATA three8x4<>+16(SB)/8, $0x0303030303030303
+DATA three8x4<>+24(SB)/8, $0x0303030303030303
+GLOBL three8x4<>(SB), RODATA|NOPTR, $32
+
+DATA pairshufx4<>+0(SB)/8, $0x0100010001000100
+DATA pairshufx4<>+8(SB)/8, $0x0100010001000100
+DATA pairshufx4<>+16(SB)/8, $0x0302030203020302
+DATA pairshufx4<>+24(SB)/8, $0x0302030203020302
+GLOBL pairshufx4<>(SB), RODATA|NOPTR, $32
+
+#define X4ARGS \
+	MOVQ w+0(FP), R11    \
+	MOVQ rb+8(FP), R8    \
+	MOVQ n+16(FP), R9    \
+	MOVQ xs+32(FP), R14  \
+	MOVQ out+48(FP), R10
+
+#define X4START \
+	MOVQ   R11, SI              \
+	MOVQ   x+24(FP), DI         \
+	LEAQ   (DI)(R14*2), R13     \
+	ADDQ   R14, R13             \
+	MOVQ   nb+40(FP), CX        \
+	VXORPS Y0, Y0, Y0           \
+	VXORPS Y6, Y6, Y6           \
+	VXORPS Y7, Y7, Y7           \
+	VXORPS Y8, Y8, Y8
+
+// X4STORE reduces the four sums and stores them os apart from (R10).
+#define X4STORE1(acc, xacc) \
+	VEXTRACTF128 $1, acc, X1 \
+	VADDPS       X1, xacc, X1 \
+	VHADDPS      X1, X1, X1  \
+	VHADDPS      X1, X1, X1  \
+	VMOVSS       X1, (AX)    \
+	ADDQ         BX, AX
+
+#define X4END \
+	MOVQ     R10, AX       \
+	MOVQ     os+56(FP), BX \
+	SHLQ     $2, BX        \
+	X4STORE1(Y0, X0)       \
+	X4STORE1(Y6, X6)       \
+	X4STORE1(Y7, X7)       \
+	X4STORE1(Y8, X8)       \
+	ADDQ     $4, R10       \
+	ADDQ     R8, R11       \
+	DECQ     R9
+
+// Q8X4ROW(xr, acc): one activation row's block (codes at 8(xr), d at
+// 0(xr)) times the signed codes (|w| in Y2, w in Y1, d_w in Y5).
+#define Q8X4ROW(xr, acc) \
+	VMOVDQU      8 xr, Y3     \
+	VPSIGNB      Y1, Y3, Y3   \
+	VPMADDUBSW   Y3, Y2, Y3   \
+	VPMADDWD     Y15, Y3, Y3  \
+	VCVTDQ2PS    Y3, Y3       \
+	VBROADCASTSS xr, Y4       \
+	VMULPS       Y5, Y4, Y4   \
+	VFMADD231PS  Y4, Y3, acc
+
+// K-quant four-row kernels keep per-row int32 block sums in Y9–Y12 and
+// their scale words on the stack (0(SP)); Y13 holds the block's d at the
+// end of each block.
+
+// KX4ROWTAIL(xr, sum, acc): acc += d·d_x·float(sum) for one activation row,
+// d (f32, every lane) in Y13.
+#define KX4ROWTAIL(xr, sum, acc) \
+	VCVTDQ2PS    sum, sum      \
+	VBROADCASTSS xr, Y4        \
+	VMULPS       Y13, Y4, Y4   \
+	VFMADD231PS  Y4, sum, acc
+
+// Q4KX4MIN(xr, acc): acc −= d_min·d_x·Σ m·(bsums pairs) for one row, the
+// 8 min words at 16(SP) and d_min (every lane) in Y5.
+#define Q4KX4MIN(xr, acc) \
+	VMOVDQU      4 xr, Y3       \
+	VEXTRACTI128 $1, Y3, X4     \
+	VPHADDW      X4, X3, X3     \
+	VPMADDWD     16(SP), X3, X3 \
+	VCVTDQ2PS    Y3, Y3         \
+	VBROADCASTSS xr, Y4         \
+	VMULPS       Y5, Y4, Y4     \
+	VFNMADD231PS Y4, Y3, acc
+
+// Q4KX4HALF(xoff, codes, xr, sum): one activation row's products with 32
+// codes, scaled by the scale words in Y15.
+#define Q4KX4HALF(xoff, codes, xr, sum) \
+	VPMADDUBSW   xoff xr, codes, Y3 \
+	VPMADDWD     Y15, Y3, Y3        \
+	VPADDD       Y3, sum, sum
+
+#define Q4KX4CHUNK(qoff, xlo, xhi, slo, shi) \
+	VMOVDQU      qoff(SI), Y1               \
+	VPSRLW       $4, Y1, Y2                 \
+	VPAND        Y14, Y1, Y1                \
+	VPAND        Y14, Y2, Y2                \
+	VPBROADCASTW slo(SP), Y15               \
+	Q4KX4HALF(xlo, Y1, (DI), Y9)       \
+	Q4KX4HALF(xlo, Y1, (DI)(R14*1), Y10) \
+	Q4KX4HALF(xlo, Y1, (DI)(R14*2), Y11) \
+	Q4KX4HALF(xlo, Y1, (R13), Y12)     \
+	VPBROADCASTW shi(SP), Y15               \
+	Q4KX4HALF(xhi, Y2, (DI), Y9)       \
+	Q4KX4HALF(xhi, Y2, (DI)(R14*1), Y10) \
+	Q4KX4HALF(xhi, Y2, (DI)(R14*2), Y11) \
+	Q4KX4HALF(xhi, Y2, (R13), Y12)
+
+// Q4KX4SCALES: 8 scale words to 0(SP), 8 min words to 16(SP), in one
+// 32-byte store (so the loads of them that follow forward from it). CX is
+// spilled to 48(SP) to serve as a fifth scratch register.
+#define Q4KX4SCALES \
+	MOVQ        CX, 48(SP)         \
+	MOVL        4(SI), AX          \
+	MOVL        8(SI), BX          \
+	MOVL        12(SI), DX         \
+	MOVL        AX, R12            \
+	ANDL        $0x3f3f3f3f, R12   \
+	SHRL        $6, AX             \
+	ANDL        $0x03030303, AX    \
+	SHLL        $4, AX             \
+	MOVL        DX, CX             \
+	ANDL        $0x0f0f0f0f, CX    \
+	ORL         AX, CX             \
+	SHLQ        $32, CX            \
+	ORQ         CX, R12            \
+	MOVL        BX, AX             \
+	ANDL        $0x3f3f3f3f, AX    \
+	SHRL        $4, DX             \
+	ANDL        $0x0f0f0f0f, DX    \
+	SHRL        $6, BX             \
+	ANDL        $0x03030303, BX    \
+	SHLL        $4, BX             \
+	ORL         BX, DX             \
+	SHLQ        $32, DX            \
+	ORQ         DX, AX             \
+	MOVQ        R12, X3            \
+	VPINSRQ     $1, AX, X3, X3     \
+	VPMOVZXBW   X3, Y3             \
+	VMOVDQU     Y3, 0(SP)          \
+	MOVQ        48(SP), CX
+
+#define KX4ZERO \
+	VPXOR Y9, Y9, Y9    \
+	VPXOR Y10, Y10, Y10 \
+	VPXOR Y11, Y11, Y11 \
+	VPXOR Y12, Y12, Y12
+
+#define KX4TAILS(doff) \
+	VPBROADCASTW doff(SI), X13          \
+	VCVTPH2PS    X13, Y13               \
+	KX4ROWTAIL((DI), Y9, Y0)            \
+	KX4ROWTAIL((DI)(R14*1), Y10, Y6)    \
+	KX4ROWTAIL((DI)(R14*2), Y11, Y7)    \
+	KX4ROWTAIL((R13), Y12, Y8)
+
+// Q6_K: the 16 int8 scales as words at 0(SP); each row's sum starts at
+// −32·Σ sc·bsums; codes are built once per 32 values into Y1 and their
+// pair-of-scales vector into Y15.
+#define Q6KX4START(xr, sum) \
+	VPMADDWD 4 xr, Y2, sum  \
+	VPSLLD   $5, sum, sum   \
+	VPXOR    Y3, Y3, Y3     \
+	VPSUBD   sum, Y3, sum
+
+#define Q6KX4ROW(xoff, xr, sum) \
+	VPMADDUBSW xoff xr, Y1, Y3 \
+	VPMADDWD   Y15, Y3, Y3     \
+	VPADDD     Y3, sum, sum
+
+#define Q6KX4GROUP(src, qshift, hshift, xoff, soff) \
+	VPSRLW       $qshift, src, Y1      \
+	VPAND        Y14, Y1, Y1           \
+	VPSRLW       $hshift, Y5, Y3       \
+	VPAND        three8x4<>(SB), Y3, Y3  \
+	VPSLLW       $4, Y3, Y3            \
+	VPOR         Y3, Y1, Y1            \
+	VPBROADCASTD soff(SP), Y15         \
+	VPSHUFB      pairshufx4<>(SB), Y15, Y15 \
+	Q6KX4ROW(xoff, (DI), Y9)           \
+	Q6KX4ROW(xoff, (DI)(R14*1), Y10)   \
+	Q6KX4ROW(xoff, (DI)(R14*2), Y11)   \
+	Q6KX4ROW(xoff, (R13), Y12)
+
+#define Q6KX4HALF(ql, ql2, qh, x0, x1, x2, x3, s0, s1, s2, s3) \
+	VMOVDQU ql(SI), Y2                  \
+	VMOVDQU qh(SI), Y5                  \
+	Q6KX4GROUP(Y2, 0, 0, x0, s0)        \
+	Q6KX4GROUP(Y2, 4, 4, x2, s2)        \
+	VMOVDQU ql2(SI), Y2                 \
+	Q6KX4GROUP(Y2, 0, 2, x1, s1)        \
+	Q6KX4GROUP(Y2, 4, 6, x3, s3)
+
+// func dot4RowsQ8_0AVX2(w *byte, rb, n int, x *byte, xs, nb int, out *float32, os int)
+TEXT ·dot4RowsQ8_0AVX2(SB), NOSPLIT, $0-64
+	X4ARGS
+	VMOVDQU ones16x4<>(SB), Y15
+
+q8x4row:
+	X4START
+
+q8x4blk:
+	VMOVDQU      2(SI), Y1
+	VPSIGNB      Y1, Y1, Y2
+	VPBROADCASTW (SI), X5
+	VCVTPH2PS    X5, Y5
+	Q8X4ROW((DI), Y0)
+	Q8X4ROW((DI)(R14*1), Y6)
+	Q8X4ROW((DI)(R14*2), Y7)
+	Q8X4ROW((R13), Y8)
+	ADDQ         $34, SI
+	ADDQ         $40, DI
+	ADDQ         $40, R13
+	DECQ         CX
+	JNZ          q8x4blk
+	X4END
+	JNZ          q8x4row
+	VZEROUPPER
+	RET
+
+// func dot4RowsQ4KAVX2(w *byte, rb, n int, x *byte, xs, nb int, out *float32, os int)
+TEXT ·dot4RowsQ4KAVX2(SB), NOSPLIT, $56-64
+	X4ARGS
+	VMOVDQU nib4x4<>(SB), Y14
+
+q4kx4row:
+	X4START
+
+q4kx4blk:
+	Q4KX4SCALES
+	KX4ZERO
+	Q4KX4CHUNK(16, 36, 68, 0, 2)
+	Q4KX4CHUNK(48, 100, 132, 4, 6)
+	Q4KX4CHUNK(80, 164, 196, 8, 10)
+	Q4KX4CHUNK(112, 228, 260, 12, 14)
+	KX4TAILS(0)
+	VPBROADCASTW 2(SI), X5
+	VCVTPH2PS    X5, Y5
+	Q4KX4MIN((DI), Y0)
+	Q4KX4MIN((DI)(R14*1), Y6)
+	Q4KX4MIN((DI)(R14*2), Y7)
+	Q4KX4MIN((R13), Y8)
+	ADDQ         $144, SI
+	ADDQ         $292, DI
+	ADDQ         $292, R13
+	DECQ         CX
+	JNZ          q4kx4blk
+	X4END
+	JNZ          q4kx4row
+	VZEROUPPER
+	RET
+
+// func dot4RowsQ6KAVX2(w *byte, rb, n int, x *byte, xs, nb int, out *float32, os int)
+TEXT ·dot4RowsQ6KAVX2(SB), NOSPLIT, $32-64
+	X4ARGS
+	VMOVDQU nib4x4<>(SB), Y14
+
+q6kx4row:
+	X4START
+
+q6kx4blk:
+	VPMOVSXBW 192(SI), Y2
+	VMOVDQU   Y2, 0(SP)
+	Q6KX4START((DI), Y9)
+	Q6KX4START((DI)(R14*1), Y10)
+	Q6KX4START((DI)(R14*2), Y11)
+	Q6KX4START((R13), Y12)
+	Q6KX4HALF(0, 32, 128, 36, 68, 100, 132, 0, 4, 8, 12)
+	Q6KX4HALF(64, 96, 160, 164, 196, 228, 260, 16, 20, 24, 28)
+	KX4TAILS(208)
+	ADDQ         $210, SI
+	ADDQ         $292, DI
+	ADDQ         $292, R13
+	DECQ         CX
+	JNZ          q6kx4blk
+	X4END
+	JNZ          q6kx4row
+	VZEROUPPER
+	RET

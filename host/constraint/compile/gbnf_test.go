@@ -141,15 +141,15 @@ func TestGBNFSyntax(t *testing.T) {
 		}
 	}
 	bad := map[string]string{
-		"rot ::= \"a\"":                 "no rule named root",
-		"root ::= x":                    "never defined",
-		"root ::= \"a":                  "unterminated",
-		"root ::= [a-":                  "unterminated",
-		"root ::= root \"a\" | \"b\"":   "left-recursive",
+		"rot ::= \"a\"":                  "no rule named root",
+		"root ::= x":                     "never defined",
+		"root ::= \"a":                   "unterminated",
+		"root ::= [a-":                   "unterminated",
+		"root ::= root \"a\" | \"b\"":    "left-recursive",
 		"root ::= \"a\"\nroot ::= \"b\"": "defined twice",
-		"root := \"a\"":                 "expected ::=",
-		"root ::= \"a\"{3,1}":           "bad repetition",
-		"root ::= [z-a]":                "reversed",
+		"root := \"a\"":                  "expected ::=",
+		"root ::= \"a\"{3,1}":            "bad repetition",
+		"root ::= [z-a]":                 "reversed",
 	}
 	for src, want := range bad {
 		_, err := GBNF(src)

@@ -116,17 +116,17 @@ func TestSchemaAcceptsAndRefuses(t *testing.T) {
 
 func TestSchemaUnsupportedNamesKeyword(t *testing.T) {
 	cases := map[string]string{
-		`{"type":"object","properties":{"a":{"not":{"type":"null"}}}}`:   "not",
-		`{"type":"array","uniqueItems":true}`:                             "uniqueItems",
-		`{"type":"string","format":"hostname"}`:                           "format",
-		`{"type":"integer","multipleOf":3}`:                               "multipleOf",
-		`{"patternProperties":{"^x":{"type":"string"}}}`:                  "patternProperties",
-		`{"$ref":"http://example.com/s.json"}`:                            "$ref",
-		`{"allOf":[{"type":"string"},{"maxLength":3}]}`:                   "allOf",
-		`{"type":"string","pattern":"a\\bb"}`:                             "word boundary",
-		`{"if":{"type":"string"},"then":{"maxLength":2}}`:                 "if",
+		`{"type":"object","properties":{"a":{"not":{"type":"null"}}}}`:       "not",
+		`{"type":"array","uniqueItems":true}`:                                "uniqueItems",
+		`{"type":"string","format":"hostname"}`:                              "format",
+		`{"type":"integer","multipleOf":3}`:                                  "multipleOf",
+		`{"patternProperties":{"^x":{"type":"string"}}}`:                     "patternProperties",
+		`{"$ref":"http://example.com/s.json"}`:                               "$ref",
+		`{"allOf":[{"type":"string"},{"maxLength":3}]}`:                      "allOf",
+		`{"type":"string","pattern":"a\\bb"}`:                                "word boundary",
+		`{"if":{"type":"string"},"then":{"maxLength":2}}`:                    "if",
 		`{"$defs":{"x":{"type":"string"}},"$ref":"#/$defs/x","maxLength":1}`: "maxLength",
-		`{"type":"object","minProperties":1}`:                              "minProperties",
+		`{"type":"object","minProperties":1}`:                                "minProperties",
 	}
 	for schema, kw := range cases {
 		_, err := JSONSchema([]byte(schema))

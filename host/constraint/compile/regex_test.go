@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kvhost/kvhost/host/constraint/internal/check"
+	check "github.com/kvhost/kvhost/host/constraint/constrainttest"
 	g "github.com/kvhost/kvhost/sdk/constraint/grammar"
 )
 

@@ -1,10 +1,10 @@
-// Package check validates generated JSON in tests, independently of the
+// Package constrainttest validates generated JSON in tests, independently of the
 // grammar compiler: structure and values with github.com/google/
 // jsonschema-go, and string formats — which that validator treats as
 // annotations — with santhosh-tekuri/jsonschema's format assertions
 // (RFC 3339 dates and times, RFC 5321 emails, ...). The compiler only
 // uses the latter library to parse schemas, never its validator.
-package check
+package constrainttest
 
 import (
 	"bytes"

@@ -55,4 +55,3 @@ func ApplyMask(row []float32, mask []uint32, deny []int32) int {
 	}
 	return allowed
 }
-

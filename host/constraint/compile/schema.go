@@ -41,40 +41,47 @@ const (
 // declares none but gives additionalProperties a schema is a map), and
 // oneOf is generated as anyOf (branches must not overlap).
 func JSONSchema(doc []byte) (*g.Grammar, error) {
+	b := g.NewBuilder()
+	name, err := schemaInto(b, doc, "")
+	if err != nil {
+		return nil, err
+	}
+	b.Define("root", g.Seq(ws(), g.Named(name)))
+	gr, err := b.Build("root")
+	if err != nil {
+		return nil, &UnsupportedError{Keyword: "schema", Reason: err.Error()}
+	}
+	return gr, nil
+}
+
+// schemaInto compiles doc into b (with the shared JSON rules), its rule
+// names prefixed, and returns the name of the rule of its values.
+func schemaInto(b *g.Builder, doc []byte, prefix string) (string, error) {
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
 	if err != nil {
-		return nil, &SyntaxError{What: "JSON Schema", Err: err}
+		return "", &SyntaxError{What: "JSON Schema", Err: err}
 	}
 	raw, err := scanRaw(doc)
 	if err != nil {
-		return nil, &SyntaxError{What: "JSON Schema", Err: err}
+		return "", &SyntaxError{What: "JSON Schema", Err: err}
 	}
 	jc := jsonschema.NewCompiler()
 	jc.UseLoader(noLoader{})
 	jc.DefaultDraft(jsonschema.Draft2020)
 	if err := jc.AddResource(schemaURL, v); err != nil {
-		return nil, &SyntaxError{What: "JSON Schema", Err: err}
+		return "", &SyntaxError{What: "JSON Schema", Err: err}
 	}
 	root, err := jc.Compile(schemaURL)
 	if err != nil {
 		var le *jsonschema.LoadURLError
 		if errors.As(err, &le) {
-			return nil, &UnsupportedError{Keyword: "$ref", Path: le.URL, Reason: "only references inside the schema ($defs, definitions, #...) are resolved"}
+			return "", &UnsupportedError{Keyword: "$ref", Path: le.URL, Reason: "only references inside the schema ($defs, definitions, #...) are resolved"}
 		}
-		return nil, &SyntaxError{What: "JSON Schema", Err: err}
+		return "", &SyntaxError{What: "JSON Schema", Err: err}
 	}
-	c := &schemaCompiler{b: g.NewBuilder(), names: map[*jsonschema.Schema]string{}, raw: raw}
-	defineJSON(c.b)
-	name, err := c.ruleFor(root)
-	if err != nil {
-		return nil, err
-	}
-	c.b.Define("root", g.Seq(ws(), g.Named(name)))
-	gr, err := c.b.Build("root")
-	if err != nil {
-		return nil, &UnsupportedError{Keyword: "schema", Reason: err.Error()}
-	}
-	return gr, nil
+	c := &schemaCompiler{b: b, names: map[*jsonschema.Schema]string{}, raw: raw, prefix: prefix}
+	defineJSON(b)
+	return c.ruleFor(root)
 }
 
 // noLoader refuses every URL: a request's schema must be self-contained.
@@ -87,8 +94,9 @@ func (noLoader) Load(url string) (any, error) {
 type schemaCompiler struct {
 	b     *g.Builder
 	names map[*jsonschema.Schema]string
-	raw   *rawIndex
-	n     int
+	raw    *rawIndex
+	prefix string
+	n      int
 }
 
 // pointer is the JSON pointer of s within the request's schema.
@@ -119,7 +127,7 @@ func (c *schemaCompiler) ruleFor(s *jsonschema.Schema) (string, error) {
 	if name, ok := c.names[s]; ok {
 		return name, nil
 	}
-	name := fmt.Sprintf("schema-%d", c.n)
+	name := fmt.Sprintf("%sschema-%d", c.prefix, c.n)
 	c.n++
 	c.names[s] = name
 	c.b.Declare(name)

@@ -1,6 +1,7 @@
 package compile
 
 import (
+	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"os"
@@ -165,5 +166,42 @@ func TestJSONObjectAndChoice(t *testing.T) {
 	}
 	if _, err := Choice(nil); err == nil {
 		t.Error("empty choice list accepted")
+	}
+}
+
+func TestToolCallGrammar(t *testing.T) {
+	tools := []Tool{
+		{Name: "get_weather", Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string","maxLength":8}},"required":["city"],"additionalProperties":false}`)},
+		{Name: "now"},
+	}
+	hermes, err := ToolCallGrammar(ToolCalls{Tools: tools, ArgsKey: "arguments", Open: "", Close: "\n</tool_call>", Sep: "\n<tool_call>\n", Min: 1, Max: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{
+		"{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+		"{\"name\": \"now\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\": \"now\", \"arguments\": {\"x\": [1]}}\n</tool_call>",
+	} {
+		if !accepts(t, hermes, s) {
+			t.Errorf("hermes refuses %q", s)
+		}
+	}
+	for _, s := range []string{"{\"name\": \"nope\", \"arguments\": {}}\n</tool_call>", "{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>", ""} {
+		if accepts(t, hermes, s) {
+			t.Errorf("hermes accepts %q", s)
+		}
+	}
+	one, err := ToolCallGrammar(ToolCalls{Tools: tools[:1], ArgsKey: "arguments", Sep: ", ", ListOpen: "[", ListClose: "]", Min: 1, Max: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !accepts(t, one, `[{"name": "get_weather", "arguments": {"city": "Rome"}}]`) ||
+		accepts(t, one, `[{"name": "get_weather", "arguments": {"city": "Rome"}}, {"name": "get_weather", "arguments": {"city": "Rome"}}]`) {
+		t.Error("mistral-style single call grammar wrong")
+	}
+	_, err = ToolCallGrammar(ToolCalls{Tools: []Tool{{Name: "x", Parameters: json.RawMessage(`{"type":"object","properties":{"a":{"not":{}}}}`)}}, ArgsKey: "arguments", Min: 1, Max: 1})
+	var ue *UnsupportedError
+	if !errors.As(err, &ue) || ue.Keyword != "not" || !strings.Contains(ue.Path, "tools[0]") {
+		t.Errorf("unsupported keyword in a tool: %v", err)
 	}
 }

@@ -360,3 +360,31 @@ func (d *decoder) bytes(n int) []byte {
 	d.b = d.b[n:]
 	return out
 }
+
+// Union is the grammar of the sentences of any of gs: their rules side by
+// side under a new start rule.
+func Union(gs ...*Grammar) (*Grammar, error) {
+	out := &Grammar{Rules: []Rule{{Name: "union"}}}
+	for _, g := range gs {
+		base := int32(len(out.Rules))
+		out.Rules[0].Alts = append(out.Rules[0].Alts, []Elem{Ref(int(base))})
+		for _, r := range g.Rules {
+			alts := make([][]Elem, len(r.Alts))
+			for i, a := range r.Alts {
+				na := make([]Elem, len(a))
+				for k, e := range a {
+					if e.IsRef() {
+						e.Rule += base
+					}
+					na[k] = e
+				}
+				alts[i] = na
+			}
+			out.Rules = append(out.Rules, Rule{Name: r.Name, Alts: alts})
+		}
+	}
+	if err := out.Validate(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -33,11 +33,16 @@ func (s *server) prepareChat(req *chatRequest) (genParams, []int32, error) {
 		return genParams{}, nil, badRequest("messages", "messages must contain at least one message")
 	}
 	msgs := make([]chat.Message, len(req.Messages))
-	for i, m := range req.Messages {
+	for i := range req.Messages {
+		m := &req.Messages[i]
 		if m.Role == "" {
 			return genParams{}, nil, badRequest(fmt.Sprintf("messages[%d].role", i), "role is required")
 		}
-		msgs[i] = chat.Message{Role: m.Role, Content: m.Content.Text}
+		cm, err := chatToolMessage(i, m)
+		if err != nil {
+			return genParams{}, nil, err
+		}
+		msgs[i] = cm
 	}
 	maxTokens, name := req.MaxCompletionTokens, "max_completion_tokens"
 	if maxTokens == nil {
@@ -61,10 +66,27 @@ func (s *server) prepareChat(req *chatRequest) (genParams, []int32, error) {
 	}
 	p.logprobs = wantLP
 
-	tmpl := s.b.Chat()
-	text, err := tmpl.Render(msgs, true)
+	plan, render, tools, err := s.planTools(&req.toolFields)
 	if err != nil {
 		return p, nil, err
+	}
+	if plan != nil {
+		spec, err := plan.toolConstraint(tools, p.structured)
+		if err != nil {
+			return p, nil, err
+		}
+		if spec != nil {
+			p.constraint = spec
+		}
+		p.tools = plan
+	}
+	tmpl := s.b.Chat()
+	text, err := tmpl.RenderWith(msgs, chat.Options{AddGenerationPrompt: true, Tools: render})
+	if err != nil {
+		return p, nil, err
+	}
+	if plan != nil && plan.forced {
+		text += plan.prefix
 	}
 	addSpecial := tmpl.BOS() == "" || !strings.HasPrefix(text, tmpl.BOS())
 	ids, err := s.b.Tokenizer().Encode(text, addSpecial)

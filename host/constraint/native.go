@@ -96,3 +96,13 @@ func (n *Native) Step(_ context.Context, rows []Row) {
 		}
 	}
 }
+
+// NewNativeFor builds the native runner over a tokenizer's vocabulary of
+// n ids (the logit row width).
+func NewNativeFor(t Tokens, n int, opts grammar.Options) (*Native, error) {
+	vocab, eog, err := Vocab(t, n)
+	if err != nil {
+		return nil, err
+	}
+	return NewNative(vocab, eog, opts)
+}

@@ -26,7 +26,10 @@
 //     except annotations (title, description, default, examples, ...).
 //   - Numbers are generated so that they parse as float64: at most 16
 //     integer digits, exponents of at most two digits, none when a bound
-//     is set; \u escapes never encode surrogates.
+//     is set; \u escapes never encode surrogates; strings with
+//     minLength/maxLength hold Basic Multilingual Plane characters only,
+//     so their length is the same in code points (JSON Schema) and in
+//     UTF-16 units (JavaScript validators such as zod).
 //   - Nothing is loaded from outside the request: $ref to another URL is
 //     an *UnsupportedError.
 package compile

@@ -13,6 +13,7 @@ const (
 	ruleWS      = "ws"
 	ruleString  = "json-string"
 	ruleChar    = "json-char"
+	ruleCharBMP = "json-char-bmp"
 	ruleNumber  = "json-number"
 	ruleInteger = "json-integer"
 	ruleValue   = "json-value"
@@ -43,6 +44,12 @@ func defineJSON(b *g.Builder) {
 	// is exactly one code point (what minLength/maxLength count).
 	b.Define(ruleChar, g.Alt(
 		g.Class(true, g.RuneRange{Lo: 0, Hi: 0x1f}, g.RuneRange{Lo: '"', Hi: '"'}, g.RuneRange{Lo: '\\', Hi: '\\'}),
+		g.Seq(g.Lit(`\`), g.Alt(g.Chars(`"\/bfnrt`), g.Seq(g.Lit("u"), nonSurrogateHex4(hex, digit))))))
+	// A character of a length-bounded string: within the Basic
+	// Multilingual Plane, so code points (JSON Schema's length) and
+	// UTF-16 units (JavaScript's, zod's) count the same.
+	b.Define(ruleCharBMP, g.Alt(
+		g.Class(false, g.RuneRange{Lo: 0x20, Hi: '"' - 1}, g.RuneRange{Lo: '"' + 1, Hi: '\\' - 1}, g.RuneRange{Lo: '\\' + 1, Hi: 0xFFFF}),
 		g.Seq(g.Lit(`\`), g.Alt(g.Chars(`"\/bfnrt`), g.Seq(g.Lit("u"), nonSurrogateHex4(hex, digit))))))
 	b.Define(ruleString, g.Seq(g.Lit(`"`), g.Star(g.Named(ruleChar)), g.Lit(`"`)))
 	intPart := g.Alt(g.Lit("0"), g.Seq(g.Bytes('1', '9'), g.Repeat(digit, 0, maxIntDigits-1)))

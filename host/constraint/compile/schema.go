@@ -403,7 +403,7 @@ func (c *schemaCompiler) str(s *jsonschema.Schema) (g.Expr, error) {
 		if hi >= 0 && hi < lo {
 			return nil, unsupported(s, "maxLength", fmt.Sprintf("maxLength %d is below minLength %d", hi, lo))
 		}
-		return g.Seq(quote, g.Repeat(g.Named(ruleChar), lo, hi), quote), nil
+		return g.Seq(quote, g.Repeat(g.Named(ruleCharBMP), lo, hi), quote), nil
 	}
 	return g.Named(ruleString), nil
 }

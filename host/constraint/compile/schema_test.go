@@ -89,7 +89,7 @@ func TestSchemaAcceptsAndRefuses(t *testing.T) {
 			[]string{`[true]`, `[null,true,null]`}},
 		{`{"type":"string","minLength":2,"maxLength":3}`,
 			[]string{`"ab"`, `"a\u00e9c"`, `"日本"`, `"\"\\"`},
-			[]string{`"a"`, `"abcd"`, `"\ud800x"`}},
+			[]string{`"a"`, `"abcd"`, `"\ud800x"`, `"😀a"`}}, // non-BMP: UTF-16 validators count 2
 		{`{"type":"integer","exclusiveMinimum":-3,"maximum":12}`,
 			[]string{`-2`, `0`, `12`, `7`},
 			[]string{`-3`, `13`, `-0`, `01`, `1.5`}},

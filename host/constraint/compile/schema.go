@@ -92,8 +92,8 @@ func (noLoader) Load(url string) (any, error) {
 }
 
 type schemaCompiler struct {
-	b     *g.Builder
-	names map[*jsonschema.Schema]string
+	b      *g.Builder
+	names  map[*jsonschema.Schema]string
 	raw    *rawIndex
 	prefix string
 	n      int

@@ -60,12 +60,12 @@ func sample(t *testing.T, r *rig, spec *constraint.Spec, n, maxTokens int) []str
 // validator; regex outputs match their pattern (Go's regexp, anchored);
 // grammar outputs parse (a JSON parser; an arithmetic evaluator).
 //
-// Under the race detector (make test) each request draws 8 samples, not
+// Under the race detector (make test) each request draws 4 samples, not
 // 50: the full run takes minutes there.
 func TestAcceptanceConstrainedSampling(t *testing.T) {
 	n := 50
 	if raceEnabled || testing.Short() {
-		n = 8
+		n = 4
 		t.Logf("drawing %d samples per constraint (race detector or -short); run without them for the full 50", n)
 	}
 	files, err := filepath.Glob("../constraint/testdata/schemas/*.json")

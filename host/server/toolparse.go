@@ -91,10 +91,10 @@ func (t *toolStream) push(text string) (string, []parsedCall) {
 		if !t.inCall {
 			i := strings.Index(s, hermesOpen)
 			if i < 0 {
-				content.WriteString(t.holdBack(hermesOpen))
-				return t.contentOut(content.String()), calls
+				content.WriteString(t.contentOut(t.holdBack(hermesOpen)))
+				return content.String(), calls
 			}
-			content.WriteString(s[:i])
+			content.WriteString(t.contentOut(s[:i]))
 			t.buf.Reset()
 			t.buf.WriteString(s[i+len(hermesOpen):])
 			t.inCall = true
@@ -102,7 +102,7 @@ func (t *toolStream) push(text string) (string, []parsedCall) {
 		}
 		j := strings.Index(s, hermesClose)
 		if j < 0 {
-			return t.contentOut(content.String()), calls
+			return content.String(), calls
 		}
 		body := s[:j]
 		t.buf.Reset()

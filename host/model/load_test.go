@@ -280,13 +280,9 @@ func TestHFMatchesGGUF(t *testing.T) {
 		{"tiny", writeTiny(t, "f32"), ""},
 		{"tiny-llama3.1", writeTiny(t, "f32"), scaling},
 	}
-	if dir, ok := sharedDirIfPresent(); ok {
-		p := filepath.Join(dir, "models", "stories260K.gguf")
-		cases = append(cases, struct{ name, path, ropeScaling string }{"stories260K", p, ""},
-			struct{ name, path, ropeScaling string }{"stories260K-llama3.1", p, scaling})
-	} else {
-		t.Log("../shared is absent: the stories260K cases are skipped, the synthetic ones run")
-	}
+	p := storiesPath(t)
+	cases = append(cases, struct{ name, path, ropeScaling string }{"stories260K", p, ""},
+		struct{ name, path, ropeScaling string }{"stories260K-llama3.1", p, scaling})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			plain := load(t, tc.path, 16)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/kvhost/kvhost/internal/testmodels"
 	"io"
 	"log/slog"
 	"net"
@@ -22,14 +23,8 @@ import (
 	"github.com/kvhost/kvhost/host/server"
 )
 
-func sharedModel(t *testing.T) string {
-	t.Helper()
-	p := filepath.Join("..", "..", "..", "..", "shared", "models", "stories260K.gguf")
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("skipping: %s is absent (the shared test models live beside the repository)", p)
-	}
-	return p
-}
+// sharedModel is the repository's models/stories260K.gguf.
+func sharedModel(t *testing.T) string { return testmodels.MustStories260K(t) }
 
 func startServer(t *testing.T, modelPath string) (*httptest.Server, *boot.Stack) {
 	t.Helper()

@@ -7,11 +7,13 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/kvhost/kvhost/host/engine"
 	"github.com/kvhost/kvhost/host/model/chat"
 )
 
@@ -351,5 +353,41 @@ func TestGateAnswersWhileLoading(t *testing.T) {
 	env.h.Drain("bye")
 	if rec := serve(g, httptest.NewRequest("GET", "/ready", nil)); rec.Code != 503 {
 		t.Errorf("/ready while draining: %d", rec.Code)
+	}
+}
+
+// phaseObserver records RequestPhases calls.
+type phaseObserver struct {
+	nopObserver
+	mu    sync.Mutex
+	calls []string
+	queue []time.Duration
+}
+
+func (o *phaseObserver) RequestPhases(route string, queue, prefill, decode time.Duration, prompt, gen int, reasons []string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.calls = append(o.calls, strings.Join(append([]string{route, http.StatusText(200)}, reasons...), "|")+"|"+time.Duration(prompt).String()+"|"+time.Duration(gen).String())
+	o.queue = append(o.queue, queue)
+	if prefill < 0 || decode < 0 {
+		o.calls = append(o.calls, "negative duration")
+	}
+}
+
+func TestPhasesObserved(t *testing.T) {
+	obs := &phaseObserver{}
+	env := newEnv(t, withOptions(func(o *Options) { o.Observer = obs }), withScript(func(req engine.Request) []engine.Event {
+		evs := events(byteIDs("abc"), "length", len(req.Prompt))
+		evs[0].Queue = 42 * time.Millisecond
+		return evs
+	}))
+	rec := env.do(t, "POST", "/v1/completions", `{"prompt":["x","yz"],"max_tokens":3,"n":2}`)
+	if rec.Code != 200 {
+		t.Fatalf("%d %s", rec.Code, rec.Body)
+	}
+	want := []string{"/v1/completions|OK|length|length|2ns|6ns", "/v1/completions|OK|length|length|3ns|6ns"}
+	slices.Sort(obs.calls)
+	if !slices.Equal(obs.calls, want) || obs.queue[0] != 42*time.Millisecond || obs.queue[1] != 42*time.Millisecond {
+		t.Errorf("phases %q queue %v; want %q and 42ms each", obs.calls, obs.queue, want)
 	}
 }

@@ -168,9 +168,9 @@ func (c *Client) request(ctx context.Context, method, u string) (*http.Request, 
 	return req, nil
 }
 
-// do sends req, following only redirects to the same host (a renamed
-// repository) and returning a redirect to another host (the CDN) as is, so
-// the caller decides what to send there. Cross-host redirects never carry
+// do sends req, following only relative redirects (a renamed repository,
+// as huggingface_hub does) and returning an absolute one (the CDN) as is,
+// so the caller decides what to send there. Cross-host redirects never carry
 // the token: it is added per request, by host.
 func (c *Client) do(req *http.Request) (*http.Response, error) {
 	for hops := 0; ; hops++ {
@@ -181,10 +181,11 @@ func (c *Client) do(req *http.Request) (*http.Response, error) {
 		if resp.StatusCode < 300 || resp.StatusCode > 399 || resp.Header.Get("Location") == "" || hops == 10 {
 			return resp, nil
 		}
-		loc, err := req.URL.Parse(resp.Header.Get("Location"))
-		if err != nil || loc.Host != req.URL.Host {
-			return resp, nil
+		rel, err := url.Parse(resp.Header.Get("Location"))
+		if err != nil || rel.Host != "" || rel.Scheme != "" {
+			return resp, nil // absolute: the caller decides (the CDN)
 		}
+		loc := req.URL.ResolveReference(rel)
 		resp.Body.Close()
 		next, err := c.request(req.Context(), req.Method, loc.String())
 		if err != nil {

@@ -23,6 +23,7 @@ Usage:
   kvhost rm    ORG/NAME...             remove models from the cache
   kvhost plan  --model MODEL [flags]   the memory ledger serve would produce, without loading weights
   kvhost plugin check FILE.wasm        handshake and self-test a plugin
+  kvhost health [--url URL]            exit 0 when a running server's /health answers 200
   kvhost gen-model [flags]             write a deterministic demo model (GGUF)
   kvhost version                       print the version (also --version)
   kvhost help                          this text (also --help, -h)

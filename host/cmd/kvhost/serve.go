@@ -385,6 +385,7 @@ func assemble(f serveFlags, s *boot.Stack, sreg *sampling.Registry, apiKeys, adm
 		opts.Sampler, opts.ApplySampler = hooks, hooks.Apply
 		opts.Admin = swapObserver(m, admin.Handler(sreg, adminKey, 0))
 		wo.DefaultSampler = sreg.Default()
+		wo.Admin = adminKey != ""
 	}
 	opts.Web = web.Handler(wo)
 	h := server.New(backend{s}, opts)

@@ -176,6 +176,9 @@ func openPage(t *testing.T, setup ...func(*fakeHost)) *page {
 }
 
 func TestE2EDashboard(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping in -short mode: end-to-end in Chromium")
+	}
 	p := openPage(t)
 	var fixture struct {
 		StartFree  int64 `json:"start_free_bytes"`

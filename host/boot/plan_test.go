@@ -151,6 +151,9 @@ func quantizeModel(t *testing.T, src string) string {
 // budget: prompts at the chunk limit, the maximum running batch, logprobs
 // requested; nothing may fail and the runtime peak must stay in the slack.
 func TestStressWithinSlack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping in -short mode: a stress run against the reserved slack")
+	}
 	path := writeModel(t, "tiny")
 	cfg := baseConfig(path, 160<<20)
 	cfg.MaxRunning, cfg.ChunkedPrefill = 8, 256

@@ -180,10 +180,14 @@ func TestGracefulShutdown(t *testing.T) {
 	url := "http://" + addr
 	deadline := time.Now().Add(20 * time.Second)
 	for {
+		// The port is bound before the model loads: /health answers 503
+		// "loading" until it is ready.
 		resp, err := http.Get(url + "/health")
 		if err == nil {
 			resp.Body.Close()
-			break
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("server did not start: %v", err)

@@ -58,7 +58,7 @@ func (s *server) handleEmbeddings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req embeddingsRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
+	if err := s.decodeExtra(w, r, &req); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

@@ -43,7 +43,7 @@ type piece struct {
 // handleTokenize serves POST /tokenize.
 func (s *server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 	var req tokenizeRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
+	if err := s.decodeExtra(w, r, &req); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -105,26 +105,36 @@ func (s *server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 // generation prompt unless add_generation_prompt is false) and tokenizes the
 // text the same way, so the count is what a chat request would send.
 func (s *server) tokenizeChat(req tokenizeRequest) ([]int32, error) {
-	if len(req.Messages) == 0 {
+	return s.chatPrompt(req.Messages, req.AddGenerationPrompt == nil || *req.AddGenerationPrompt, req.AddSpecialTokens)
+}
+
+// chatPrompt renders messages with the model's chat template and tokenizes
+// the result: the one way chat turns into tokens (chat completions and
+// /tokenize). The template usually writes the BOS text itself; then the
+// tokenizer must not add a second BOS, so special tokens are added only
+// when the rendered text does not already start with the BOS text, unless
+// addSpecial says otherwise.
+func (s *server) chatPrompt(messages []chatMessage, addGeneration bool, addSpecial *bool) ([]int32, error) {
+	if len(messages) == 0 {
 		return nil, badRequest("messages", "messages must contain at least one message")
 	}
-	msgs := make([]chat.Message, len(req.Messages))
-	for i, m := range req.Messages {
+	msgs := make([]chat.Message, len(messages))
+	for i, m := range messages {
 		if m.Role == "" {
 			return nil, badRequest(fmt.Sprintf("messages[%d].role", i), "role is required")
 		}
 		msgs[i] = chat.Message{Role: m.Role, Content: m.Content.Text}
 	}
 	tmpl := s.b.Chat()
-	text, err := tmpl.Render(msgs, req.AddGenerationPrompt == nil || *req.AddGenerationPrompt)
+	text, err := tmpl.Render(msgs, addGeneration)
 	if err != nil {
 		return nil, err
 	}
-	addSpecial := tmpl.BOS() == "" || !strings.HasPrefix(text, tmpl.BOS())
-	if req.AddSpecialTokens != nil {
-		addSpecial = *req.AddSpecialTokens
+	special := tmpl.BOS() == "" || !strings.HasPrefix(text, tmpl.BOS())
+	if addSpecial != nil {
+		special = *addSpecial
 	}
-	ids, err := s.b.Tokenizer().Encode(text, addSpecial)
+	ids, err := s.b.Tokenizer().Encode(text, special)
 	if err != nil {
 		return nil, fmt.Errorf("server: tokenize rendered chat: %w", err)
 	}
@@ -141,7 +151,7 @@ type detokenizeRequest struct {
 // vLLM's "prompt" and llama.cpp's "content" (the same string).
 func (s *server) handleDetokenize(w http.ResponseWriter, r *http.Request) {
 	var req detokenizeRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
+	if err := s.decodeExtra(w, r, &req); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

@@ -82,7 +82,8 @@ func ParseRef(s string) (Ref, error) {
 
 // LooksLikeRef reports whether s reads as a hub reference rather than a
 // local path: an hf:// (or hf.co/) prefix, or ORG/NAME with an optional
-// selector and nothing that only a path has. Callers check that no such
+// selector and nothing that only a path has (a leading . / or ~, or a model
+// file's extension). Callers check that no such
 // local path exists before taking a bare ORG/NAME for the hub.
 func LooksLikeRef(s string) bool {
 	if strings.HasPrefix(s, "hf://") || strings.HasPrefix(s, "hf.co/") || strings.HasPrefix(s, "huggingface.co/") {
@@ -90,6 +91,13 @@ func LooksLikeRef(s string) bool {
 	}
 	if strings.HasPrefix(s, ".") || strings.HasPrefix(s, "/") || strings.HasPrefix(s, "~") {
 		return false
+	}
+	// "models/x.gguf" is a mistyped file, not a repository named x.gguf.
+	repo, _, _ := strings.Cut(s, ":")
+	for _, ext := range []string{".gguf", ".json", ".safetensors", ".bin"} {
+		if strings.HasSuffix(strings.ToLower(repo), ext) {
+			return false
+		}
 	}
 	_, err := ParseRef(s)
 	return err == nil

@@ -43,16 +43,17 @@ func TestParseRef(t *testing.T) {
 
 func TestLooksLikeRef(t *testing.T) {
 	for in, want := range map[string]bool{
-		"hf://org/name":           true,
-		"org/name":                true,
-		"org/name:Q4_K_M":         true,
-		"models/x.gguf":           true, // a valid id: callers check the path first
-		"./models/x.gguf":         false,
-		"/abs/x.gguf":             false,
-		"~/x/y":                   false,
-		"x.gguf":                  false,
-		"../shared/models/a.gguf": false,
-		"a/b/c.gguf":              false,
+		"hf://org/name":            true,
+		"org/name":                 true,
+		"org/name:Q4_K_M":          true,
+		"models/x.gguf":            false, // a mistyped file, not a repository
+		"org/name:model.Q8_0.gguf": true,
+		"./models/x.gguf":          false,
+		"/abs/x.gguf":              false,
+		"~/x/y":                    false,
+		"x.gguf":                   false,
+		"../shared/models/a.gguf":  false,
+		"a/b/c.gguf":               false,
 	} {
 		if got := LooksLikeRef(in); got != want {
 			t.Errorf("LooksLikeRef(%q) = %v, want %v", in, got, want)

@@ -107,6 +107,11 @@ func (f *fakeHub) repoFor(w http.ResponseWriter, r *http.Request, org, name stri
 
 func (f *fakeHub) serveHub(w http.ResponseWriter, r *http.Request) {
 	f.record(r.Method + " hub " + r.URL.Path)
+	if strings.Contains(r.URL.Path, "/org/old-name/") {
+		// A renamed repository: the hub answers with a relative redirect.
+		http.Redirect(w, r, strings.Replace(r.URL.Path, "/org/old-name/", "/org/tiny-GGUF/", 1), http.StatusTemporaryRedirect)
+		return
+	}
 	parts := strings.SplitN(strings.TrimPrefix(r.URL.Path, "/"), "/", 5)
 	switch {
 	case len(parts) >= 5 && parts[0] == "api" && parts[1] == "models" && strings.HasPrefix(parts[4], "revision/"):

@@ -396,3 +396,22 @@ func TestHubErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestRenamedRepoFollowsRelativeRedirect: the hub redirects a renamed
+// repository's routes relatively; the client follows (keeping the token,
+// same host) and caches under the id it was given, as huggingface_hub does.
+func TestRenamedRepoFollowsRelativeRedirect(t *testing.T) {
+	f := newFakeHub(t)
+	files := ggufRepo()
+	f.add("org/tiny-GGUF", commitA, files)
+	cache := t.TempDir()
+	c := newClient(t, f, cache, func(o *Options) { o.Token = "hf_x" })
+	res, err := c.Pull(context.Background(), mustRef(t, "org/old-name:Q8_0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkLayout(t, cache, "org/old-name", commitA, "tiny-Q8_0.gguf", files["tiny-Q8_0.gguf"])
+	if len(f.requests("hub /api/models/org/old-name/")) != 1 || len(f.requests("hub /api/models/org/tiny-GGUF/")) != 1 || res.Commit != commitA {
+		t.Errorf("redirect not followed: %v", f.requests("hub"))
+	}
+}

@@ -216,6 +216,14 @@ func (b backend) Embed(ctx context.Context, prompt []int32) ([]float32, error) {
 
 var _ server.Embedder = backend{}
 
+// The metrics observe everything the server reports.
+var (
+	_ server.Observer            = (*metrics.Metrics)(nil)
+	_ server.PromptObserver      = (*metrics.Metrics)(nil)
+	_ server.PhaseObserver       = (*metrics.Metrics)(nil)
+	_ server.ErrorDetailObserver = (*metrics.Metrics)(nil)
+)
+
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f, fs, src, err := parseServeFlags(args, stderr, os.Getenv)
 	if err != nil {

@@ -1,6 +1,6 @@
 //go:build cuda
 
-package cuda
+package gpucheck
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvhost/kvhost/host/boot"
 	"github.com/kvhost/kvhost/host/budget"
+	"github.com/kvhost/kvhost/host/device/cuda"
 	"github.com/kvhost/kvhost/host/ledger"
 	"github.com/kvhost/kvhost/host/model"
 	"github.com/kvhost/kvhost/host/plan"
@@ -44,7 +45,7 @@ type BootResult struct {
 // Boot runs host/boot.Build with cfg (Device "cuda": a second device
 // instance on the same GPU, so the ledger counts this one's memory as
 // outside), checks the ledger and reads NVML through d.
-func Boot(d *Device, cfg boot.Config) BootResult {
+func Boot(d *cuda.Device, cfg boot.Config) BootResult {
 	r := BootResult{Model: cfg.Model, Config: cfg}
 	s, err := boot.Build(cfg, nil, io.Discard)
 	if err != nil {

@@ -303,9 +303,12 @@ func planGPUOnce(in GPUInput) (GPUReport, error) {
 		return GPUReport{}, err
 	}
 	dev := resolveDevice(in)
-	if dev.ABytes <= 0 || dev.ABytes > dev.PBytes || dev.PBytes > dev.TotalBytes {
-		return GPUReport{}, fmt.Errorf("plan: free memory must fall from total %d B to P %d B to A %d B (the weights take %d B per rank, %s)",
-			dev.TotalBytes, dev.PBytes, dev.ABytes, dev.WeightBytes, dev.WeightSource)
+	if dev.ABytes > dev.PBytes || dev.PBytes > dev.TotalBytes {
+		return GPUReport{}, fmt.Errorf("plan: free memory must fall from total %d B to P %d B to A %d B", dev.TotalBytes, dev.PBytes, dev.ABytes)
+	}
+	if dev.ABytes <= 0 {
+		return GPUReport{}, fmt.Errorf("plan: the weights (%d B per rank, %s) do not fit in P = %d B: %w", dev.WeightBytes, dev.WeightSource, dev.PBytes,
+			&budget.InsufficientMemoryError{Phase: "weights", NeedBytes: dev.WeightBytes + LoadOverhead, HaveBytes: dev.PBytes})
 	}
 	reg := in.Configurators
 	if reg == nil {
@@ -408,8 +411,9 @@ func gpuLedger(dev GPUDevice, g gpuLayout, b Budget, units map[string]int64, st 
 	}
 	ph.add("ready", 0)
 	w := ledger.NewUsage("weights", ledger.KindDirect)
-	load := dev.PBytes - dev.ABytes - dev.WeightBytes
-	w.DeviceBytes, w.Categories[alloc.Weights.String()], w.Categories[alloc.Workspace.String()] = dev.PBytes-dev.ABytes, dev.WeightBytes, max(0, load)
+	// Measured readings are the truth: an estimate above P − A is cut to it.
+	wt := min(dev.WeightBytes, dev.PBytes-dev.ABytes)
+	w.DeviceBytes, w.Categories[alloc.Weights.String()], w.Categories[alloc.Workspace.String()] = dev.PBytes-dev.ABytes, wt, dev.PBytes-dev.ABytes-wt
 	caching := ledger.NewUsage("caching", ledger.KindCaching)
 	caching.Categories[alloc.Workspace.String()] = st.flashInfer
 	caching.Categories[alloc.Metadata.String()] = reqTok

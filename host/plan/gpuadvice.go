@@ -31,7 +31,7 @@ type AdviceError struct {
 
 func (e *AdviceError) Error() string {
 	if len(e.Fixes) == 0 {
-		return e.Err.Error() + "; no single setting of --mem-fraction-static, --max-running-requests, --kv-cache-dtype, --context-length or --tp was found to fit"
+		return e.Err.Error() + "; no single setting of --mem-fraction-static, --max-running-requests, --logprob-chunk-size, --chunked-prefill-size, --context-length, --kv-cache-dtype or --tp was found to fit"
 	}
 	s := make([]string, len(e.Fixes))
 	for i, f := range e.Fixes {
@@ -57,6 +57,10 @@ func (f Fix) Apply(in GPUInput) (GPUInput, bool) {
 		in.MaxRunning = n
 	case "--context-length":
 		in.ContextLen = n
+	case "--logprob-chunk-size":
+		in.LogprobChunk = n
+	case "--chunked-prefill-size":
+		in.ChunkedPrefill = n
 	case "--tp":
 		in.TP = n
 	case "--kv-cache-dtype":
@@ -70,9 +74,10 @@ func (f Fix) Apply(in GPUInput) (GPUInput, bool) {
 
 // advise turns a sizing error into an *AdviceError with every candidate
 // setting that plans: the fraction the error names (raised a thousandth at
-// a time until it plans), fewer running requests, an 8-bit KV cache, a
-// shorter context, more tensor parallelism (only when A was not measured,
-// since it depends on the weights per rank).
+// a time until it plans), fewer running requests, smaller logprob or
+// prefill chunks, a shorter context, an 8-bit KV cache, more tensor
+// parallelism (only when A was not measured, since it depends on the
+// weights per rank).
 func advise(in GPUInput, r GPUReport, err error) error {
 	var ime *budget.InsufficientMemoryError
 	if !errors.As(err, &ime) {
@@ -118,6 +123,21 @@ func advise(in GPUInput, r GPUReport, err error) error {
 			b := sort.Search(rows-1, func(b int) bool { return !plans(Fix{"--max-running-requests", strconv.Itoa(b + 1)}) })
 			if b >= 1 {
 				fixes = append(fixes, Fix{"--max-running-requests", strconv.Itoa(b)})
+			}
+		}
+		// The prefill moments shrink with the logprob chunk and the chunk.
+		for v := d.LogprobChunk / 2; v >= 64; v /= 2 {
+			if add(Fix{"--logprob-chunk-size", strconv.Itoa(v)}) {
+				break
+			}
+		}
+		c := d.ChunkedPrefill
+		if c == 0 {
+			c = budget.ChunkedPrefillSize(float64(resolveDevice(d).TotalBytes) / budget.MiB)
+		}
+		for v := c / 2; v >= 256; v /= 2 {
+			if add(Fix{"--chunked-prefill-size", strconv.Itoa(v)}) {
+				break
 			}
 		}
 		if c := d.ContextLen; c > d.PageSize {

@@ -101,12 +101,11 @@ func kvhostGPU(ctx context.Context, in GPUInput, dev GPUDevice, g gpuLayout, sg 
 			minF := 1 - float64(adm.SlackBytes-(short.NeedBytes-short.HaveBytes))/float64(dev.PBytes)
 			short.Knob, short.Suggest, short.SuggestValue, short.Minimum = "--mem-fraction-static", fmt.Sprintf("%.3f", fractionCeil(minF)), fractionCeil(minF), minF
 		}
-		got := int64(0)
-		if err == nil {
-			got = units[g.main]
+		if err != nil {
+			return b, nil, adm, ms, fmt.Errorf("plan: kvhost policy: the configurator sizes no KV pool in %d B (%v): %w", avail, err, short)
 		}
-		return b, nil, adm, ms, fmt.Errorf("plan: kvhost policy: the KV pools get %d tokens of pool %q, less than one context of %d (%v): %w",
-			got, g.main, in.ContextLen, err, short)
+		return b, nil, adm, ms, fmt.Errorf("plan: kvhost policy: the KV pools get %d tokens of pool %q, less than one context of %d: %w",
+			units[g.main], g.main, in.ContextLen, short)
 	}
 	b.Tokens, b.KVMappedBytes = int(units[g.main]), mapped
 	return b, units, adm, ms, nil

@@ -154,7 +154,7 @@ func planCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if asJSON {
 		return writeJSON(stdout, r)
 	}
-	return writeGPUReport(stdout, r)
+	return writeGPUPlan(stdout, r)
 }
 
 // planCPU is the CPU device's plan; GPU-only flags are refused by name.
@@ -232,10 +232,10 @@ func writeBudgetTail(w io.Writer, b plan.Budget) {
 	}
 }
 
-// writeGPUReport prints a GPU plan: device figures and their sources, the
+// writeGPUPlan prints a GPU plan: device figures and their sources, the
 // pools, the chosen budget, SGLang's figures, the admitted batch and the
 // runtime moments.
-func writeGPUReport(w io.Writer, r plan.GPUReport) error {
+func writeGPUPlan(w io.Writer, r plan.GPUReport) error {
 	d, b := r.Device, r.Budget
 	fmt.Fprintf(w, "model %s (%s) on %s, tp %d, KV %s, policy %s (GiB = 2^30 B)\n", r.Input.Name, r.Input.Model.Architecture, d.Name, r.Input.TP, r.Input.KVCacheDType, b.Policy)
 	fmt.Fprintf(w, "  total %d B (gpu_mem %.0f MiB); P %d B: %s; A %d B: %s\n  weights %d B per rank: %s\n\n",

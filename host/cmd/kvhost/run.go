@@ -14,6 +14,7 @@ const usage = `kvhost — an LLM inference host that knows where every byte of d
 
 Usage:
   kvhost serve     [flags]   serve a model over an OpenAI-compatible HTTP API
+  kvhost plan      [flags]   the memory ledger serve would produce (CPU or GPU), no weights loaded
   kvhost gen-model [flags]   write a deterministic demo model (GGUF)
   kvhost version
 

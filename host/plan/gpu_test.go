@@ -230,6 +230,26 @@ func TestAdmissionCappedToSlack(t *testing.T) {
 	checkPlan(t, "capped", r)
 }
 
+// TestOwnPolicyPlansWhereSGLangFails: with V13's readings SGLang's default
+// f leaves no KV budget; kvhost's policy does not take SGLang's error (nor
+// advise a fraction it does not use): it admits the batch whose runtime
+// leaves one context of KV, and says so.
+func TestOwnPolicyPlansWhereSGLangFails(t *testing.T) {
+	in := gpuIn(t, "llama-3-8b", "H100-80GB")
+	in.FreeBeforeWeights, in.FreeAtKVSizing = []int64{78 << 30}, []int64{8 << 30}
+	r, err := PlanGPU(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPlan(t, "V13 readings", r)
+	if r.SGLang.Error == "" || r.Budget.Policy != "kvhost" || r.Budget.Tokens < 8192 {
+		t.Fatalf("SGLang error %q, policy %s, %d tokens", r.SGLang.Error, r.Budget.Policy, r.Budget.Tokens)
+	}
+	if a := r.Admission; a.Admitted >= a.Requested || !strings.Contains(a.Note, "the weights leave") {
+		t.Fatalf("admission %+v", a)
+	}
+}
+
 // TestAdviceLeadsToPlan takes inputs that do not fit, under each policy,
 // and follows every fix each error names: each must plan.
 func TestAdviceLeadsToPlan(t *testing.T) {

@@ -55,6 +55,18 @@ func kvhostGPU(ctx context.Context, in GPUInput, dev GPUDevice, g gpuLayout, sg 
 		rows = max(1, fit)
 		need, ms = runtime(rows)
 	}
+	// Without a fraction the runtime must also leave one context of KV in
+	// what the weights left (A): on a small device that bounds the batch
+	// before the slack does.
+	if ctxKV := g.mapped(map[string]int64{g.main: int64(in.ContextLen)}, gran); !fraction && !adm.Explicit && need+ctxKV > dev.ABytes {
+		fit := sort.Search(rows, func(b int) bool { n, _ := runtime(b + 1); return n+ctxKV > dev.ABytes })
+		if fit >= 1 {
+			adm.Note = fmt.Sprintf("admits %d running requests, not %d: at %d rows the runtime (%d B) and one context of KV (%d B) exceed the %d B the weights leave",
+				fit, adm.Requested, rows, need, ctxKV, dev.ABytes)
+			rows = fit
+			need, ms = runtime(rows)
+		}
+	}
 	adm.Admitted, adm.RuntimeBytes = rows, need
 	peak, frag := gpuHeadroom(ms)
 	reqTok := budget.ReqToTokenBytes(rows, in.ContextLen, 0)

@@ -243,6 +243,46 @@ func TestPlanCLIReproducesSpecVectors(t *testing.T) {
 	}
 }
 
+// TestPlanCLISizingKnobs checks the knobs beyond the spec's vectors
+// against the spec's formulas written out here: the sliding-window and
+// Mamba ratios (§3) and the A100-40GB preset's default f (§2: chunk 4096,
+// decode graph bs 32, r = 512 + 1.5·4096 + 128 + 2·32 + 8·50).
+func TestPlanCLISizingKnobs(t *testing.T) {
+	const budget = 50 << 30
+	r, err := planCLI(t, "--model", config("gpt-oss-20b"), "--sglang-compat", "--gpu", "H200", "--mem-fraction-static", "1",
+		"--free-before-weights", "80GiB", "--free-at-kv-sizing", "50GiB", "--swa-full-tokens-ratio", "0.5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := math.Floor(budget / (24576 + 0.5*24576))
+	for path, want := range map[string]float64{"sglang.units.full": full, "sglang.units.swa": math.Trunc(full * 0.5)} {
+		if v, err := lookup(r, path); err != nil || v != want {
+			t.Errorf("ratio 0.5: %s = %v (%v), want %v", path, v, err, want)
+		}
+	}
+	r, err = planCLI(t, "--model", config("qwen3-next-80b-a3b"), "--sglang-compat", "--gpu", "H200", "--tp", "4", "--mem-fraction-static", "1",
+		"--free-before-weights", "80GiB", "--free-at-kv-sizing", "30GiB", "--mamba-full-memory-ratio", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const per = 19316736
+	k := math.Floor((30.0/2*(1<<30) - per) / per)
+	if v, err := lookup(r, "sglang.mamba_slots"); err != nil || v != k {
+		t.Errorf("m = 1: %v slots (%v), want %v", v, err, k)
+	}
+	r, err = planCLI(t, "--model", config("llama-3-8b"), "--sglang-compat", "--gpu", "A100-40GB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rmib := 512 + 1.5*4096 + 128 + 2*32 + 8*50.0
+	if v, _ := lookup(r, "sglang.reserve_mib"); v != rmib {
+		t.Errorf("A100-40GB reserve %v, want %v", v, rmib)
+	}
+	if v, _ := lookup(r, "sglang.mem_fraction_static"); v != math.Round((40960-rmib)/40960*1000)/1000 {
+		t.Errorf("A100-40GB f %v", v)
+	}
+}
+
 // TestPlanCLIErrorAdvice: V13's error names the fraction to set, and
 // following it on the command line gives a plan; likewise for kvhost's
 // own policy on a GPU too small for the model.

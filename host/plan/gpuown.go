@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/kvhost/kvhost/host/budget"
 	"github.com/kvhost/kvhost/sdk"
@@ -120,6 +121,16 @@ func kvhostGPU(ctx context.Context, in GPUInput, dev GPUDevice, g gpuLayout, sg 
 			units[g.main], g.main, in.ContextLen, short)
 	}
 	b.Tokens, b.KVMappedBytes = int(units[g.main]), mapped
+	for _, q := range g.pools {
+		// The state pool holds ratio slots per request plus the padding
+		// slot; when the configurator's memory ratio gave fewer than the
+		// batch needs, the batch is what the slots hold.
+		if r := mambaRatio(in); q.Unit == sdk.UnitRequest && int(units[q.Name]-1)/r < rows {
+			held := max(1, int(units[q.Name]-1)/r)
+			adm.Note = strings.TrimPrefix(fmt.Sprintf("%s; the %d state slots (%d per request) hold %d running requests", adm.Note, units[q.Name]-1, r, held), "; ")
+			adm.Admitted, b.MaxRunning = held, held
+		}
+	}
 	return b, units, adm, ms, nil
 }
 

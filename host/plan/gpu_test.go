@@ -376,3 +376,25 @@ func TestLoadGPUModelWeightBytes(t *testing.T) {
 		t.Fatalf("plan with index weights: A %d weights %d %v", r.Device.ABytes, r.Device.WeightBytes, err)
 	}
 }
+
+// FuzzParseHFModel: any bytes either parse into a model whose counts are
+// consistent or fail with an error; never a panic or a runaway estimate.
+func FuzzParseHFModel(f *testing.F) {
+	for _, n := range []string{"llama-3-8b", "deepseek-v3", "gpt-oss-20b", "qwen3-next-80b-a3b", "nemotron-h-8b", "gemma-3-12b-it"} {
+		b, err := os.ReadFile(filepath.Join(configDir, n+".json"))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(`{"architectures":["X"],"hidden_size":1,"num_hidden_layers":4096,"num_attention_heads":1,"vocab_size":1,"max_position_embeddings":1,"intermediate_size":1,"hybrid_override_pattern":"M"}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := ParseHFModel(b)
+		if err != nil {
+			return
+		}
+		if m.Layers < 1 || m.Layers > maxHFLayers || m.AttentionLayers+m.GDNLayers+m.Mamba2Layers+m.MLPOnlyLayers != m.Layers || m.Params < 0 {
+			t.Fatalf("inconsistent model %+v", m)
+		}
+	})
+}

@@ -101,6 +101,14 @@ func parseHFFields(raw []byte) (hfFields, error) {
 	return top, nil
 }
 
+// maxHFDim bounds every integer read from a config.json (the largest
+// published models stay far below it), and maxHFLayers the layer count, so
+// a hostile config cannot make the estimate loop or overflow.
+const (
+	maxHFDim    = 1 << 24
+	maxHFLayers = 4096
+)
+
 func (f hfFields) has(k string) bool { v, ok := f[k]; return ok && string(v) != "null" }
 
 // int reads the first present key among keys; absent keys give def.
@@ -110,8 +118,8 @@ func (f hfFields) int(def int, keys ...string) (int, error) {
 			continue
 		}
 		var v float64
-		if err := json.Unmarshal(f[k], &v); err != nil || v != math.Trunc(v) || v < 0 || v > 1<<40 {
-			return 0, fmt.Errorf("plan: config.json %s = %s: want a non-negative integer", k, f[k])
+		if err := json.Unmarshal(f[k], &v); err != nil || v != math.Trunc(v) || v < 0 || v > maxHFDim {
+			return 0, fmt.Errorf("plan: config.json %s = %s: want an integer in [0, %d]", k, f[k], maxHFDim)
 		}
 		return int(v), nil
 	}
@@ -190,6 +198,9 @@ func ParseHFModel(raw []byte) (HFModel, error) {
 	req(&m.Heads, "num_attention_heads", "n_head")
 	if err != nil {
 		return HFModel{}, err
+	}
+	if m.Layers > maxHFLayers {
+		return HFModel{}, fmt.Errorf("plan: config.json num_hidden_layers = %d: want at most %d", m.Layers, maxHFLayers)
 	}
 	if m.KVHeads, err = f.int(m.Heads, "num_key_value_heads", "num_kv_heads"); err != nil {
 		return HFModel{}, err

@@ -1,11 +1,7 @@
 package server
 
 import (
-	"fmt"
 	"net/http"
-	"strings"
-
-	"github.com/kvhost/kvhost/host/model/chat"
 )
 
 // handleChatCompletions serves POST /v1/chat/completions.
@@ -24,25 +20,11 @@ func (s *server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 }
 
 // prepareChat validates a chat request, renders its messages with the
-// model's template (with the generation prompt) and tokenizes the result.
-// The template usually writes the BOS text itself; then the tokenizer must
-// not add a second BOS, so special tokens are added only when the rendered
-// text does not already start with the BOS text.
+// model's template (with the generation prompt) and tokenizes the result
+// (chatPrompt).
 func (s *server) prepareChat(req *chatRequest) (genParams, []int32, error) {
 	if len(req.Messages) == 0 {
 		return genParams{}, nil, badRequest("messages", "messages must contain at least one message")
-	}
-	msgs := make([]chat.Message, len(req.Messages))
-	for i := range req.Messages {
-		m := &req.Messages[i]
-		if m.Role == "" {
-			return genParams{}, nil, badRequest(fmt.Sprintf("messages[%d].role", i), "role is required")
-		}
-		cm, err := chatToolMessage(i, m)
-		if err != nil {
-			return genParams{}, nil, err
-		}
-		msgs[i] = cm
 	}
 	maxTokens, name := req.MaxCompletionTokens, "max_completion_tokens"
 	if maxTokens == nil {
@@ -70,6 +52,7 @@ func (s *server) prepareChat(req *chatRequest) (genParams, []int32, error) {
 	if err != nil {
 		return p, nil, err
 	}
+	suffix := ""
 	if plan != nil {
 		spec, err := plan.toolConstraint(tools, p.structured)
 		if err != nil {
@@ -78,20 +61,11 @@ func (s *server) prepareChat(req *chatRequest) (genParams, []int32, error) {
 		if spec != nil {
 			p.constraint = spec
 		}
+		if plan.forced {
+			suffix = plan.prefix
+		}
 		p.tools = plan
 	}
-	tmpl := s.b.Chat()
-	text, err := tmpl.RenderWith(msgs, chat.Options{AddGenerationPrompt: true, Tools: render})
-	if err != nil {
-		return p, nil, err
-	}
-	if plan != nil && plan.forced {
-		text += plan.prefix
-	}
-	addSpecial := tmpl.BOS() == "" || !strings.HasPrefix(text, tmpl.BOS())
-	ids, err := s.b.Tokenizer().Encode(text, addSpecial)
-	if err != nil {
-		return p, nil, fmt.Errorf("server: tokenize rendered chat: %w", err)
-	}
-	return p, ids, nil
+	ids, err := s.chatPrompt(req.Messages, true, nil, render, suffix)
+	return p, ids, err
 }

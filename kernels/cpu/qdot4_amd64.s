@@ -40,6 +40,45 @@ DATA pairshufx4<>+16(SB)/8, $0x0302030203020302
 DATA pairshufx4<>+24(SB)/8, $0x0302030203020302
 GLOBL pairshufx4<>(SB), RODATA|NOPTR, $32
 
+DATA bitshufx4<>+0(SB)/8, $0x0000000000000000
+DATA bitshufx4<>+8(SB)/8, $0x0101010101010101
+DATA bitshufx4<>+16(SB)/8, $0x0202020202020202
+DATA bitshufx4<>+24(SB)/8, $0x0303030303030303
+GLOBL bitshufx4<>(SB), RODATA|NOPTR, $32
+
+DATA bitmaskx4<>+0(SB)/8, $0x7fbfdfeff7fbfdfe
+DATA bitmaskx4<>+8(SB)/8, $0x7fbfdfeff7fbfdfe
+DATA bitmaskx4<>+16(SB)/8, $0x7fbfdfeff7fbfdfe
+DATA bitmaskx4<>+24(SB)/8, $0x7fbfdfeff7fbfdfe
+GLOBL bitmaskx4<>(SB), RODATA|NOPTR, $32
+
+DATA allonesx4<>+0(SB)/8, $-1
+DATA allonesx4<>+8(SB)/8, $-1
+DATA allonesx4<>+16(SB)/8, $-1
+DATA allonesx4<>+24(SB)/8, $-1
+GLOBL allonesx4<>(SB), RODATA|NOPTR, $32
+
+DATA hex10x4<>+0(SB)/8, $0x1010101010101010
+DATA hex10x4<>+8(SB)/8, $0x1010101010101010
+DATA hex10x4<>+16(SB)/8, $0x1010101010101010
+DATA hex10x4<>+24(SB)/8, $0x1010101010101010
+GLOBL hex10x4<>(SB), RODATA|NOPTR, $32
+
+DATA one8x4<>+0(SB)/8, $0x0101010101010101
+DATA one8x4<>+8(SB)/8, $0x0101010101010101
+DATA one8x4<>+16(SB)/8, $0x0101010101010101
+DATA one8x4<>+24(SB)/8, $0x0101010101010101
+GLOBL one8x4<>(SB), RODATA|NOPTR, $32
+
+DATA eighthx4<>+0(SB)/4, $0.125
+GLOBL eighthx4<>(SB), RODATA|NOPTR, $4
+
+DATA one32x4<>+0(SB)/4, $1.0
+GLOBL one32x4<>(SB), RODATA|NOPTR, $4
+
+DATA two32x4<>+0(SB)/4, $2.0
+GLOBL two32x4<>(SB), RODATA|NOPTR, $4
+
 #define X4ARGS \
 	MOVQ w+0(FP), R11    \
 	MOVQ rb+8(FP), R8    \
@@ -223,6 +262,122 @@ GLOBL pairshufx4<>(SB), RODATA|NOPTR, $32
 	Q6KX4GROUP(Y2, 0, 2, x1, s1)        \
 	Q6KX4GROUP(Y2, 4, 6, x3, s3)
 
+// ---- 32-value formats with unsigned codes (Q4_0, Q4_1, Q5_0, Q5_1).
+
+// NIB32X4(off) widens the 16 nibble bytes at off(SI) into 32 codes in Y1.
+#define NIB32X4(off) \
+	VMOVDQU     off(SI), X1    \
+	VPSRLW      $4, X1, X2     \
+	VINSERTI128 $1, X2, Y1, Y1 \
+	VPAND       Y14, Y1, Y1
+
+// FIFTHX4(off) ORs the fifth bits (u32 at off(SI)) into Y1 as 0x10.
+#define FIFTHX4(off) \
+	VPBROADCASTD off(SI), Y2             \
+	VPSHUFB      bitshufx4<>(SB), Y2, Y2 \
+	VPOR         bitmaskx4<>(SB), Y2, Y2 \
+	VPCMPEQB     allonesx4<>(SB), Y2, Y2 \
+	VPAND        hex10x4<>(SB), Y2, Y2   \
+	VPOR         Y2, Y1, Y1
+
+// LEGX4OFF(xr, acc): one activation row of an offset format (w =
+// d·(q − 8k)): per lane, acc += d_w·(p·d_x − k·s_x), so the eight lanes
+// together subtract 8k·d_w·s_x (k = 1 for Q4_0, 2 for Q5_0, in every lane
+// of Y10).
+#define LEGX4OFF(xr, acc) \
+	VPMADDUBSW   8 xr, Y1, Y3  \
+	VPMADDWD     Y15, Y3, Y3   \
+	VCVTDQ2PS    Y3, Y3        \
+	VBROADCASTSS xr, Y4        \
+	VBROADCASTSS 4 xr, Y9      \
+	VMULPS       Y10, Y9, Y9   \
+	VFMSUB213PS  Y9, Y4, Y3    \
+	VFMADD231PS  Y5, Y3, acc
+
+// LEGX4MIN(xr, acc): one activation row of a minimum format (w = d·q + m):
+// acc += d_w·d_x·p + (m/8)·s_x per lane (Y10: m/8 in every lane).
+#define LEGX4MIN(xr, acc) \
+	VPMADDUBSW   8 xr, Y1, Y3  \
+	VPMADDWD     Y15, Y3, Y3   \
+	VCVTDQ2PS    Y3, Y3        \
+	VBROADCASTSS xr, Y4        \
+	VMULPS       Y5, Y4, Y4    \
+	VFMADD231PS  Y4, Y3, acc   \
+	VBROADCASTSS 4 xr, Y9      \
+	VFMADD231PS  Y10, Y9, acc
+
+// LEGX4(codes, rowmacro, blockinit, bsize) is the whole kernel: codes
+// builds a block's 32 codes in Y1, blockinit its per-block constant in
+// Y10, rowmacro does one activation row.
+#define LEGX4(codes, rowmacro, blockinit, bsize) \
+	X4ARGS                        \
+	VMOVDQU ones16x4<>(SB), Y15   \
+	VMOVDQU nib4x4<>(SB), Y14     \
+legx4row:                         \
+	X4START                       \
+legx4blk:                         \
+	codes                         \
+	VPBROADCASTW (SI), X5         \
+	VCVTPH2PS    X5, Y5           \
+	blockinit                     \
+	rowmacro((DI), Y0)            \
+	rowmacro((DI)(R14*1), Y6)     \
+	rowmacro((DI)(R14*2), Y7)     \
+	rowmacro((R13), Y8)           \
+	ADDQ         $bsize, SI       \
+	ADDQ         $40, DI          \
+	ADDQ         $40, R13         \
+	DECQ         CX               \
+	JNZ          legx4blk         \
+	X4END                         \
+	JNZ          legx4row         \
+	VZEROUPPER                    \
+	RET
+
+#define CODESQ4_0 NIB32X4(2)
+#define CODESQ4_1 NIB32X4(4)
+#define CODESQ5_0 \
+	NIB32X4(6)  \
+	FIFTHX4(2)
+#define CODESQ5_1 \
+	NIB32X4(8)  \
+	FIFTHX4(4)
+
+#define INITK1 VBROADCASTSS one32x4<>(SB), Y10
+#define INITK2 VBROADCASTSS two32x4<>(SB), Y10
+#define INITM \
+	VPBROADCASTW 2(SI), X10               \
+	VCVTPH2PS    X10, Y10                 \
+	VBROADCASTSS eighthx4<>(SB), Y9       \
+	VMULPS       Y9, Y10, Y10
+
+// ---- Q5_K: Q4_K with a fifth bit per value (qh, 32 bytes at 16, in Y13
+// while the chunks run): bit 2j of byte l for value 64j+l, bit 2j+1 for
+// value 64j+32+l.
+#define Q5KX4FIFTH(shift, dst) \
+	VPSRLW $shift, Y13, Y4       \
+	VPAND  one8x4<>(SB), Y4, Y4  \
+	VPSLLW $4, Y4, Y4            \
+	VPOR   Y4, dst, dst
+
+#define Q5KX4CHUNK(qoff, xlo, xhi, slo, shi, blo, bhi) \
+	VMOVDQU      qoff(SI), Y1               \
+	VPSRLW       $4, Y1, Y2                 \
+	VPAND        Y14, Y1, Y1                \
+	VPAND        Y14, Y2, Y2                \
+	Q5KX4FIFTH(blo, Y1)                     \
+	Q5KX4FIFTH(bhi, Y2)                     \
+	VPBROADCASTW slo(SP), Y15               \
+	Q4KX4HALF(xlo, Y1, (DI), Y9)            \
+	Q4KX4HALF(xlo, Y1, (DI)(R14*1), Y10)    \
+	Q4KX4HALF(xlo, Y1, (DI)(R14*2), Y11)    \
+	Q4KX4HALF(xlo, Y1, (R13), Y12)          \
+	VPBROADCASTW shi(SP), Y15               \
+	Q4KX4HALF(xhi, Y2, (DI), Y9)            \
+	Q4KX4HALF(xhi, Y2, (DI)(R14*1), Y10)    \
+	Q4KX4HALF(xhi, Y2, (DI)(R14*2), Y11)    \
+	Q4KX4HALF(xhi, Y2, (R13), Y12)
+
 // func dot4RowsQ8_0AVX2(w *byte, rb, n int, x *byte, xs, nb int, out *float32, os int)
 TEXT ·dot4RowsQ8_0AVX2(SB), NOSPLIT, $0-64
 	X4ARGS
@@ -307,5 +462,54 @@ q6kx4blk:
 	JNZ          q6kx4blk
 	X4END
 	JNZ          q6kx4row
+	VZEROUPPER
+	RET
+
+// func dot4RowsQ4_0AVX2(w *byte, rb, n int, x *byte, xs, nb int, out *float32, os int)
+TEXT ·dot4RowsQ4_0AVX2(SB), NOSPLIT, $0-64
+	LEGX4(CODESQ4_0, LEGX4OFF, INITK1, 18)
+
+// func dot4RowsQ4_1AVX2(w *byte, rb, n int, x *byte, xs, nb int, out *float32, os int)
+TEXT ·dot4RowsQ4_1AVX2(SB), NOSPLIT, $0-64
+	LEGX4(CODESQ4_1, LEGX4MIN, INITM, 20)
+
+// func dot4RowsQ5_0AVX2(w *byte, rb, n int, x *byte, xs, nb int, out *float32, os int)
+TEXT ·dot4RowsQ5_0AVX2(SB), NOSPLIT, $0-64
+	LEGX4(CODESQ5_0, LEGX4OFF, INITK2, 22)
+
+// func dot4RowsQ5_1AVX2(w *byte, rb, n int, x *byte, xs, nb int, out *float32, os int)
+TEXT ·dot4RowsQ5_1AVX2(SB), NOSPLIT, $0-64
+	LEGX4(CODESQ5_1, LEGX4MIN, INITM, 24)
+
+// func dot4RowsQ5KAVX2(w *byte, rb, n int, x *byte, xs, nb int, out *float32, os int)
+TEXT ·dot4RowsQ5KAVX2(SB), NOSPLIT, $56-64
+	X4ARGS
+	VMOVDQU nib4x4<>(SB), Y14
+
+q5kx4row:
+	X4START
+
+q5kx4blk:
+	Q4KX4SCALES
+	KX4ZERO
+	VMOVDQU      16(SI), Y13
+	Q5KX4CHUNK(48, 36, 68, 0, 2, 0, 1)
+	Q5KX4CHUNK(80, 100, 132, 4, 6, 2, 3)
+	Q5KX4CHUNK(112, 164, 196, 8, 10, 4, 5)
+	Q5KX4CHUNK(144, 228, 260, 12, 14, 6, 7)
+	KX4TAILS(0)
+	VPBROADCASTW 2(SI), X5
+	VCVTPH2PS    X5, Y5
+	Q4KX4MIN((DI), Y0)
+	Q4KX4MIN((DI)(R14*1), Y6)
+	Q4KX4MIN((DI)(R14*2), Y7)
+	Q4KX4MIN((R13), Y8)
+	ADDQ         $176, SI
+	ADDQ         $292, DI
+	ADDQ         $292, R13
+	DECQ         CX
+	JNZ          q5kx4blk
+	X4END
+	JNZ          q5kx4row
 	VZEROUPPER
 	RET

@@ -73,13 +73,29 @@ func dot4RowsQ4KAVX2(w *byte, rb, n int, x *byte, xs, nb int, out *float32, os i
 //go:noescape
 func dot4RowsQ6KAVX2(w *byte, rb, n int, x *byte, xs, nb int, out *float32, os int)
 
+//go:noescape
+func dot4RowsQ5KAVX2(w *byte, rb, n int, x *byte, xs, nb int, out *float32, os int)
+
+//go:noescape
+func dot4RowsQ4_0AVX2(w *byte, rb, n int, x *byte, xs, nb int, out *float32, os int)
+
+//go:noescape
+func dot4RowsQ4_1AVX2(w *byte, rb, n int, x *byte, xs, nb int, out *float32, os int)
+
+//go:noescape
+func dot4RowsQ5_0AVX2(w *byte, rb, n int, x *byte, xs, nb int, out *float32, os int)
+
+//go:noescape
+func dot4RowsQ5_1AVX2(w *byte, rb, n int, x *byte, xs, nb int, out *float32, os int)
+
 type dotRowsFunc func(w *byte, rb, n int, x *byte, nb int, out *float32)
 
 type dot4RowsFunc func(w *byte, rb, n int, x *byte, xs, nb int, out *float32, os int)
 
 // dot4RowsAVX2 holds the four-activation-row kernels (qdot4_amd64.s).
 var dot4RowsAVX2 = [numDTypes]dot4RowsFunc{
-	Q8_0: dot4RowsQ8_0AVX2, Q4_K: dot4RowsQ4KAVX2, Q6_K: dot4RowsQ6KAVX2,
+	Q8_0: dot4RowsQ8_0AVX2, Q4_0: dot4RowsQ4_0AVX2, Q4_1: dot4RowsQ4_1AVX2, Q5_0: dot4RowsQ5_0AVX2,
+	Q5_1: dot4RowsQ5_1AVX2, Q4_K: dot4RowsQ4KAVX2, Q5_K: dot4RowsQ5KAVX2, Q6_K: dot4RowsQ6KAVX2,
 }
 
 // vecDot4RowsSIMD dots n weight rows with four activation rows (xq, xq+xs,

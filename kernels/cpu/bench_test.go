@@ -170,3 +170,20 @@ func BenchmarkMatMulQuant(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkQuantizeAct: quantizing one activation row (medium's hidden
+// size) for the legacy and the K-quant formats.
+func BenchmarkQuantizeAct(b *testing.B) {
+	r := newRand(66)
+	const cols = 2048
+	x := randVec(r, cols, 3)
+	for _, t := range []DType{Q8_0, Q4_K} {
+		b.Run(t.String(), func(b *testing.B) {
+			dst := make([]byte, actRowBytes(t, cols))
+			for b.Loop() {
+				quantizeAct(t, dst, x, 1, cols)
+			}
+			b.ReportMetric(float64(cols)/(b.Elapsed().Seconds()/float64(b.N))/1e9, "Gelem/s")
+		})
+	}
+}

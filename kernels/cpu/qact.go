@@ -5,6 +5,9 @@ import (
 	"unsafe"
 )
 
+// quantQ8Vec and quantQ8KVec run the AVX2 quantizers (qact_amd64.s) over
+// all of dst and report whether they did (false without SIMD).
+
 // Activations for the quantized matmul. A quantized weight row is dotted
 // with an 8-bit copy of the activation row, made once per MatMul call as
 // llama.cpp does: 32-value blocks (q8Block, GGML's block_q8_1 with float
@@ -98,9 +101,13 @@ func quantizeAct(t DType, dst []byte, x []float32, m, cols int) {
 	}
 }
 
-// quantizeQ8 is GGML's quantize_row_q8_1 with a float32 s: d = max|x|/127,
-// q = round-half-away(x/d).
+// quantizeQ8 is GGML's quantize_row_q8_1 with float32 fields and
+// round-half-even codes: d = max|x|/127, q = round(x/d) (via id = 1/d),
+// s = d·Σq. The AVX2 kernel computes exactly this.
 func quantizeQ8(dst []q8Block, x []float32) {
+	if quantQ8Vec(dst, x) {
+		return
+	}
 	for b := range dst {
 		xb := x[32*b : 32*b+32]
 		var amax float32
@@ -113,42 +120,55 @@ func quantizeQ8(dst []q8Block, x []float32) {
 			id = 1 / d
 		}
 		var sum int32
+		q := &dst[b].q
 		for j, v := range xb {
-			q := int8(math.Round(float64(v * id)))
-			dst[b].q[j] = q
-			sum += int32(q)
+			c := roundEven32(v * id)
+			q[j] = int8(c)
+			sum += c
 		}
 		dst[b].d, dst[b].s = d, d*float32(sum)
 	}
 }
 
 // quantizeQ8K is GGML's quantize_row_q8_K: the value of largest magnitude
-// maps to −127, q = min(127, round-half-even(x·(−127/max))), d = 1/iscale.
+// (the maximum when it is at least −minimum, else the minimum) maps to
+// −127: q = min(127, round-half-even(x·(−127/mx))), d = 1/iscale, bsums the
+// sums of 16 codes. The AVX2 kernel computes exactly this.
 func quantizeQ8K(dst []q8KBlock, x []float32) {
+	if quantQ8KVec(dst, x) {
+		return
+	}
 	for b := range dst {
 		xb := x[QKK*b : QKK*b+QKK]
 		blk := &dst[b]
-		var amax, mx float32
+		hi, lo := xb[0], xb[0]
 		for _, v := range xb {
-			if a := abs32(v); a > amax {
-				amax, mx = a, v
-			}
+			hi, lo = max(hi, v), min(lo, v)
 		}
-		if amax == 0 {
+		if max(hi, -lo) == 0 {
 			*blk = q8KBlock{}
 			continue
 		}
-		iscale := -127 / mx
-		for j, v := range xb {
-			blk.q[j] = int8(min(127, nearestInt(iscale*v)))
+		mx := hi
+		if hi < -lo {
+			mx = lo
 		}
+		iscale := -127 / mx
 		for g := range 16 {
-			var s int16
-			for _, q := range blk.q[16*g : 16*g+16] {
-				s += int16(q)
+			var s int32
+			for j := 16 * g; j < 16*g+16; j++ {
+				c := min(127, roundEven32(iscale*xb[j]))
+				blk.q[j] = int8(c)
+				s += c
 			}
-			blk.bsums[g] = s
+			blk.bsums[g] = int16(s)
 		}
 		blk.d = 1 / iscale
 	}
+}
+
+// roundEven32 rounds to the nearest integer, half to even, with float32
+// arithmetic only (GGML's nearest_int: |v| < 2^22).
+func roundEven32(v float32) int32 {
+	return int32(math.Float32bits(v+12582912)&0x7fffff) - 0x400000
 }

@@ -45,6 +45,32 @@ func dotRowsQ6KAVX2(w *byte, rb, n int, x *byte, nb int, out *float32)
 func dotRowsIQ4XSAVX2(w *byte, rb, n int, x *byte, nb int, out *float32)
 
 //go:noescape
+func quantQ8AVX2(x *float32, dst *q8Block, nb int)
+
+//go:noescape
+func quantQ8KAVX2(x *float32, dst *q8KBlock, nb int)
+
+func quantQ8Vec(dst []q8Block, x []float32) bool {
+	n := len(dst)
+	if !useSIMD || n == 0 {
+		return false
+	}
+	_ = x[32*n-1]
+	quantQ8AVX2(&x[0], &dst[0], n)
+	return true
+}
+
+func quantQ8KVec(dst []q8KBlock, x []float32) bool {
+	n := len(dst)
+	if !useSIMD || n == 0 {
+		return false
+	}
+	_ = x[QKK*n-1]
+	quantQ8KAVX2(&x[0], &dst[0], n)
+	return true
+}
+
+//go:noescape
 func dotRowsQ8_0AVX512(w *byte, rb, n int, x *byte, nb int, out *float32)
 
 //go:noescape

@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -126,6 +127,43 @@ func TestQuantizeAct(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestQuantizeActSIMDMatchesGo: the AVX2 activation quantizers give the
+// portable ones' bytes, on blocks with outliers, all-zero blocks, a tie
+// between the maximum and the minus minimum, and tiny and huge values.
+func TestQuantizeActSIMDMatchesGo(t *testing.T) {
+	if !simdAvailable {
+		t.Skip("no AVX2 on this CPU: the portable quantizers are the only ones")
+	}
+	saved := useSIMD
+	defer func() { useSIMD = saved }()
+	r := newRand(13)
+	const cols = 4 * QKK
+	x := randVec(r, cols, 2)
+	clear(x[QKK : 2*QKK])                 // an all-zero K block (eight zero 32-blocks)
+	x[2*QKK+5], x[2*QKK+77] = 9, -9       // a tie in the third K block
+	for i := 3 * QKK; i < 3*QKK+64; i++ { // tiny and huge values
+		x[i] = float32(r.NormFloat64()) * 1e-30
+	}
+	x[3*QKK+100] = 3e4
+	for _, typ := range []DType{Q4_0, Q4_K} {
+		got, want := make([]byte, actRowBytes(typ, cols)), make([]byte, actRowBytes(typ, cols))
+		for i := range got { // stale scratch: every byte must be written
+			got[i], want[i] = 0xaa, 0x55
+		}
+		useSIMD = true
+		quantizeAct(typ, got, x, 1, cols)
+		useSIMD = false
+		quantizeAct(typ, want, x, 1, cols)
+		if !bytes.Equal(got, want) {
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("%v: byte %d: AVX2 %#x, Go %#x", typ, i, got[i], want[i])
+				}
+			}
+		}
 	}
 }
 

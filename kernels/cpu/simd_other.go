@@ -40,3 +40,6 @@ func vecDot4RowsSIMD(DType, []byte, int, int, []byte, int, int, []float32, int) 
 const q512Available = false
 
 var useQ512 = false
+
+func quantQ8Vec([]q8Block, []float32) bool   { return false }
+func quantQ8KVec([]q8KBlock, []float32) bool { return false }

@@ -138,9 +138,7 @@ func BenchmarkDecodeGraphs(b *testing.B) {
 				// Positions walk as in BenchmarkDecode, so the two compare.
 				logits := make([]float32, batch*r.m.Config.Vocab)
 				V := r.m.Config.Vocab
-				b.ReportAllocs()
-				b.ResetTimer()
-				for n := 0; n < b.N; n++ {
+				step := func() {
 					for i := range seqs {
 						if seqs[i].Start >= 64+decodeSpan {
 							seqs[i].Start = 64
@@ -153,6 +151,14 @@ func BenchmarkDecodeGraphs(b *testing.B) {
 						seqs[i].Tokens[0] = int32(argmax32(logits[i*V : (i+1)*V]))
 						seqs[i].Start++
 					}
+				}
+				for range decodeSpan { // untimed: fault the span's KV pages in (see BenchmarkDecode)
+					step()
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for n := 0; n < b.N; n++ {
+					step()
 				}
 				b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "tok/s")
 			})

@@ -177,39 +177,48 @@ GLOBL two32x4<>(SB), RODATA|NOPTR, $4
 	Q4KX4HALF(xhi, Y2, (DI)(R14*2), Y11) \
 	Q4KX4HALF(xhi, Y2, (R13), Y12)
 
+// Q4_K/Q5_K scale unpacking in one 16-byte vector: P gathers each output's
+// main byte (s0–3, s8–11 for the scales, s4–7, s8–11 for the minimums), Q
+// the byte whose top two bits are the output's bits 4–5 (s0–3 for scales
+// 4–7, s4–7 for minimums 4–7; zero elsewhere); out = (P & A) | ((P >> 4) &
+// B) | ((Q >> 2) & 0x30).
+DATA k4shufPx4<>+0(SB)/8, $0x0b0a090803020100
+DATA k4shufPx4<>+8(SB)/8, $0x0b0a090807060504
+GLOBL k4shufPx4<>(SB), RODATA|NOPTR, $16
+DATA k4shufQx4<>+0(SB)/8, $0x0302010080808080
+DATA k4shufQx4<>+8(SB)/8, $0x0706050480808080
+GLOBL k4shufQx4<>(SB), RODATA|NOPTR, $16
+DATA k4maskAx4<>+0(SB)/8, $0x0f0f0f0f3f3f3f3f
+DATA k4maskAx4<>+8(SB)/8, $0x000000003f3f3f3f
+GLOBL k4maskAx4<>(SB), RODATA|NOPTR, $16
+DATA k4maskBx4<>+0(SB)/8, $0x0000000000000000
+DATA k4maskBx4<>+8(SB)/8, $0x0f0f0f0f00000000
+GLOBL k4maskBx4<>(SB), RODATA|NOPTR, $16
+DATA k4hix4<>+0(SB)/8, $0x3030303030303030
+DATA k4hix4<>+8(SB)/8, $0x3030303030303030
+GLOBL k4hix4<>(SB), RODATA|NOPTR, $16
+
+// K4UNPACKx4 leaves the 8 scales and 8 minimums of the Q4_K/Q5_K block at
+// SI as 16 words in Y3 (scales in the low lane); X1 and X2 are clobbered
+// (the four sums live in Y0 and Y6–Y8).
+#define K4UNPACKx4 \
+	VMOVDQU   4(SI), X3                     \
+	VPSHUFB   k4shufQx4<>(SB), X3, X2       \
+	VPSHUFB   k4shufPx4<>(SB), X3, X3       \
+	VPSRLW    $4, X3, X1                    \
+	VPAND     k4maskBx4<>(SB), X1, X1       \
+	VPAND     k4maskAx4<>(SB), X3, X3       \
+	VPOR      X1, X3, X3                    \
+	VPSRLW    $2, X2, X2                    \
+	VPAND     k4hix4<>(SB), X2, X2          \
+	VPOR      X2, X3, X3                    \
+	VPMOVZXBW X3, Y3
+
 // Q4KX4SCALES: 8 scale words to 0(SP), 8 min words to 16(SP), in one
-// 32-byte store (so the loads of them that follow forward from it). CX is
-// spilled to 48(SP) to serve as a fifth scratch register.
+// 32-byte store (so the loads of them that follow forward from it).
 #define Q4KX4SCALES \
-	MOVQ        CX, 48(SP)         \
-	MOVL        4(SI), AX          \
-	MOVL        8(SI), BX          \
-	MOVL        12(SI), DX         \
-	MOVL        AX, R12            \
-	ANDL        $0x3f3f3f3f, R12   \
-	SHRL        $6, AX             \
-	ANDL        $0x03030303, AX    \
-	SHLL        $4, AX             \
-	MOVL        DX, CX             \
-	ANDL        $0x0f0f0f0f, CX    \
-	ORL         AX, CX             \
-	SHLQ        $32, CX            \
-	ORQ         CX, R12            \
-	MOVL        BX, AX             \
-	ANDL        $0x3f3f3f3f, AX    \
-	SHRL        $4, DX             \
-	ANDL        $0x0f0f0f0f, DX    \
-	SHRL        $6, BX             \
-	ANDL        $0x03030303, BX    \
-	SHLL        $4, BX             \
-	ORL         BX, DX             \
-	SHLQ        $32, DX            \
-	ORQ         DX, AX             \
-	MOVQ        R12, X3            \
-	VPINSRQ     $1, AX, X3, X3     \
-	VPMOVZXBW   X3, Y3             \
-	VMOVDQU     Y3, 0(SP)          \
-	MOVQ        48(SP), CX
+	K4UNPACKx4          \
+	VMOVDQU   Y3, 0(SP)
 
 #define KX4ZERO \
 	VPXOR Y9, Y9, Y9    \
@@ -406,7 +415,7 @@ q8x4blk:
 	RET
 
 // func dot4RowsQ4KAVX2(w *byte, rb, n int, x *byte, xs, nb int, out *float32, os int)
-TEXT ·dot4RowsQ4KAVX2(SB), NOSPLIT, $56-64
+TEXT ·dot4RowsQ4KAVX2(SB), NOSPLIT, $32-64
 	X4ARGS
 	VMOVDQU nib4x4<>(SB), Y14
 
@@ -482,7 +491,7 @@ TEXT ·dot4RowsQ5_1AVX2(SB), NOSPLIT, $0-64
 	LEGX4(CODESQ5_1, LEGX4MIN, INITM, 24)
 
 // func dot4RowsQ5KAVX2(w *byte, rb, n int, x *byte, xs, nb int, out *float32, os int)
-TEXT ·dot4RowsQ5KAVX2(SB), NOSPLIT, $56-64
+TEXT ·dot4RowsQ5KAVX2(SB), NOSPLIT, $32-64
 	X4ARGS
 	VMOVDQU nib4x4<>(SB), Y14
 

@@ -321,37 +321,48 @@ blk:                             \
 	VPMADDWD     Y7, codes, codes       \
 	VPADDD       codes, Y3, Y3
 
+// Q4_K/Q5_K scale unpacking in one 16-byte vector: P gathers each output's
+// main byte (s0–3, s8–11 for the scales, s4–7, s8–11 for the minimums), Q
+// the byte whose top two bits are the output's bits 4–5 (s0–3 for scales
+// 4–7, s4–7 for minimums 4–7; zero elsewhere); out = (P & A) | ((P >> 4) &
+// B) | ((Q >> 2) & 0x30).
+DATA k4shufP<>+0(SB)/8, $0x0b0a090803020100
+DATA k4shufP<>+8(SB)/8, $0x0b0a090807060504
+GLOBL k4shufP<>(SB), RODATA|NOPTR, $16
+DATA k4shufQ<>+0(SB)/8, $0x0302010080808080
+DATA k4shufQ<>+8(SB)/8, $0x0706050480808080
+GLOBL k4shufQ<>(SB), RODATA|NOPTR, $16
+DATA k4maskA<>+0(SB)/8, $0x0f0f0f0f3f3f3f3f
+DATA k4maskA<>+8(SB)/8, $0x000000003f3f3f3f
+GLOBL k4maskA<>(SB), RODATA|NOPTR, $16
+DATA k4maskB<>+0(SB)/8, $0x0000000000000000
+DATA k4maskB<>+8(SB)/8, $0x0f0f0f0f00000000
+GLOBL k4maskB<>(SB), RODATA|NOPTR, $16
+DATA k4hi<>+0(SB)/8, $0x3030303030303030
+DATA k4hi<>+8(SB)/8, $0x3030303030303030
+GLOBL k4hi<>(SB), RODATA|NOPTR, $16
+
+// K4UNPACK leaves the 8 scales and 8 minimums of the Q4_K/Q5_K block at
+// SI as 16 words in Y4 (scales in the low lane); X5–X7 are clobbered.
+#define K4UNPACK \
+	VMOVDQU   4(SI), X4                     \
+	VPSHUFB   k4shufP<>(SB), X4, X5      \
+	VPSHUFB   k4shufQ<>(SB), X4, X6      \
+	VPSRLW    $4, X5, X7                    \
+	VPAND     k4maskB<>(SB), X7, X7      \
+	VPAND     k4maskA<>(SB), X5, X5      \
+	VPOR      X7, X5, X5                    \
+	VPSRLW    $2, X6, X6                    \
+	VPAND     k4hi<>(SB), X6, X6         \
+	VPOR      X6, X5, X5                    \
+	VPMOVZXBW X5, Y4
+
 // Q4_K: d, dmin, 12 bytes of (scale, min) pairs, 128 nibble bytes at 16.
 // Scales go to 0(SP) as 8 words; Σ m·(bsums[2k]+bsums[2k+1]) into Y9.
 #define Q4KSCALES \
-	MOVL      4(SI), AX          \
-	MOVL      8(SI), BX          \
-	MOVL      12(SI), DX         \
-	MOVL      AX, R12            \
-	ANDL      $0x3f3f3f3f, R12   \
-	MOVL      DX, R13            \
-	ANDL      $0x0f0f0f0f, R13   \
-	SHRL      $6, AX             \
-	ANDL      $0x03030303, AX    \
-	SHLL      $4, AX             \
-	ORL       AX, R13            \
-	SHLQ      $32, R13           \
-	ORQ       R13, R12           \
-	MOVL      BX, AX             \
-	ANDL      $0x3f3f3f3f, AX    \
-	SHRL      $4, DX             \
-	ANDL      $0x0f0f0f0f, DX    \
-	SHRL      $6, BX             \
-	ANDL      $0x03030303, BX    \
-	SHLL      $4, BX             \
-	ORL       BX, DX             \
-	SHLQ      $32, DX            \
-	ORQ       DX, AX             \
-	MOVQ      R12, X4            \
-	VPMOVZXBW X4, X4             \
+	K4UNPACK                     \
 	VMOVDQU   X4, 0(SP)          \
-	MOVQ      AX, X5             \
-	VPMOVZXBW X5, X5             \
+	VEXTRACTI128 $1, Y4, X5      \
 	VMOVDQU   4(DI), Y6          \
 	VEXTRACTI128 $1, Y6, X7      \
 	VPHADDW   X7, X6, X6         \

@@ -18,8 +18,10 @@
 //     product of a weight row with an activation row (VPMADDUBSW/VPMADDWD
 //     on AVX2; VPDPBUSD and 512-bit vectors with AVX-512 VNNI for Q8_0,
 //     Q4_K, Q5_K, Q6_K; portable Go elsewhere), with the float scales
-//     applied once per block. The same path serves every m, so a
-//     sequence's results do not depend on what it is batched with.
+//     applied once per block. From m = 4 the common formats dot each
+//     unpacked weight block with four activation rows at once. The same
+//     arithmetic serves every m, so a sequence's results do not depend on
+//     what it is batched with.
 //   - Decode is dominated by MatMul, which is memory-bound at m=1. On amd64
 //     with AVX2+FMA+F16C (detected at run time through golang.org/x/sys/cpu)
 //     the dot products run in Go assembly; f16 is widened with VCVTPH2PS on the

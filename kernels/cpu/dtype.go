@@ -3,7 +3,6 @@ package cpu
 import (
 	"errors"
 	"fmt"
-	"strings"
 )
 
 // ErrShape is wrapped by every error this package returns for a size, length or
@@ -79,16 +78,6 @@ func (d DType) String() string {
 		return dtypes[d].name
 	}
 	return fmt.Sprintf("dtype(%d)", uint8(d))
-}
-
-// ParseDType is the inverse of String (case-insensitive).
-func ParseDType(s string) (DType, error) {
-	for i, t := range dtypes {
-		if strings.EqualFold(t.name, s) {
-			return DType(i), nil
-		}
-	}
-	return 0, fmt.Errorf("cpu: unknown dtype %q", s)
 }
 
 // Quantized reports whether d is block-quantized (Q8_0 and the 4/5/6-bit

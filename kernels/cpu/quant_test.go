@@ -3,7 +3,6 @@ package cpu
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"math"
 	"testing"
 )
@@ -323,20 +322,5 @@ func TestQuantizeBlocks(t *testing.T) {
 	}
 	if err := QuantizeBlocks(BF16, make([]byte, 2), make([]float32, 1)); !errors.Is(err, ErrShape) {
 		t.Errorf("bf16: %v", err)
-	}
-}
-
-func TestParseDType(t *testing.T) {
-	for _, d := range DTypes() {
-		got, err := ParseDType(fmt.Sprint(d))
-		if err != nil || got != d {
-			t.Errorf("ParseDType(%q) = %v, %v", d, got, err)
-		}
-	}
-	if d, err := ParseDType("Q4_K"); err != nil || d != Q4_K {
-		t.Errorf("ParseDType(Q4_K) = %v, %v", d, err)
-	}
-	if _, err := ParseDType("q4_2"); err == nil {
-		t.Error("q4_2 accepted")
 	}
 }

@@ -23,16 +23,6 @@ func (t TensorType) DType() (kcpu.DType, bool) {
 	return d, ok
 }
 
-// TensorTypeOf is the GGML type of a kernel dtype.
-func TensorTypeOf(d kcpu.DType) (TensorType, bool) {
-	for t, k := range kernelTypes {
-		if k == d {
-			return t, true
-		}
-	}
-	return 0, false
-}
-
 // Dequantizable reports whether Dequantize decodes t: the block-quantized
 // types the kernels run.
 func (t TensorType) Dequantizable() bool {

@@ -11,30 +11,17 @@ import (
 	"testing"
 
 	"github.com/kvhost/kvhost/host/model/gguf"
+	"github.com/kvhost/kvhost/internal/testmodels"
 )
 
-// llamaTools finds ../shared/tools/llama.cpp beside the repository root.
+// llamaTools is ../shared/tools/llama.cpp, or skips.
 func llamaTools(t *testing.T) string {
 	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
+	dir, ok := testmodels.LlamaCpp()
+	if !ok {
+		t.Skip("skipping: ../shared/tools/llama.cpp is absent; this cross-check needs llama.cpp's llama-quantize")
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("skipping: no go.mod above the test directory")
-		}
-		dir = parent
-	}
-	tools := filepath.Join(dir, "..", "shared", "tools", "llama.cpp")
-	if _, err := os.Stat(filepath.Join(tools, "run")); err != nil {
-		t.Skipf("skipping: %s is absent; this cross-check needs llama.cpp's llama-quantize", tools)
-	}
-	return tools
+	return dir
 }
 
 // TestMatchesLlamaQuantize quantizes one f32 model with llama-quantize in

@@ -156,32 +156,44 @@ func (p *Pool) Route(r Router, logits []float32, n int, bias []float32, ids []in
 // scores keep the earlier candidate, so callers scan in index order).
 func better(a, b float32) bool { return a > b || (b != b && a == a) }
 
+// sigmoidInPlace sets x = 1/(1 + e^(-x)), the exponentials through the
+// vectorised exp (expSubSum with a zero maximum over the negated values):
+// where e^(-x) would overflow the result is 0, as with expf's +Inf.
+func sigmoidInPlace(x []float32) {
+	for i := range x {
+		x[i] = -x[i]
+	}
+	expSubSum(x, 0)
+	for i, v := range x {
+		x[i] = 1 / (1 + v)
+	}
+}
+
 // token routes one token: s holds its logits and becomes its scores.
 func (r Router) token(s, bias []float32, ids []int32, w []float32) {
 	switch r.Scoring {
 	case ScoreSoftmax:
 		Softmax(s)
 	case ScoreSigmoid:
-		for e, v := range s {
-			s[e] = 1 / (1 + expf(-v))
+		sigmoidInPlace(s)
+	}
+	sel := s
+	var biased [MaxRouterExperts]float32
+	if bias != nil {
+		sel = biased[:r.Experts]
+		for e := range sel {
+			sel[e] = s[e] + bias[e]
 		}
 	}
-	sel := func(e int) float32 {
-		if bias != nil {
-			return s[e] + bias[e]
-		}
-		return s[e]
-	}
-	// excluded[e] is set for experts already chosen or outside the chosen
-	// groups.
-	var excluded [MaxRouterExperts / 64]uint64
+	groups, size := 1, r.Experts
+	var chosen [MaxRouterGroups]bool
 	if r.Groups > 1 {
-		size := r.Experts / r.Groups
+		groups, size = r.Groups, r.Experts/r.Groups
 		var gs [MaxRouterGroups]float32
-		for g := range r.Groups {
+		for g := range groups {
 			b1, b2 := float32(math.NaN()), float32(math.NaN())
-			for e := g * size; e < (g+1)*size; e++ {
-				switch v := sel(e); {
+			for _, v := range sel[g*size : (g+1)*size] {
+				switch {
 				case better(v, b1):
 					b1, b2 = v, b1
 				case better(v, b2):
@@ -193,38 +205,48 @@ func (r Router) token(s, bias []float32, ids []int32, w []float32) {
 				gs[g] = b1 + b2
 			}
 		}
-		var chosen [MaxRouterGroups]bool
 		for range r.TopKGroups {
 			best := -1
-			for g := range r.Groups {
+			for g := range groups {
 				if !chosen[g] && (best < 0 || better(gs[g], gs[best])) {
 					best = g
 				}
 			}
 			chosen[best] = true
 		}
-		for g := range r.Groups {
-			if !chosen[g] {
-				for e := g * size; e < (g+1)*size; e++ {
-					excluded[e>>6] |= 1 << (e & 63)
-				}
-			}
-		}
+	} else {
+		chosen[0] = true
 	}
-	for j := range r.TopK {
-		best := -1
-		var bv float32
-		for e := range r.Experts {
-			if excluded[e>>6]&(1<<(e&63)) != 0 {
+	// Keep ids/w as the list of the best so far, sorted by selection value
+	// (w holds the values until the weights replace them). Experts arrive
+	// in index order and only a strictly better one moves ahead, so equal
+	// values keep the lower index first: the same order as repeated argmax
+	// with lowest-index ties (the CUDA kernel's).
+	k := r.TopK
+	have := 0
+	for g := range groups {
+		if !chosen[g] {
+			continue
+		}
+		for e := g * size; e < (g+1)*size; e++ {
+			v := sel[e]
+			if have == k && !better(v, w[k-1]) {
 				continue
 			}
-			if v := sel(e); best < 0 || better(v, bv) {
-				best, bv = e, v
+			j := have
+			if have == k {
+				j = k - 1
+			} else {
+				have++
 			}
+			for ; j > 0 && better(v, w[j-1]); j-- {
+				w[j], ids[j] = w[j-1], ids[j-1]
+			}
+			w[j], ids[j] = v, int32(e)
 		}
-		excluded[best>>6] |= 1 << (best & 63)
-		ids[j] = int32(best)
-		w[j] = s[best]
+	}
+	for j, id := range ids[:k] {
+		w[j] = s[id]
 	}
 	if r.Scoring == ScoreSoftmaxTopK {
 		Softmax(w)

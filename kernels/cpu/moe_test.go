@@ -355,3 +355,35 @@ func TestScatterAddOverwrites(t *testing.T) {
 		}
 	}
 }
+
+// TestArchKernelsAllocateNothing: the router, the grouping, the scatter-add
+// and the activations allocate nothing per call (the decode hot path).
+func TestArchKernelsAllocateNothing(t *testing.T) {
+	p := NewPool(2)
+	defer p.Close()
+	rt := routers["deepseek-v3"]
+	const n, dim = 4, 256
+	r := newRand(3)
+	logits := spreadLogits(r, n, rt.Experts, 0.05)
+	bias := randVec(r, rt.Experts, 0.01)
+	ids := make([]int32, n*rt.TopK)
+	w := make([]float32, n*rt.TopK)
+	g := NewExpertGroups(rt.Experts, rt.TopK, n)
+	y := randVec(r, n*rt.TopK*dim, 1)
+	out := make([]float32, n*dim)
+	gate, up := randVec(r, dim, 2), randVec(r, dim, 2)
+	for _, pool := range []*Pool{nil, p} {
+		if a := testing.AllocsPerRun(20, func() {
+			pool.Route(rt, logits, n, bias, ids, w)
+			if err := g.Group(ids, w, n); err != nil {
+				t.Fatal(err)
+			}
+			pool.ScatterAdd(out, y, dim, g, false)
+			GeGLUTanh(out[:dim], gate, up)
+			SwiGLUOAI(out[:dim], gate, up, 1.702, 7)
+			SoftCap(out, 30)
+		}); a != 0 {
+			t.Errorf("threads %d: %v allocations per step", pool.Threads(), a)
+		}
+	}
+}

@@ -1,0 +1,127 @@
+//go:build amd64
+
+package cpu
+
+// Assembly for the Mamba-2 kernels (mamba_amd64.s: AVX2, mamba512_amd64.s:
+// AVX-512). Each runs the leading multiple of 8 (16) columns; the wrappers
+// bound-check every access the assembly makes and finish in Go.
+
+// axpyRowsAVX: out[c] = β·out[c] + Σ_{j<m} a[j·as]·r[j·rs+c] for c < l
+// (a multiple of 8), m >= 1, β == 0 overwriting out.
+//
+//go:noescape
+func axpyRowsAVX(out, a, r *float32, l, as, rs, m int, beta float32)
+
+// axpyRowsAVX512 is axpyRowsAVX for l a multiple of 16.
+//
+//go:noescape
+func axpyRowsAVX512(out, a, r *float32, l, as, rs, m int, beta float32)
+
+// ssmStepAVX: for c < l (a multiple of 8) and s < n (>= 1), rows hs floats
+// apart: h[s][c] = dA·h[s][c] + b[s]·xdt[c]; y[c] = Σ_s cv[s]·h[s][c].
+//
+//go:noescape
+func ssmStepAVX(h, xdt, b, cv, y *float32, l, n, hs int, dA float32)
+
+// ssmStepAVX512 is ssmStepAVX for l a multiple of 16.
+//
+//go:noescape
+func ssmStepAVX512(h, xdt, b, cv, y *float32, l, n, hs int, dA float32)
+
+// conv4AVX convolves eight channels over n rows stride floats apart with a
+// 4-tap kernel: out[t] = bias + Σ_k wt[k]·u[t+k-3], u[-3..-1] = win on entry;
+// win holds the last three inputs on return. out may be x.
+//
+//go:noescape
+func conv4AVX(out, x *float32, stride, n int, wt *[4][8]float32, bias *[8]float32, win *[3][8]float32)
+
+// axpyRows sets out[c] = β·out[c] + Σ_{j<m} a[j·as]·r[j·rs+c] for
+// c < len(out); β == 0 overwrites out.
+func axpyRows(out []float32, beta float32, a []float32, as int, r []float32, rs, m int) {
+	l := len(out)
+	l8 := l &^ 7
+	if !useSIMD || l8 == 0 || m <= 0 {
+		axpyRowsGo(out, beta, a, as, r, rs, m)
+		return
+	}
+	_ = a[(m-1)*as]
+	_ = r[(m-1)*rs+l-1]
+	done := 0
+	if useAVX512 && l >= 16 {
+		done = l &^ 15
+		axpyRowsAVX512(&out[0], &a[0], &r[0], done, as, rs, m, beta)
+	}
+	if done < l8 {
+		axpyRowsAVX(&out[done], &a[0], &r[done], l8-done, as, rs, m, beta)
+		done = l8
+	}
+	if done < l {
+		axpyRowsGo(out[done:], beta, a, as, r[done:], rs, m)
+	}
+}
+
+// ssmStep advances one head's state h (len(b) rows hs floats apart) by one
+// token over columns [0, len(y)), writing y; see ssmStepGo.
+func ssmStep(h []float32, hs int, xdt, b, cv []float32, dA float32, y []float32) {
+	l, n := len(y), len(b)
+	l8 := l &^ 7
+	if !useSIMD || l8 == 0 || n == 0 {
+		ssmStepGo(h, hs, xdt, b, cv, dA, y)
+		return
+	}
+	_ = h[(n-1)*hs+l-1]
+	_ = xdt[l-1]
+	_ = cv[n-1]
+	done := 0
+	if useAVX512 && l >= 16 {
+		done = l &^ 15
+		ssmStepAVX512(&h[0], &xdt[0], &b[0], &cv[0], &y[0], done, n, hs, dA)
+	}
+	if done < l8 {
+		ssmStepAVX(&h[done], &xdt[done], &b[0], &cv[0], &y[done], l8-done, n, hs, dA)
+		done = l8
+	}
+	if done < l {
+		ssmStepGo(h[done:], hs, xdt[done:], b, cv, dA, y[done:])
+	}
+}
+
+// conv4Vec convolves channels from c0 in blocks of eight while a block fits
+// before c1 and returns the first channel it did not do. The convolution is
+// under 1% of a Mamba-2 layer (the projections dominate), so it has no
+// AVX-512 variant.
+func conv4Vec(s Mamba2, out, xbc, w, bias []float32, st ConvState, row0, n, c0, c1 int) int {
+	if !useSIMD || n == 0 {
+		return c0
+	}
+	C := s.ConvDim()
+	var (
+		wt  [4][8]float32
+		b8  [8]float32
+		win [3][8]float32
+	)
+	c := c0
+	for ; c+8 <= c1; c += 8 {
+		for j := range 8 {
+			for k := range 4 {
+				wt[k][j] = w[(c+j)*4+k]
+			}
+			if bias != nil {
+				b8[j] = bias[c+j]
+			}
+			for k := range 3 {
+				win[k][j] = st.load(k*C + c + j)
+			}
+		}
+		i0 := row0*C + c
+		last := i0 + (n-1)*C + 7
+		_, _ = xbc[last], out[last]
+		conv4AVX(&out[i0], &xbc[i0], C, n, &wt, &b8, &win)
+		for k := range 3 {
+			for j := range 8 {
+				st.store(k*C+c+j, win[k][j])
+			}
+		}
+	}
+	return c
+}

@@ -192,17 +192,22 @@ func (p *Pool) MambaConv(s Mamba2, out, xbc, w, bias []float32, seqs []MambaSeq)
 		return
 	}
 	blocks := (C + convBlock - 1) / convBlock
-	if p.Threads() == 1 {
-		var t mambaTask
-		t.initConv(s, out, xbc, w, bias, seqs, blocks)
-		t.run(0)
+	if p == nil {
+		t := mambaTask{s: s, out: out, xbc: xbc, w: w, bias: bias}
+		row := 0
+		for _, q := range seqs {
+			for b := range blocks {
+				t.convBlock(q, row, b)
+			}
+			row += q.Len
+		}
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	t := &p.mb
 	t.initConv(s, out, xbc, w, bias, seqs, blocks)
-	p.parallel(t)
+	p.run(t)
 	t.release()
 }
 

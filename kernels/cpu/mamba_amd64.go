@@ -17,6 +17,18 @@ func axpyRowsAVX(out, a, r *float32, l, as, rs, m int, beta float32)
 //go:noescape
 func axpyRowsAVX512(out, a, r *float32, l, as, rs, m int, beta float32)
 
+// axpyRows4AVX is axpyRowsAVX for four output rows os floats apart, row k
+// with coefficients a[k·ak + j·as] and factor beta[k] (keep != 0; keep == 0
+// overwrites the rows), l a multiple of 8.
+//
+//go:noescape
+func axpyRows4AVX(out *float32, os, l int, beta *[4]float32, a *float32, ak, as int, r *float32, rs, m, keep int)
+
+// axpyRows4AVX512 is axpyRows4AVX for l a multiple of 16.
+//
+//go:noescape
+func axpyRows4AVX512(out *float32, os, l int, beta *[4]float32, a *float32, ak, as int, r *float32, rs, m, keep int)
+
 // ssmStepAVX: for c < l (a multiple of 8) and s < n (>= 1), rows hs floats
 // apart: h[s][c] = dA·h[s][c] + b[s]·xdt[c]; y[c] = Σ_s cv[s]·h[s][c].
 //
@@ -57,6 +69,35 @@ func axpyRows(out []float32, beta float32, a []float32, as int, r []float32, rs,
 	}
 	if done < l {
 		axpyRowsGo(out[done:], beta, a, as, r[done:], rs, m)
+	}
+}
+
+// axpyRows4 is axpyRows for the four rows out[k·os : k·os+l]: row k gets
+// β_k·out + Σ_j a[k·ak + j·as]·r[j·rs:], or only the sum when keep is false.
+func axpyRows4(out []float32, os, l int, beta *[4]float32, keep bool, a []float32, ak, as int, r []float32, rs, m int) {
+	l8 := l &^ 7
+	if !useSIMD || l8 == 0 || m <= 0 {
+		axpyRows4Go(out, os, l, beta, keep, a, ak, as, r, rs, m)
+		return
+	}
+	_ = out[3*os+l-1]
+	_ = a[3*ak+(m-1)*as]
+	_ = r[(m-1)*rs+l-1]
+	k := 0
+	if keep {
+		k = 1
+	}
+	done := 0
+	if useAVX512 && l >= 16 {
+		done = l &^ 15
+		axpyRows4AVX512(&out[0], os, done, beta, &a[0], ak, as, &r[0], rs, m, k)
+	}
+	if done < l8 {
+		axpyRows4AVX(&out[done], os, l8-done, beta, &a[0], ak, as, &r[done], rs, m, k)
+		done = l8
+	}
+	if done < l {
+		axpyRows4Go(out[done:], os, l-done, beta, keep, a, ak, as, r[done:], rs, m)
 	}
 }
 

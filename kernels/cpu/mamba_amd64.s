@@ -23,7 +23,7 @@ TEXT ·axpyRowsAVX(SB), NOSPLIT, $0-60
 
 ar64:
 	CMPQ  CX, $64
-	JL    ar8
+	JL    ar32
 	TESTL AX, AX
 	JZ    ar64z
 	VMULPS (DI), Y13, Y0
@@ -78,6 +78,76 @@ ar64l:
 	SUBQ         $64, CX
 	JMP          ar64
 
+// Below 64 columns rows alternate between two sets of accumulators, so
+// that no accumulator waits on its own FMA at every row.
+ar32:
+	CMPQ  CX, $32
+	JL    ar8
+	TESTL AX, AX
+	JZ    ar32z
+	VMULPS (DI), Y13, Y0
+	VMULPS 32(DI), Y13, Y1
+	VMULPS 64(DI), Y13, Y2
+	VMULPS 96(DI), Y13, Y3
+	JMP    ar32k
+
+ar32z:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+ar32k:
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ   SI, R11
+	MOVQ   DX, R12
+	MOVQ   R10, BX
+
+ar32l2:
+	CMPQ         BX, $2
+	JL           ar32l1
+	VBROADCASTSS (R11), Y12
+	VBROADCASTSS (R11)(R8*1), Y14
+	LEAQ         (R12)(R9*1), R13
+	VFMADD231PS  (R12), Y12, Y0
+	VFMADD231PS  32(R12), Y12, Y1
+	VFMADD231PS  64(R12), Y12, Y2
+	VFMADD231PS  96(R12), Y12, Y3
+	VFMADD231PS  (R13), Y14, Y4
+	VFMADD231PS  32(R13), Y14, Y5
+	VFMADD231PS  64(R13), Y14, Y6
+	VFMADD231PS  96(R13), Y14, Y7
+	LEAQ         (R11)(R8*2), R11
+	LEAQ         (R12)(R9*2), R12
+	SUBQ         $2, BX
+	JMP          ar32l2
+
+ar32l1:
+	TESTQ        BX, BX
+	JZ           ar32s
+	VBROADCASTSS (R11), Y12
+	VFMADD231PS  (R12), Y12, Y0
+	VFMADD231PS  32(R12), Y12, Y1
+	VFMADD231PS  64(R12), Y12, Y2
+	VFMADD231PS  96(R12), Y12, Y3
+
+ar32s:
+	VADDPS  Y4, Y0, Y0
+	VADDPS  Y5, Y1, Y1
+	VADDPS  Y6, Y2, Y2
+	VADDPS  Y7, Y3, Y3
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	ADDQ    $128, DI
+	ADDQ    $128, DX
+	SUBQ    $32, CX
+	JMP     ar32
+
 ar8:
 	CMPQ  CX, $8
 	JL    ardone
@@ -90,22 +160,36 @@ ar8z:
 	VXORPS Y0, Y0, Y0
 
 ar8k:
+	VXORPS Y4, Y4, Y4
 	MOVQ   SI, R11
 	MOVQ   DX, R12
 	MOVQ   R10, BX
 
-ar8l:
+ar8l2:
+	CMPQ         BX, $2
+	JL           ar8l1
+	VBROADCASTSS (R11), Y12
+	VBROADCASTSS (R11)(R8*1), Y14
+	VFMADD231PS  (R12), Y12, Y0
+	VFMADD231PS  (R12)(R9*1), Y14, Y4
+	LEAQ         (R11)(R8*2), R11
+	LEAQ         (R12)(R9*2), R12
+	SUBQ         $2, BX
+	JMP          ar8l2
+
+ar8l1:
+	TESTQ        BX, BX
+	JZ           ar8s
 	VBROADCASTSS (R11), Y12
 	VFMADD231PS  (R12), Y12, Y0
-	ADDQ         R8, R11
-	ADDQ         R9, R12
-	DECQ         BX
-	JNZ          ar8l
-	VMOVUPS      Y0, (DI)
-	ADDQ         $32, DI
-	ADDQ         $32, DX
-	SUBQ         $8, CX
-	JMP          ar8
+
+ar8s:
+	VADDPS  Y4, Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ    $32, DI
+	ADDQ    $32, DX
+	SUBQ    $8, CX
+	JMP     ar8
 
 ardone:
 	VZEROUPPER
@@ -241,5 +325,158 @@ cvdone:
 	VMOVUPS Y5, (DX)
 	VMOVUPS Y6, 32(DX)
 	VMOVUPS Y7, 64(DX)
+	VZEROUPPER
+	RET
+
+// The 4-row variant (see mamba512_amd64.s): a 16-column block keeps its
+// eight accumulators in Y0-Y7 (row k in Y2k, Y2k+1).
+
+// func axpyRows4AVX(out *float32, os, l int, beta *[4]float32, a *float32, ak, as int, r *float32, rs, m, keep int)
+TEXT ·axpyRows4AVX(SB), NOSPLIT, $0-88
+	MOVQ out+0(FP), DI
+	MOVQ l+16(FP), CX
+	MOVQ a+32(FP), SI
+	MOVQ ak+40(FP), R9
+	SHLQ $2, R9
+	LEAQ (R9)(R9*2), AX
+	MOVQ as+48(FP), R10
+	SHLQ $2, R10
+	MOVQ r+56(FP), DX
+	MOVQ rs+64(FP), R11
+	SHLQ $2, R11
+	MOVQ m+72(FP), R12
+
+y16:
+	CMPQ  CX, $16
+	JL    y8
+	MOVQ  os+8(FP), R8
+	SHLQ  $2, R8
+	LEAQ  (DI)(R8*2), R13
+	MOVQ  keep+80(FP), BX
+	TESTQ BX, BX
+	JZ    y16z
+	MOVQ  beta+24(FP), BX
+	VBROADCASTSS (BX), Y14
+	VMULPS (DI), Y14, Y0
+	VMULPS 32(DI), Y14, Y1
+	VBROADCASTSS 4(BX), Y14
+	VMULPS (DI)(R8*1), Y14, Y2
+	VMULPS 32(DI)(R8*1), Y14, Y3
+	VBROADCASTSS 8(BX), Y14
+	VMULPS (R13), Y14, Y4
+	VMULPS 32(R13), Y14, Y5
+	VBROADCASTSS 12(BX), Y14
+	VMULPS (R13)(R8*1), Y14, Y6
+	VMULPS 32(R13)(R8*1), Y14, Y7
+	JMP y16k
+
+y16z:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+
+y16k:
+	MOVQ SI, R13
+	MOVQ DX, BX
+	MOVQ R12, R8
+
+y16l:
+	VMOVUPS      (BX), Y8
+	VMOVUPS      32(BX), Y9
+	VBROADCASTSS (R13), Y10
+	VBROADCASTSS (R13)(R9*1), Y11
+	VBROADCASTSS (R13)(R9*2), Y12
+	VBROADCASTSS (R13)(AX*1), Y13
+	VFMADD231PS Y8, Y10, Y0
+	VFMADD231PS Y9, Y10, Y1
+	VFMADD231PS Y8, Y11, Y2
+	VFMADD231PS Y9, Y11, Y3
+	VFMADD231PS Y8, Y12, Y4
+	VFMADD231PS Y9, Y12, Y5
+	VFMADD231PS Y8, Y13, Y6
+	VFMADD231PS Y9, Y13, Y7
+	ADDQ R10, R13
+	ADDQ R11, BX
+	DECQ R8
+	JNZ  y16l
+	MOVQ os+8(FP), R8
+	SHLQ $2, R8
+	LEAQ (DI)(R8*2), R13
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, (DI)(R8*1)
+	VMOVUPS Y3, 32(DI)(R8*1)
+	VMOVUPS Y4, (R13)
+	VMOVUPS Y5, 32(R13)
+	VMOVUPS Y6, (R13)(R8*1)
+	VMOVUPS Y7, 32(R13)(R8*1)
+	ADDQ $64, DI
+	ADDQ $64, DX
+	SUBQ $16, CX
+	JMP  y16
+
+y8:
+	CMPQ  CX, $8
+	JL    ydone
+	MOVQ  os+8(FP), R8
+	SHLQ  $2, R8
+	LEAQ  (DI)(R8*2), R13
+	MOVQ  keep+80(FP), BX
+	TESTQ BX, BX
+	JZ    y8z
+	MOVQ  beta+24(FP), BX
+	VBROADCASTSS (BX), Y14
+	VMULPS (DI), Y14, Y0
+	VBROADCASTSS 4(BX), Y14
+	VMULPS (DI)(R8*1), Y14, Y2
+	VBROADCASTSS 8(BX), Y14
+	VMULPS (R13), Y14, Y4
+	VBROADCASTSS 12(BX), Y14
+	VMULPS (R13)(R8*1), Y14, Y6
+	JMP y8k
+
+y8z:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y2, Y2, Y2
+	VXORPS Y4, Y4, Y4
+	VXORPS Y6, Y6, Y6
+
+y8k:
+	MOVQ SI, R13
+	MOVQ DX, BX
+	MOVQ R12, R8
+
+y8l:
+	VMOVUPS      (BX), Y8
+	VBROADCASTSS (R13), Y10
+	VBROADCASTSS (R13)(R9*1), Y11
+	VBROADCASTSS (R13)(R9*2), Y12
+	VBROADCASTSS (R13)(AX*1), Y13
+	VFMADD231PS  Y8, Y10, Y0
+	VFMADD231PS  Y8, Y11, Y2
+	VFMADD231PS  Y8, Y12, Y4
+	VFMADD231PS  Y8, Y13, Y6
+	ADDQ         R10, R13
+	ADDQ         R11, BX
+	DECQ         R8
+	JNZ          y8l
+	MOVQ         os+8(FP), R8
+	SHLQ         $2, R8
+	LEAQ         (DI)(R8*2), R13
+	VMOVUPS      Y0, (DI)
+	VMOVUPS      Y2, (DI)(R8*1)
+	VMOVUPS      Y4, (R13)
+	VMOVUPS      Y6, (R13)(R8*1)
+	ADDQ         $32, DI
+	ADDQ         $32, DX
+	SUBQ         $8, CX
+	JMP          y8
+
+ydone:
 	VZEROUPPER
 	RET

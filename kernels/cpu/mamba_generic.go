@@ -23,6 +23,19 @@ func axpyRowsGo(out []float32, beta float32, a []float32, as int, r []float32, r
 	}
 }
 
+// axpyRows4Go is axpyRowsGo for the four rows out[k·os : k·os+l], row k
+// with coefficients a[k·ak + j·as] and factor beta[k] when keep, else
+// overwritten.
+func axpyRows4Go(out []float32, os, l int, beta *[4]float32, keep bool, a []float32, ak, as int, r []float32, rs, m int) {
+	for k := range 4 {
+		b := float32(0)
+		if keep {
+			b = beta[k]
+		}
+		axpyRowsGo(out[k*os:k*os+l], b, a[k*ak:], as, r, rs, m)
+	}
+}
+
 // ssmStepGo advances one head's state by one token over columns [0, len(y)):
 // h[s][c] = dA·h[s][c] + b[s]·xdt[c] and y[c] = Σ_s cv[s]·h[s][c], for
 // s < len(b), rows hs floats apart.

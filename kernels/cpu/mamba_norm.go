@@ -35,7 +35,7 @@ func (p *Pool) GatedRMSNorm(out, y, z, weight []float32, rows, dim, group int, e
 	t.kind, t.out, t.y, t.z, t.nw = kindNorm, out, y, z, weight
 	t.normRows, t.dim, t.group, t.eps, t.rowsPerItem = rows, dim, group, eps, per
 	t.ch.reset(items)
-	p.parallel(t)
+	p.run(t)
 	t.release()
 }
 

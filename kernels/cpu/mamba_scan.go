@@ -75,16 +75,26 @@ func (p *Pool) MambaScan(s Mamba2, y, xbc, dt []float32, prm MambaParams, seqs [
 	if rows == 0 {
 		return
 	}
-	if p.Threads() == 1 {
+	if p == nil {
+		// No Pool to keep a task in: run sequence by sequence, each one's
+		// C·B blocks at the start of scratch.
 		var t mambaTask
-		t.initScan(s, y, xbc, dt, prm, seqs, scratch, 1)
-		if t.cbItems > 0 {
-			t.kind = kindCB
-			t.run(0)
+		t.s, t.y, t.xbc, t.dt, t.prm, t.scratch = s, y, xbc, dt, prm, scratch
+		t.wsOff = len(scratch) - (ssdChunk+1)*s.HeadDim
+		row := 0
+		for _, q := range seqs {
+			if q.Len >= ssdMinLen {
+				for c := 0; c*ssdChunk < q.Len; c++ {
+					for g := range s.Groups {
+						t.cbChunk(row+c*ssdChunk, min(ssdChunk, q.Len-c*ssdChunk), c*s.Groups+g, g)
+					}
+				}
+			}
+			for h := range H {
+				t.scanHead(0, q, row, 0, h)
+			}
+			row += q.Len
 		}
-		t.kind = kindScan
-		t.ch.reset(len(seqs) * H)
-		t.run(0)
 		return
 	}
 	p.mu.Lock()
@@ -94,12 +104,22 @@ func (p *Pool) MambaScan(s Mamba2, y, xbc, dt []float32, prm MambaParams, seqs [
 	if t.cbItems > 0 {
 		t.kind = kindCB
 		t.ch.reset(t.cbItems)
-		p.parallel(t)
+		p.run(t)
 	}
 	t.kind = kindScan
 	t.ch.reset(len(seqs) * H)
-	p.parallel(t)
+	p.run(t)
 	t.release()
+}
+
+// run runs t on the pool's workers, inline on a one-thread Pool. The caller
+// holds p.mu.
+func (p *Pool) run(t task) {
+	if p.threads == 1 {
+		t.run(0)
+		return
+	}
+	p.parallel(t)
 }
 
 const (
@@ -189,13 +209,18 @@ func (t *mambaTask) run(worker int) {
 
 func (t *mambaTask) conv(item int) {
 	i, b := item/t.blocks, item%t.blocks
-	q := t.seqs[i]
+	t.convBlock(t.seqs[i], t.row0[i], b)
+}
+
+// convBlock convolves block b of the channels of sequence q (rows from
+// row0).
+func (t *mambaTask) convBlock(q MambaSeq, row0, b int) {
 	if q.Len == 0 {
 		return
 	}
 	c0 := b * convBlock
 	c1 := min(c0+convBlock, t.s.ConvDim())
-	convRange(t.s, t.out, t.xbc, t.w, t.bias, q.Conv, t.row0[i], q.Len, c0, c1)
+	convRange(t.s, t.out, t.xbc, t.w, t.bias, q.Conv, row0, q.Len, c0, c1)
 }
 
 // cbBlock returns C·B block blk: ssdChunk×ssdChunk floats, row i column j
@@ -207,11 +232,9 @@ func (t *mambaTask) cbBlock(blk int) []float32 {
 
 // cb computes the C·B block of one (SSD sequence, chunk, group) item.
 func (t *mambaTask) cb(item int) {
-	s := t.s
-	G, N, C := s.Groups, s.State, s.ConvDim()
-	g := item % G
-	chunk := item / G
-	// Find the sequence: the last with cb0 <= chunk among SSD sequences.
+	G := t.s.Groups
+	g, chunk := item%G, item/G
+	// The sequence: the last SSD one whose first block is at or before it.
 	i := 0
 	for k := range t.seqs {
 		if t.seqs[k].Len >= ssdMinLen && t.cb0[k] <= chunk {
@@ -219,14 +242,20 @@ func (t *mambaTask) cb(item int) {
 		}
 	}
 	c := chunk - t.cb0[i]
-	r0 := t.row0[i] + c*ssdChunk
-	L := min(ssdChunk, t.seqs[i].Len-c*ssdChunk)
-	blk := t.cbBlock(chunk*G + g)
+	t.cbChunk(t.row0[i]+c*ssdChunk, min(ssdChunk, t.seqs[i].Len-c*ssdChunk), chunk*G+g, g)
+}
+
+// cbChunk fills block blk with C_r·B_j (j <= r) of group g over the L rows
+// from r0.
+func (t *mambaTask) cbChunk(r0, L, blk, g int) {
+	s := t.s
+	G, N, C := s.Groups, s.State, s.ConvDim()
+	out := t.cbBlock(blk)
 	bOff, cOff := s.Inner()+g*N, s.Inner()+G*N+g*N
 	var o [4]float32
 	for r := range L {
 		ci := t.xbc[(r0+r)*C+cOff : (r0+r)*C+cOff+N]
-		row := blk[r*ssdChunk : r*ssdChunk+r+1]
+		row := out[r*ssdChunk : r*ssdChunk+r+1]
 		j := 0
 		for ; j+4 <= L && j <= r; j += 4 {
 			dot4F32(ci, t.xbc[(r0+j)*C+bOff:], C, &o)
@@ -249,20 +278,26 @@ func softplusDt(s Mamba2, v float64) float64 {
 
 // scan runs one (sequence, head) item.
 func (t *mambaTask) scan(worker, item int) {
-	s := t.s
-	H, P := s.Heads, s.HeadDim
+	H := t.s.Heads
 	i, h := item/H, item%H
-	q := t.seqs[i]
+	t.scanHead(worker, t.seqs[i], t.row0[i], t.cb0[i], h)
+}
+
+// scanHead runs head h of sequence q (rows from row0, C·B blocks from cb0)
+// with worker's scratch.
+func (t *mambaTask) scanHead(worker int, q MambaSeq, row0, cb0, h int) {
 	if q.Len == 0 {
 		return
 	}
+	s := t.s
+	P := s.HeadDim
 	ws := t.scratch[t.wsOff+worker*(ssdChunk+1)*P : t.wsOff+(worker+1)*(ssdChunk+1)*P]
 	S := q.SSM[h*s.State*P : (h+1)*s.State*P]
 	if q.Len >= ssdMinLen {
-		t.scanSSD(h, t.row0[i], q.Len, t.cb0[i], S, ws)
+		t.scanSSD(h, row0, q.Len, cb0, S, ws)
 		return
 	}
-	t.scanSteps(h, t.row0[i], q.Len, S, ws[:P])
+	t.scanSteps(h, row0, q.Len, S, ws[:P])
 }
 
 // scanSteps runs the recurrence token by token for head h over n rows from
@@ -290,58 +325,101 @@ func (t *mambaTask) scanSteps(h, row0, n int, S, xdt []float32) {
 }
 
 // scanSSD runs head h of a sequence of n rows from row0 chunk by chunk; its
-// C·B blocks start at cb0; ws is (ssdChunk+1)·P floats of scratch.
+// C·B blocks start at cb0; ws is (ssdChunk+1)·P floats of scratch. Rows of
+// y and of the state go four at a time through axpyRows4, so each loaded
+// vector feeds four FMAs.
 func (t *mambaTask) scanSSD(h, row0, n, cb0 int, S, ws []float32) {
 	s := t.s
 	H, P, N, C, G := s.Heads, s.HeadDim, s.State, s.ConvDim(), s.Groups
+	I := s.Inner()
 	g := h / (H / G)
-	bOff, cOff := s.Inner()+g*N, s.Inner()+G*N+g*N
+	bOff, cOff := I+g*N, I+G*N+g*N
 	A, D, bias := float64(t.prm.A[h]), t.prm.D[h], float64(t.prm.DtBias[h])
 	xw := ws[:ssdChunk*P]
 	var (
 		dtv  [ssdChunk]float64 // dt per token
 		ea   [ssdChunk]float64 // exp(dt·A) per token
-		mrow [ssdChunk]float32
+		e    [ssdChunk]float64 // Π_{u<=i} ea[u]
+		dec  [ssdChunk]float64 // decays of the current row of M
+		mrow [4 * ssdChunk]float32 // four rows of M
+		beta [4]float32
+		wj   [1]float32
 	)
 	for c := 0; c*ssdChunk < n; c++ {
 		r0 := row0 + c*ssdChunk
 		L := min(ssdChunk, n-c*ssdChunk)
+		p := 1.0
 		for j := range L {
 			dtv[j] = softplusDt(s, float64(t.dt[(r0+j)*H+h])+bias)
 			ea[j] = math.Exp(dtv[j] * A)
+			p *= ea[j]
+			e[j] = p
 		}
 		cb := t.cbBlock((cb0+c)*G + g)
-		e := 1.0 // Π_{u<=i} a_u
-		for i := range L {
-			e *= ea[i]
-			r := r0 + i
-			yi := t.y[r*s.Inner()+h*P : r*s.Inner()+h*P+P]
-			// Inter-chunk: C_i·S0, scaled by e_i below through β.
-			axpyRows(yi, 0, t.xbc[r*C+cOff:], 1, S, P, N)
-			// Intra-chunk row of M, from j = i down while the decay matters.
-			dec := 1.0
-			j0 := i
-			for j := i; j >= 0; j-- {
-				mrow[j] = float32(float64(cb[i*ssdChunk+j]) * dec * dtv[j])
-				j0 = j
-				dec *= ea[j]
-				if dec < 1e-30 {
-					break
-				}
+		// Rows of M in order: dec[j] = Π_{j<u<=i} a_u for the current row
+		// i, updated by one multiply per column (no serial chain), and
+		// columns below lo dropped once their decay is under 1e-30 (it
+		// cannot show in f32 beside the newest term, and the products stay
+		// clear of subnormals). fill writes row i from lo, zeroes columns
+		// i+1..to, and returns lo.
+		lo := 0
+		fill := func(row []float32, i, to int) int {
+			a := ea[i]
+			for j := lo; j < i; j++ {
+				dec[j] *= a
 			}
-			mrow[i] += D
-			axpyRows(yi, float32(e), mrow[j0:], 1, t.xbc[(r0+j0)*C+h*P:], C, i+1-j0)
+			dec[i] = 1
+			for lo < i && dec[lo] < 1e-30 {
+				lo++
+			}
+			cbr := cb[i*ssdChunk : i*ssdChunk+i+1]
+			for j := lo; j <= i; j++ {
+				row[j] = float32(float64(cbr[j]) * dec[j] * dtv[j])
+			}
+			row[i] += D
+			clear(row[i+1 : to+1])
+			return lo
+		}
+		i := 0
+		for ; i+4 <= L; i += 4 {
+			r := r0 + i
+			yi := t.y[r*I+h*P:]
+			// Inter-chunk: C_i·S0 for four rows; scaled by e_i below.
+			axpyRows4(yi, I, P, &beta, false, t.xbc[r*C+cOff:], C, 1, S, P, N)
+			var jk [4]int
+			j0 := i
+			for k := range 4 {
+				jk[k] = fill(mrow[k*ssdChunk:(k+1)*ssdChunk], i+k, i+3)
+				j0 = min(j0, jk[k])
+				beta[k] = float32(e[i+k])
+			}
+			for k := range 4 {
+				clear(mrow[k*ssdChunk+j0 : k*ssdChunk+jk[k]]) // below this row's cut-off: stale
+			}
+			axpyRows4(yi, I, P, &beta, true, mrow[j0:], ssdChunk, 1, t.xbc[(r0+j0)*C+h*P:], C, i+4-j0)
+		}
+		for ; i < L; i++ {
+			r := r0 + i
+			yi := t.y[r*I+h*P : r*I+h*P+P]
+			axpyRows(yi, 0, t.xbc[r*C+cOff:], 1, S, P, N)
+			j0 := fill(mrow[:ssdChunk], i, i)
+			axpyRows(yi, float32(e[i]), mrow[j0:], 1, t.xbc[(r0+j0)*C+h*P:], C, i+1-j0)
 		}
 		// State: S = e_{L-1}·S + Σ_j w_j·B_j ⊗ x_j, w_j = Π_{j<u<L} a_u · dt_j.
 		w := 1.0
-		var wj [1]float32
 		for j := L - 1; j >= 0; j-- {
 			wj[0] = float32(w * dtv[j])
 			axpyRows(xw[j*P:(j+1)*P], 0, wj[:], 1, t.xbc[(r0+j)*C+h*P:], 0, 1)
 			w *= ea[j]
 		}
-		for st := range N {
-			axpyRows(S[st*P:(st+1)*P], float32(e), t.xbc[r0*C+bOff+st:], C, xw, P, L)
+		eL := float32(e[L-1])
+		beta = [4]float32{eL, eL, eL, eL}
+		st := 0
+		for ; st+4 <= N; st += 4 {
+			axpyRows4(S[st*P:], P, P, &beta, true, t.xbc[r0*C+bOff+st:], 1, C, xw, P, L)
+		}
+		for ; st < N; st++ {
+			axpyRows(S[st*P:(st+1)*P], eL, t.xbc[r0*C+bOff+st:], C, xw, P, L)
 		}
 	}
 }

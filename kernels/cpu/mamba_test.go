@@ -75,6 +75,41 @@ func TestAxpyRows(t *testing.T) {
 	})
 }
 
+// TestAxpyRows4 checks the four-row variant likewise, keep false
+// overwriting NaN rows and keep true scaling each row by its own β.
+func TestAxpyRows4(t *testing.T) {
+	r := newRand(13)
+	mambaImpls(t, func(t *testing.T) {
+		for _, l := range []int{1, 5, 8, 16, 24, 64, 72, 80, 128, 136} {
+			for _, keep := range []bool{false, true} {
+				m, as, ak, rs := 1+r.IntN(70), 1+r.IntN(3), 70*3+r.IntN(4), l+r.IntN(5)
+				os := l + r.IntN(6)
+				a := randVec(r, 3*ak+(m-1)*as+1, 1)
+				rows := randVec(r, (m-1)*rs+l, 1)
+				out := randVec(r, 3*os+l, 1)
+				beta := [4]float32{0.5, 0, 1, -2}
+				want := f64s(out)
+				for k := range 4 {
+					for c := range l {
+						v := 0.0
+						if keep {
+							v = float64(beta[k]) * float64(out[k*os+c])
+						} else {
+							out[k*os+c] = float32(math.NaN())
+						}
+						for j := range m {
+							v += float64(a[k*ak+j*as]) * float64(rows[j*rs+c])
+						}
+						want[k*os+c] = v
+					}
+				}
+				axpyRows4(out, os, l, &beta, keep, a, ak, as, rows, rs, m)
+				closeTo(t, fmt.Sprintf("l=%d m=%d keep=%v", l, m, keep), f64s(out), want, 1e-6)
+			}
+		}
+	})
+}
+
 // TestSSMStep checks the decode kernel on every path: state update and
 // output against float64, with column counts off the vector width.
 func TestSSMStep(t *testing.T) {
@@ -126,7 +161,7 @@ func TestMambaConv(t *testing.T) {
 	mambaImpls(t, func(t *testing.T) {
 		for ci, mc := range mambaCases {
 			for _, dt := range []DType{F32, F16, BF16} {
-				for _, threads := range []int{1, 3} {
+				for _, threads := range []int{0, 1, 3} { // 0: a nil Pool
 					c := mc.config(4)
 					s := kernelShape(c)
 					w := mambaref.RandomWeights(c, rand.New(rand.NewPCG(uint64(ci), 9)), ci%2 == 0)
@@ -148,7 +183,10 @@ func TestMambaConv(t *testing.T) {
 						want = append(want, refConv(c, w, st, rows)...)
 						refs = append(refs, st)
 					}
-					p := NewPool(threads)
+					var p *Pool
+					if threads > 0 {
+						p = NewPool(threads)
+					}
 					inPlace := threads == 3
 					out := make([]float32, len(xbc))
 					if inPlace {
@@ -218,7 +256,7 @@ func TestMambaScan(t *testing.T) {
 	lens := []int{1, 0, 2*ssdChunk + 13, 9, 1, ssdChunk}
 	mambaImpls(t, func(t *testing.T) {
 		for ci, mc := range mambaCases {
-			for _, minLen := range []int{16, 1, 1 << 30} {
+			for mi, minLen := range []int{16, 1, 1 << 30} {
 				withSSDMinLen(t, minLen)
 				c := mc.config(4)
 				s := kernelShape(c)
@@ -237,7 +275,10 @@ func TestMambaScan(t *testing.T) {
 					refs = append(refs, st)
 				}
 				rows := len(dtRaw) / c.Heads
-				p := NewPool(2)
+				var p *Pool // nil on the first round: the inline path
+				if mi > 0 {
+					p = NewPool(1 + mi)
+				}
 				y := randVec(r, rows*c.Inner(), 100) // garbage the scan must overwrite
 				scratch := make([]float32, MambaScanScratch(p, s, rows, len(seqs)))
 				p.MambaScan(s, y, xbc, dtRaw, scanParams(w), seqs, scratch)

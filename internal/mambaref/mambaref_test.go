@@ -16,8 +16,8 @@ func TestTinyByHand(t *testing.T) {
 		InProj:  [][]float64{{1}, {1}, {2}, {3}, {0}},
 		ConvW:   [][]float64{{0.5, 1}, {0, 1}, {0, 1}},
 		ConvB:   []float64{0, 0, 0},
-		ALog:    []float64{0},          // A = -1
-		D:       []float64{0.25},       // skip
+		ALog:    []float64{0},                    // A = -1
+		D:       []float64{0.25},                 // skip
 		DtBias:  []float64{math.Log(math.E - 1)}, // softplus(0 + bias) = 1
 		NormW:   []float64{2},
 		OutProj: [][]float64{{1}},

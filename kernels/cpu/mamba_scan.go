@@ -337,10 +337,10 @@ func (t *mambaTask) scanSSD(h, row0, n, cb0 int, S, ws []float32) {
 	A, D, bias := float64(t.prm.A[h]), t.prm.D[h], float64(t.prm.DtBias[h])
 	xw := ws[:ssdChunk*P]
 	var (
-		dtv  [ssdChunk]float64 // dt per token
-		ea   [ssdChunk]float64 // exp(dt·A) per token
-		e    [ssdChunk]float64 // Π_{u<=i} ea[u]
-		dec  [ssdChunk]float64 // decays of the current row of M
+		dtv  [ssdChunk]float64     // dt per token
+		ea   [ssdChunk]float64     // exp(dt·A) per token
+		e    [ssdChunk]float64     // Π_{u<=i} ea[u]
+		dec  [ssdChunk]float64     // decays of the current row of M
 		mrow [4 * ssdChunk]float32 // four rows of M
 		beta [4]float32
 		wj   [1]float32

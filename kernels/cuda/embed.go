@@ -20,6 +20,7 @@ var Modules = map[string][]string{
 	"elementwise": {"add_f32", "add_bias_f32", "silu_mul_f32", "f32_to_f16", "f32_to_bf16"},
 	"gather":      {"embedding", "gather_rows_f32"},
 	"kv":          {"write_kv_f32", "write_kv_rows_f32"},
+	"mamba":       {"mamba_conv", "mamba_ssm_update", "mamba_chunk_scan", "mamba_gated_norm", "relu_sq_f32", "scale_f32", "add_scaled_f32"},
 	"matvec":      {"matvec"},
 	"norm":        {"rmsnorm_f32"},
 	"rope":        {"rope_f32"},

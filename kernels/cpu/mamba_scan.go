@@ -21,19 +21,27 @@ import (
 //	y_i  = e_i·(C_i·S0) + Σ_{j≤i} M_ij·x_j + D·x_i
 //	S_L  = e_{L-1}·S0 + Σ_j (Π_{j<u<L} a_u)·dt_j · B_j ⊗ x_j
 //
-// Every term is a sum of scaled rows (axpyRows: out = β·out + Σ_j a_j·row_j,
-// one broadcast and a memory-operand FMA per vector, no horizontal sums), so
-// a value of S costs two FMAs per token and is stored once per chunk instead
-// of once per token; the decay multiply is folded into β; C·B is computed
-// once per group and chunk (not per head) by a first parallel pass. The
-// decay products are running products in float64 (one exp per token), so no
-// exp of a difference of cumulative sums can overflow. Sequences below
-// ssdMinLen tokens use the recurrence: the SSD's per-chunk setup does not
-// pay for a few tokens. BenchmarkMambaScan measures both.
+// Every term is a sum of scaled rows (axpyRows4: four output rows share
+// each loaded row, β·out + Σ_j a_j·row_j with a broadcast and FMAs, no
+// horizontal sums), so a value of S costs two FMAs per token, is read Q/4
+// times and stored once per chunk, and the decay multiply is folded into β;
+// C·B is computed once per group and chunk (not per head) by a first
+// parallel pass. The decays are running products in float64 (one exp per
+// token), so no exp of a difference of cumulative sums can overflow, and
+// terms below 1e-30 are dropped before they become subnormal.
+//
+// Measured (BenchmarkMambaScan, d_inner 2048, state 128, 2-vCPU AMD EPYC
+// with AVX-512, a shared machine): the two forms are even, 45–65k tokens per
+// CPU-second each; the recurrence runs near its multiply+FMA+FMA+store bound,
+// the SSD's FMA-only inner loops lose their margin to its setup (C·B, the
+// rows of M, one exp per token). Prefill takes the SSD (its inner loops are
+// pure FMA streams over data in L1/L2, no stores of S per token; other cores
+// were not measured), decode and sequences below ssdMinLen tokens the
+// recurrence; both are tested against the same float64 recurrence.
 
-// ssdChunk is the SSD chunk length (HF's chunk_size is 128 or 256 on GPUs;
-// on a CPU the intra-chunk term grows with it while nothing shrinks, so a
-// short chunk wins: see BenchmarkMambaScanChunk).
+// ssdChunk is the SSD chunk length (HF's chunk_size is 128 or 256 on GPUs).
+// On a CPU the intra-chunk work grows with it while nothing shrinks: 32 and
+// 64 measured alike here, 128 a third slower.
 const ssdChunk = 64
 
 // ssdMinLen is the shortest sequence the SSD path takes; tests lower and

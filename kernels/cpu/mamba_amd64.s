@@ -284,47 +284,55 @@ ssdone:
 	VZEROUPPER
 	RET
 
-// func conv4AVX(out, x *float32, stride, n int, wt *[4][8]float32, bias *[8]float32, win *[3][8]float32)
-TEXT ·conv4AVX(SB), NOSPLIT, $0-56
-	MOVQ    out+0(FP), DI
-	MOVQ    x+8(FP), SI
-	MOVQ    stride+16(FP), R8
-	SHLQ    $2, R8
-	MOVQ    n+24(FP), CX
-	MOVQ    wt+32(FP), AX
-	MOVQ    bias+40(FP), BX
-	MOVQ    win+48(FP), DX
-	VMOVUPS (AX), Y0
-	VMOVUPS 32(AX), Y1
-	VMOVUPS 64(AX), Y2
-	VMOVUPS 96(AX), Y3
-	VMOVUPS (BX), Y4
-	VMOVUPS (DX), Y5
-	VMOVUPS 32(DX), Y6
-	VMOVUPS 64(DX), Y7
-	TESTQ   CX, CX
-	JZ      cvdone
+// func conv4RowsAVX(out, x *float32, stride, n, nb int, wt *[4][8]float32, bias *[8]float32, win *[3][8]float32)
+// Row by row, nb blocks of eight channels each: acc = bias + Σ_k wt[k]·u_k
+// with u = the block's window (three vectors) then x; the window shifts in
+// memory (it stays in L1: nb ≤ 32 blocks).
+TEXT ·conv4RowsAVX(SB), NOSPLIT, $0-64
+	MOVQ out+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ stride+16(FP), R8
+	SHLQ $2, R8
+	MOVQ n+24(FP), CX
+	MOVQ nb+32(FP), R9
 
-cvloop:
-	VMOVUPS     (SI), Y8
-	VMOVAPS     Y4, Y9
-	VFMADD231PS Y5, Y0, Y9
-	VFMADD231PS Y6, Y1, Y9
-	VFMADD231PS Y7, Y2, Y9
-	VFMADD231PS Y8, Y3, Y9
-	VMOVUPS     Y9, (DI)
-	VMOVAPS     Y6, Y5
-	VMOVAPS     Y7, Y6
-	VMOVAPS     Y8, Y7
-	ADDQ        R8, SI
+cvrow:
+	TESTQ CX, CX
+	JZ    cvdone
+	MOVQ  wt+40(FP), AX
+	MOVQ  bias+48(FP), BX
+	MOVQ  win+56(FP), DX
+	MOVQ  DI, R10
+	MOVQ  SI, R11
+	MOVQ  R9, R12
+
+cvblk:
+	VMOVUPS     (R11), Y8
+	VMOVUPS     (BX), Y9
+	VMOVUPS     (DX), Y5
+	VMOVUPS     32(DX), Y6
+	VMOVUPS     64(DX), Y7
+	VFMADD231PS (AX), Y5, Y9
+	VFMADD231PS 32(AX), Y6, Y9
+	VFMADD231PS 64(AX), Y7, Y9
+	VFMADD231PS 96(AX), Y8, Y9
+	VMOVUPS     Y9, (R10)
+	VMOVUPS     Y6, (DX)
+	VMOVUPS     Y7, 32(DX)
+	VMOVUPS     Y8, 64(DX)
+	ADDQ        $128, AX
+	ADDQ        $32, BX
+	ADDQ        $96, DX
+	ADDQ        $32, R10
+	ADDQ        $32, R11
+	DECQ        R12
+	JNZ         cvblk
 	ADDQ        R8, DI
+	ADDQ        R8, SI
 	DECQ        CX
-	JNZ         cvloop
+	JMP         cvrow
 
 cvdone:
-	VMOVUPS Y5, (DX)
-	VMOVUPS Y6, 32(DX)
-	VMOVUPS Y7, 64(DX)
 	VZEROUPPER
 	RET
 

@@ -59,8 +59,14 @@ type MambaParams struct {
 // batch of at most tokens rows in at most seqs sequences.
 func MambaScanScratch(p *Pool, s Mamba2, tokens, seqs int) int {
 	chunks := tokens/ssdChunk + seqs
-	return chunks*s.Groups*ssdChunk*ssdChunk + p.Threads()*(ssdChunk+1)*s.HeadDim
+	return chunks*s.Groups*ssdChunk*ssdChunk + p.Threads()*workerScratch(s)
 }
+
+// workerScratch is each worker's part of the scan scratch: a chunk's x, B
+// and C copied contiguous (rows of xbc are ConvDim floats apart, usually a
+// multiple of 4 KiB, so a chunk's rows would all fall in the same L1 sets)
+// and its dt-weighted x.
+func workerScratch(s Mamba2) int { return ssdChunk * (2*s.HeadDim + 2*s.State) }
 
 // MambaScan runs the scan of every sequence: y (rows × Inner()) from xbc (the
 // convolved rows, see mamba.go for the layout) and dt (rows × Heads, raw),
@@ -88,13 +94,13 @@ func (p *Pool) MambaScan(s Mamba2, y, xbc, dt []float32, prm MambaParams, seqs [
 		// C·B blocks at the start of scratch.
 		var t mambaTask
 		t.s, t.y, t.xbc, t.dt, t.prm, t.scratch = s, y, xbc, dt, prm, scratch
-		t.wsOff = len(scratch) - (ssdChunk+1)*s.HeadDim
+		t.wsOff = len(scratch) - workerScratch(s)
 		row := 0
 		for _, q := range seqs {
 			if q.Len >= ssdMinLen {
 				for c := 0; c*ssdChunk < q.Len; c++ {
 					for g := range s.Groups {
-						t.cbChunk(row+c*ssdChunk, min(ssdChunk, q.Len-c*ssdChunk), c*s.Groups+g, g)
+						t.cbChunk(0, row+c*ssdChunk, min(ssdChunk, q.Len-c*ssdChunk), c*s.Groups+g, g)
 					}
 				}
 			}
@@ -190,7 +196,7 @@ func (t *mambaTask) initScan(s Mamba2, y, xbc, dt []float32, prm MambaParams, se
 		}
 	}
 	t.cbItems = n * s.Groups
-	t.wsOff = len(scratch) - threads*(ssdChunk+1)*s.HeadDim
+	t.wsOff = len(scratch) - threads*workerScratch(s)
 	t.ch.reset(t.cbItems)
 }
 
@@ -206,7 +212,7 @@ func (t *mambaTask) run(worker int) {
 		case kindConv:
 			t.conv(c)
 		case kindCB:
-			t.cb(c)
+			t.cb(worker, c)
 		case kindScan:
 			t.scan(worker, c)
 		case kindNorm:
@@ -231,6 +237,12 @@ func (t *mambaTask) convBlock(q MambaSeq, row0, b int) {
 	convRange(t.s, t.out, t.xbc, t.w, t.bias, q.Conv, row0, q.Len, c0, c1)
 }
 
+// worker returns worker w's part of the scratch.
+func (t *mambaTask) worker(w int) []float32 {
+	n := workerScratch(t.s)
+	return t.scratch[t.wsOff+w*n : t.wsOff+(w+1)*n]
+}
+
 // cbBlock returns C·B block blk: ssdChunk×ssdChunk floats, row i column j
 // holding C_i·B_j for j <= i.
 func (t *mambaTask) cbBlock(blk int) []float32 {
@@ -239,7 +251,7 @@ func (t *mambaTask) cbBlock(blk int) []float32 {
 }
 
 // cb computes the C·B block of one (SSD sequence, chunk, group) item.
-func (t *mambaTask) cb(item int) {
+func (t *mambaTask) cb(worker, item int) {
 	G := t.s.Groups
 	g, chunk := item%G, item/G
 	// The sequence: the last SSD one whose first block is at or before it.
@@ -250,27 +262,31 @@ func (t *mambaTask) cb(item int) {
 		}
 	}
 	c := chunk - t.cb0[i]
-	t.cbChunk(t.row0[i]+c*ssdChunk, min(ssdChunk, t.seqs[i].Len-c*ssdChunk), chunk*G+g, g)
+	t.cbChunk(worker, t.row0[i]+c*ssdChunk, min(ssdChunk, t.seqs[i].Len-c*ssdChunk), chunk*G+g, g)
 }
 
 // cbChunk fills block blk with C_r·B_j (j <= r) of group g over the L rows
-// from r0.
-func (t *mambaTask) cbChunk(r0, L, blk, g int) {
+// from r0, B copied contiguous into worker's scratch first.
+func (t *mambaTask) cbChunk(worker, r0, L, blk, g int) {
 	s := t.s
 	G, N, C := s.Groups, s.State, s.ConvDim()
 	out := t.cbBlock(blk)
 	bOff, cOff := s.Inner()+g*N, s.Inner()+G*N+g*N
+	bc := t.worker(worker)[:L*N]
+	for j := range L {
+		copy(bc[j*N:(j+1)*N], t.xbc[(r0+j)*C+bOff:])
+	}
 	var o [4]float32
 	for r := range L {
 		ci := t.xbc[(r0+r)*C+cOff : (r0+r)*C+cOff+N]
 		row := out[r*ssdChunk : r*ssdChunk+r+1]
 		j := 0
 		for ; j+4 <= L && j <= r; j += 4 {
-			dot4F32(ci, t.xbc[(r0+j)*C+bOff:], C, &o)
+			dot4F32(ci, bc[j*N:], N, &o)
 			copy(row[j:], o[:])
 		}
 		for ; j <= r; j++ {
-			row[j] = dotF32(ci, t.xbc[(r0+j)*C+bOff:(r0+j)*C+bOff+N])
+			row[j] = dotF32(ci, bc[j*N:(j+1)*N])
 		}
 	}
 }
@@ -299,7 +315,7 @@ func (t *mambaTask) scanHead(worker int, q MambaSeq, row0, cb0, h int) {
 	}
 	s := t.s
 	P := s.HeadDim
-	ws := t.scratch[t.wsOff+worker*(ssdChunk+1)*P : t.wsOff+(worker+1)*(ssdChunk+1)*P]
+	ws := t.worker(worker)
 	S := q.SSM[h*s.State*P : (h+1)*s.State*P]
 	if q.Len >= ssdMinLen {
 		t.scanSSD(h, row0, q.Len, cb0, S, ws)
@@ -333,7 +349,7 @@ func (t *mambaTask) scanSteps(h, row0, n int, S, xdt []float32) {
 }
 
 // scanSSD runs head h of a sequence of n rows from row0 chunk by chunk; its
-// C·B blocks start at cb0; ws is (ssdChunk+1)·P floats of scratch. Rows of
+// C·B blocks start at cb0; ws is the worker's scratch (workerScratch). Rows of
 // y and of the state go four at a time through axpyRows4, so each loaded
 // vector feeds four FMAs.
 func (t *mambaTask) scanSSD(h, row0, n, cb0 int, S, ws []float32) {
@@ -344,6 +360,9 @@ func (t *mambaTask) scanSSD(h, row0, n, cb0 int, S, ws []float32) {
 	bOff, cOff := I+g*N, I+G*N+g*N
 	A, D, bias := float64(t.prm.A[h]), t.prm.D[h], float64(t.prm.DtBias[h])
 	xw := ws[:ssdChunk*P]
+	xc := ws[ssdChunk*P : 2*ssdChunk*P]
+	bc := ws[2*ssdChunk*P : 2*ssdChunk*P+ssdChunk*N]
+	cc := ws[2*ssdChunk*P+ssdChunk*N : 2*ssdChunk*(P+N)]
 	var (
 		dtv  [ssdChunk]float64     // dt per token
 		ea   [ssdChunk]float64     // exp(dt·A) per token
@@ -362,6 +381,12 @@ func (t *mambaTask) scanSSD(h, row0, n, cb0 int, S, ws []float32) {
 			ea[j] = math.Exp(dtv[j] * A)
 			p *= ea[j]
 			e[j] = p
+		}
+		for j := range L {
+			row := t.xbc[(r0+j)*C:]
+			copy(xc[j*P:(j+1)*P], row[h*P:])
+			copy(bc[j*N:(j+1)*N], row[bOff:])
+			copy(cc[j*N:(j+1)*N], row[cOff:])
 		}
 		cb := t.cbBlock((cb0+c)*G + g)
 		// Rows of M in order: dec[j] = Π_{j<u<=i} a_u for the current row
@@ -393,7 +418,7 @@ func (t *mambaTask) scanSSD(h, row0, n, cb0 int, S, ws []float32) {
 			r := r0 + i
 			yi := t.y[r*I+h*P:]
 			// Inter-chunk: C_i·S0 for four rows; scaled by e_i below.
-			axpyRows4(yi, I, P, &beta, false, t.xbc[r*C+cOff:], C, 1, S, P, N)
+			axpyRows4(yi, I, P, &beta, false, cc[i*N:], N, 1, S, P, N)
 			var jk [4]int
 			j0 := i
 			for k := range 4 {
@@ -404,30 +429,30 @@ func (t *mambaTask) scanSSD(h, row0, n, cb0 int, S, ws []float32) {
 			for k := range 4 {
 				clear(mrow[k*ssdChunk+j0 : k*ssdChunk+jk[k]]) // below this row's cut-off: stale
 			}
-			axpyRows4(yi, I, P, &beta, true, mrow[j0:], ssdChunk, 1, t.xbc[(r0+j0)*C+h*P:], C, i+4-j0)
+			axpyRows4(yi, I, P, &beta, true, mrow[j0:], ssdChunk, 1, xc[j0*P:], P, i+4-j0)
 		}
 		for ; i < L; i++ {
 			r := r0 + i
 			yi := t.y[r*I+h*P : r*I+h*P+P]
-			axpyRows(yi, 0, t.xbc[r*C+cOff:], 1, S, P, N)
+			axpyRows(yi, 0, cc[i*N:], 1, S, P, N)
 			j0 := fill(mrow[:ssdChunk], i, i)
-			axpyRows(yi, float32(e[i]), mrow[j0:], 1, t.xbc[(r0+j0)*C+h*P:], C, i+1-j0)
+			axpyRows(yi, float32(e[i]), mrow[j0:], 1, xc[j0*P:], P, i+1-j0)
 		}
 		// State: S = e_{L-1}·S + Σ_j w_j·B_j ⊗ x_j, w_j = Π_{j<u<L} a_u · dt_j.
 		w := 1.0
 		for j := L - 1; j >= 0; j-- {
 			wj[0] = float32(w * dtv[j])
-			axpyRows(xw[j*P:(j+1)*P], 0, wj[:], 1, t.xbc[(r0+j)*C+h*P:], 0, 1)
+			axpyRows(xw[j*P:(j+1)*P], 0, wj[:], 1, xc[j*P:], 0, 1)
 			w *= ea[j]
 		}
 		eL := float32(e[L-1])
 		beta = [4]float32{eL, eL, eL, eL}
 		st := 0
 		for ; st+4 <= N; st += 4 {
-			axpyRows4(S[st*P:], P, P, &beta, true, t.xbc[r0*C+bOff+st:], 1, C, xw, P, L)
+			axpyRows4(S[st*P:], P, P, &beta, true, bc[st:], 1, N, xw, P, L)
 		}
 		for ; st < N; st++ {
-			axpyRows(S[st*P:(st+1)*P], eL, t.xbc[r0*C+bOff+st:], C, xw, P, L)
+			axpyRows(S[st*P:(st+1)*P], eL, bc[st:], N, xw, P, L)
 		}
 	}
 }

@@ -58,7 +58,8 @@ type MambaParams struct {
 // MambaScanScratch is the number of scratch floats MambaScan needs for a
 // batch of at most tokens rows in at most seqs sequences.
 func MambaScanScratch(p *Pool, s Mamba2, tokens, seqs int) int {
-	chunks := tokens/ssdChunk + seqs
+	// Only sequences of ssdMinLen tokens or more have C·B blocks.
+	chunks := tokens/ssdChunk + min(seqs, tokens/ssdMinLen)
 	return chunks*s.Groups*ssdChunk*ssdChunk + p.Threads()*workerScratch(s)
 }
 

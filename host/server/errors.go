@@ -40,11 +40,14 @@ type errorBody struct {
 }
 
 // requestError is a request the server refuses before it reaches the engine:
-// bad JSON, a wrong type, a value out of range. Status is 400 unless set.
+// bad JSON, a wrong type, a value out of range, a field kvhost does not
+// implement. Status is 400 unless set; Code is the body's code (null when
+// empty).
 type requestError struct {
 	Param   string
 	Message string
 	Status  int
+	Code    string
 }
 
 func (e *requestError) Error() string {
@@ -77,7 +80,7 @@ func errorResponse(err error) (status int, body apiError, internal bool) {
 		if re.Param != "" {
 			msg = fmt.Sprintf("invalid %s: %s", re.Param, re.Message)
 		}
-		return status, apiError{Message: msg, Type: "invalid_request_error", Param: re.Param}, false
+		return status, apiError{Message: msg, Type: "invalid_request_error", Param: re.Param, Code: re.Code}, false
 	case errors.As(err, &mbe):
 		return http.StatusRequestEntityTooLarge, apiError{
 			Message: fmt.Sprintf("request body exceeds %d bytes", mbe.Limit),

@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/kvhost/kvhost/host/engine"
+	"github.com/kvhost/kvhost/host/sampling"
 )
 
 // Options configure New. The zero value is usable.
@@ -42,12 +42,11 @@ type Options struct {
 
 	// Observer, when set, receives request lifecycle events (metrics).
 	Observer Observer `json:"-"`
-	// Sampler validates the "sampler"/"sampler_params" body extension; a
-	// request that names a sampler while Sampler is nil gets 400.
-	Sampler SamplerValidator `json:"-"`
-	// ApplySampler puts a validated policy into the engine request. It is
-	// required when Sampler is set.
-	ApplySampler func(req *engine.Request, name string, params map[string]any) `json:"-"`
+	// Sampler compiles the sampling of every request that samples through
+	// a policy (sampling.UsesPolicy): its fields, and the "sampler" /
+	// "sampler_params" extension. A request that names a sampler while
+	// Sampler is nil gets 400; without it, the engine samples on the host.
+	Sampler SamplerCompiler `json:"-"`
 
 	// Mount points for other parts of the host; nil leaves the route out
 	// (404). Memory serves GET /v1/memory (behind APIKeys); Metrics serves
@@ -87,8 +86,6 @@ func (o Options) Validate() error {
 		return fmt.Errorf("server: max_n %d is out of range [0, %d] (0 selects %d)", o.MaxN, engineMaxN, defaultMaxN)
 	case o.StreamWriteTimeout < 0:
 		return fmt.Errorf("server: stream_write_timeout %v must be >= 0 (0 selects %v)", o.StreamWriteTimeout, defaultStreamWriteTimeout)
-	case o.Sampler != nil && o.ApplySampler == nil:
-		return fmt.Errorf("server: a sampler validator needs ApplySampler to pass the policy to the engine")
 	}
 	for i, k := range o.APIKeys {
 		if k == "" {
@@ -118,12 +115,13 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// SamplerValidator checks a request's sampler policy name and parameters
-// (the "sampler" and "sampler_params" body fields; name may be "" when only
-// parameters are given). Its error becomes a 400 whose message is the
-// error's text, so it should name the bad policy or parameter.
-type SamplerValidator interface {
-	Validate(name string, params map[string]any) error
+// SamplerCompiler compiles a request's sampling for the engine's policy
+// registry: *sampling.Registry. policy is the "sampler" field ("" for the
+// default), params "sampler_params", req the request's own sampling
+// fields. A *sampling.ParamError or *sampling.UnknownPolicyError becomes
+// a 400 naming the field.
+type SamplerCompiler interface {
+	Compile(policy string, params map[string]any, req sampling.Request) (sampling.Compiled, error)
 }
 
 // Observer receives the lifecycle of inference requests (POST

@@ -72,7 +72,7 @@ func TestNotFoundAndMethod(t *testing.T) {
 func TestCompletionsNonStream(t *testing.T) {
 	env := newEnv(t)
 	rec := env.do(t, http.MethodPost, "/v1/completions",
-		`{"model":"whatever","prompt":"Hi","temperature":0.5,"top_k":40,"min_p":0.1,"seed":-1,"unknown_field":{"x":[1]}}`)
+		`{"model":"whatever","prompt":"Hi","temperature":0.5,"top_k":40,"min_p":0.1,"seed":-1,"user":"u","metadata":{"x":"y"},"response_format":{"type":"text"},"best_of":1,"suffix":null}`)
 	if rec.Code != 200 {
 		t.Fatalf("status %d: %s", rec.Code, rec.Body)
 	}

@@ -282,8 +282,7 @@ func assemble(f serveFlags, s *boot.Stack, sreg *sampling.Registry, apiKeys, adm
 	// sampler extension and the admin routes are absent: a request naming a
 	// policy gets a 400 and the host's sampler serves the rest.
 	if sreg != nil {
-		hooks := samplerHooks{sreg}
-		opts.Sampler, opts.ApplySampler = hooks, hooks.Apply
+		opts.Sampler = sreg
 		opts.Admin = swapObserver(m, admin.Handler(sreg, adminKey, 0))
 		wo.DefaultSampler = sreg.Default()
 	}

@@ -322,7 +322,7 @@ func (s *schema) merge(policy string, params map[string]any, req Request) (map[s
 		if _, declared := s.index[f.name]; !declared {
 			if f.set && !(f.argmaxOK && s.argmax) {
 				return nil, &ParamError{Policy: policy, Param: f.name, FromRequest: true,
-					Problem: fmt.Sprintf("%v is not honoured: this sampler takes %s", f.v, s.names())}
+					Problem: fmt.Sprintf("%v is not honoured: the sampler takes %s", f.v, s.names())}
 			}
 			continue
 		}

@@ -34,10 +34,12 @@ type Options struct {
 	// replaces http.Server.WriteTimeout, which would bound a whole stream
 	// (see NewHTTPServer). Default 30s.
 	StreamWriteTimeout time.Duration `json:"stream_write_timeout"`
-	// APIKeys, when not empty, are the bearer tokens accepted on the
-	// inference routes (/v1/..., /generate): "Authorization: Bearer KEY".
-	// /health, /metrics, the Web UI and /admin (which checks its own key)
-	// stay open. Keys are compared in constant time and never logged.
+	// APIKeys, when not empty, are the bearer tokens every route requires
+	// ("Authorization: Bearer KEY") but /health, /ready, the Web UI's
+	// static shell (web.IsStatic), /admin (which checks its own key) and
+	// CORS preflights: /v1/..., /generate, /metrics and the Web UI's JSON
+	// under /ui/api/ included. Keys are compared in constant time and
+	// never logged.
 	APIKeys []string `json:"-"`
 
 	// Observer, when set, receives request lifecycle events (metrics).
@@ -49,8 +51,8 @@ type Options struct {
 	Sampler SamplerCompiler `json:"-"`
 
 	// Mount points for other parts of the host; nil leaves the route out
-	// (404). Memory serves GET /v1/memory (behind APIKeys); Metrics serves
-	// GET /metrics (open, for scrapers); Admin serves every method under
+	// (404). Memory serves GET /v1/memory; Metrics serves GET /metrics
+	// (both behind APIKeys; scrapers send the key); Admin serves every method under
 	// /admin and /admin/... with the full path (it enforces its own key);
 	// Web serves GET on every path no API route claims (/v1/... unknown
 	// paths stay JSON 404s).

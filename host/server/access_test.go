@@ -413,3 +413,49 @@ func TestStalledStreamClientIsCutOff(t *testing.T) {
 		}
 	}
 }
+
+// TestAPIKeyDenyByDefault walks every route the server registers, with
+// every mount set: without the key each answers 401 but the probes, the
+// admin mount (its own key) and the dashboard's static shell. A route
+// added later is covered without touching this test.
+func TestAPIKeyDenyByDefault(t *testing.T) {
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+	env := newEnv(t, withOptions(func(o *Options) {
+		o.Memory, o.Metrics, o.Admin, o.Web, o.Sampler = ok, ok, ok, ok, &fakeSampler{}
+		o.APIKeys = []string{"key"}
+	}))
+	routes, isChi := env.h.h.(chi.Routes)
+	if !isChi {
+		t.Fatalf("the handler is a %T, not a chi router", env.h.h)
+	}
+	open := map[string]bool{"/health": true, "/admin": true, "/admin/x": true, "/x": false, "/ui/x": true, "/ui/api/x": false}
+	n := 0
+	err := chi.Walk(routes, func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+		paths := []string{strings.ReplaceAll(route, "/*", "/x")}
+		if route == "/*" {
+			paths = append(paths, "/ui/x", "/ui/api/x", "/")
+		}
+		for _, path := range paths {
+			n++
+			want := http.StatusUnauthorized
+			if open[path] || path == "/" {
+				want = -1 // anything but 401
+			}
+			rec := serve(env.h, newRequest(method, path, `{}`))
+			if (want == -1) == (rec.Code == http.StatusUnauthorized) {
+				t.Errorf("%s %s (route %s) without the key: %d", method, path, route, rec.Code)
+			}
+		}
+		return nil
+	})
+	if err != nil || n < 10 {
+		t.Fatalf("walked %d routes: %v", n, err)
+	}
+	// A CORS preflight carries no credentials and is not refused for it.
+	req := newRequest(http.MethodOptions, "/v1/completions", "")
+	req.Header.Set("Origin", "https://example.com")
+	req.Header.Set("Access-Control-Request-Method", "POST")
+	if rec := serve(env.h, req); rec.Code == http.StatusUnauthorized {
+		t.Errorf("preflight: %d", rec.Code)
+	}
+}

@@ -149,7 +149,7 @@ func (m *Model) block(sc *scope, pool *kv.Pool, l int, seqs []Seq, x device.Buf,
 		if err := k.WriteKV(kvl, ks, vs, n, s.Pages, s.Start); err != nil {
 			return err
 		}
-		err := k.Attention(att.Slice(off*c.QRow(), n*c.QRow()), q.Slice(off*c.QRow(), n*c.QRow()), n, c.Heads, kvl, s.Pages, s.Start, scale, m.attnScratch)
+		err := k.Attention(att.Slice(off*c.QRow(), n*c.QRow()), q.Slice(off*c.QRow(), n*c.QRow()), n, c.Heads, kvl, s.Pages, s.Start, device.AttnOpts{Scale: scale}, m.attnScratch)
 		if err != nil {
 			return err
 		}

@@ -322,7 +322,8 @@ func (c *checker) attention(headDim, start, n int) (KernelResult, error) {
 	if err != nil {
 		return KernelResult{}, err
 	}
-	kv := device.KVLayer{K: K, V: V, PageSize: ps, KVHeads: kvHeads, HeadDim: headDim}
+	kv := device.KVLayer{DType: device.KVF32, K: device.Span{Ptr: K.Ptr, Bytes: K.Bytes()}, V: device.Span{Ptr: V.Ptr, Bytes: V.Bytes()},
+		Slots: slots, PageSize: ps, KVHeads: kvHeads, HeadDim: headDim, VHeadDim: headDim}
 	kb, err := c.buf(kAll)
 	if err != nil {
 		return KernelResult{}, err
@@ -344,7 +345,7 @@ func (c *checker) attention(headDim, start, n int) (KernelResult, error) {
 		return KernelResult{}, err
 	}
 	scale := float32(1 / math.Sqrt(float64(headDim)))
-	if err := c.k.Attention(o, q, n, heads, kv, table, start, scale, o); err != nil {
+	if err := c.k.Attention(o, q, n, heads, kv, table, start, device.AttnOpts{Scale: scale}, o); err != nil {
 		return KernelResult{}, err
 	}
 	got, err := c.get(o)

@@ -381,3 +381,44 @@ func TestPolicyAppliesPromptRepetition(t *testing.T) {
 		t.Fatalf("greedy policy chose %d, reference %d (unpenalised %d)", out[0].Token, want, best)
 	}
 }
+
+// BenchmarkSampleSeq: the host sampler over a 32000-token row, plain and
+// with every penalty and 16 bias entries after 256 generated tokens and a
+// 512-token prompt (greedy and sampled). Allocations must stay 0.
+func BenchmarkSampleSeq(b *testing.B) {
+	row := randomLogits(32000, 1)
+	prompt := make([]int32, 512)
+	gen := make([]int32, 256)
+	rng := rand.New(rand.NewPCG(2, 2))
+	for i := range prompt {
+		prompt[i] = int32(rng.IntN(32000))
+	}
+	for i := range gen {
+		gen[i] = int32(rng.IntN(32000))
+	}
+	bias := map[int32]float32{}
+	for i := range 16 {
+		bias[int32(i*1999)] = -5
+	}
+	pen := Request{FrequencyPenalty: 0.5, PresencePenalty: 0.3, RepetitionPenalty: 1.2, LogitBias: NormalizeBias(bias)}
+	for _, tc := range []struct {
+		name string
+		req  Request
+	}{
+		{"greedy", Request{}},
+		{"greedy+penalties", pen},
+		{"sampled", Request{Temperature: 0.8, TopP: 0.9}},
+		{"sampled+penalties", func() Request { r := pen; r.Temperature, r.TopP = 0.8, 0.9; return r }()},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			var s Sampler
+			seq := NewSeqState(tc.req, nil, prompt, 1)
+			seq.Generated = gen
+			b.ReportAllocs()
+			for i := range b.N {
+				seq.Step = uint64(i)
+				s.SampleSeq(row, &seq)
+			}
+		})
+	}
+}

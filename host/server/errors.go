@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvhost/kvhost/host/engine"
 	"github.com/kvhost/kvhost/host/model/chat"
+	"github.com/kvhost/kvhost/host/sampling"
 )
 
 // apiError is the body of every error response, OpenAI's shape:
@@ -66,6 +67,7 @@ func badRequest(param, format string, args ...any) *requestError {
 func errorResponse(err error) (status int, body apiError, internal bool) {
 	var (
 		re  *requestError
+		fe  *sampling.FieldError
 		ire *engine.InvalidRequestError
 		rde *chat.RenderError
 		mbe *http.MaxBytesError
@@ -81,6 +83,11 @@ func errorResponse(err error) (status int, body apiError, internal bool) {
 			msg = fmt.Sprintf("invalid %s: %s", re.Param, re.Message)
 		}
 		return status, apiError{Message: msg, Type: "invalid_request_error", Param: re.Param, Code: re.Code}, false
+	case errors.As(err, &fe):
+		return http.StatusBadRequest, apiError{
+			Message: fmt.Sprintf("invalid %s: %s", fe.Field, fe.Problem),
+			Type:    "invalid_request_error", Param: fe.Field,
+		}, false
 	case errors.As(err, &mbe):
 		return http.StatusRequestEntityTooLarge, apiError{
 			Message: fmt.Sprintf("request body exceeds %d bytes", mbe.Limit),

@@ -79,7 +79,7 @@ func (s *server) commonFields(f *samplingFields, maxTokens *int, maxTokensName s
 	}
 	sp, err := f.Fields.Request()
 	if err != nil {
-		return p, jsonError(err) // a *sampling.FieldError: 400 naming the field
+		return p, jsonError(err) // a *sampling.FieldError: a *requestError naming the field
 	}
 	if f.StreamOptions != nil && !f.Stream {
 		return p, badRequest("stream_options", "stream_options is only allowed when stream is true")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kvhost/kvhost/host/engine"
 	"github.com/kvhost/kvhost/host/model/chat"
+	"github.com/kvhost/kvhost/host/sampling"
 )
 
 type healthyBackend struct {
@@ -364,6 +365,7 @@ func TestErrorMapping(t *testing.T) {
 		{&chat.RenderError{Err: errors.New("roles")}, 400, "invalid_request_error", "messages"},
 		{&chat.RenderError{Err: errors.New("boom"), Panicked: true}, 500, "server_error", ""},
 		{badRequest("stop", "x"), 400, "invalid_request_error", "stop"},
+		{fmt.Errorf("x: %w", &sampling.FieldError{Field: "logit_bias", Problem: "x"}), 400, "invalid_request_error", "logit_bias"},
 		{&http.MaxBytesError{Limit: 10}, 413, "invalid_request_error", ""},
 		{errors.New("cuda: device lost"), 500, "server_error", ""},
 	}

@@ -428,7 +428,7 @@ func TestAPIKeyDenyByDefault(t *testing.T) {
 	if !isChi {
 		t.Fatalf("the handler is a %T, not a chi router", env.h.h)
 	}
-	open := map[string]bool{"/health": true, "/admin": true, "/admin/x": true, "/x": false, "/ui/x": true, "/ui/api/x": false}
+	open := map[string]bool{"/health": true, "/ready": true, "/admin": true, "/admin/x": true, "/x": false, "/ui/x": true, "/ui/api/x": false}
 	n := 0
 	err := chi.Walk(routes, func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
 		paths := []string{strings.ReplaceAll(route, "/*", "/x")}

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Which request object a field row applies to.
@@ -183,6 +184,21 @@ var (
 	generateFields       = newFieldPolicy(inGenerate, "", generateRequest{})
 	samplingParamsFields = newFieldPolicy(inSamplingParams, "sampling_params.", generateSampler{})
 )
+
+// bodyPolicies caches bodyFields by type.
+var bodyPolicies sync.Map // reflect.Type → *fieldPolicy
+
+// bodyFields is the policy of a body outside the table's scopes (the
+// /tokenize, /detokenize and /v1/embeddings bodies, dst a pointer to it):
+// its own fields, and a 400 for any other.
+func bodyFields(dst any) *fieldPolicy {
+	t := reflect.TypeOf(dst).Elem()
+	if p, ok := bodyPolicies.Load(t); ok {
+		return p.(*fieldPolicy)
+	}
+	p, _ := bodyPolicies.LoadOrStore(t, newFieldPolicy(0, "", reflect.New(t).Elem().Interface()))
+	return p.(*fieldPolicy)
+}
 
 // check refuses a field of obj this policy does not accept: a 400 naming
 // it, with code "unsupported_parameter" for a field the table says kvhost

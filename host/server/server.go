@@ -101,6 +101,10 @@ func New(b Backend, opts Options) *Server {
 	}
 
 	r := chi.NewRouter()
+	r.Use(s.requestIDs)
+	if len(opts.AllowedOrigins) > 0 {
+		r.Use(corsMiddleware(opts.AllowedOrigins)) // before the key: a 401 still carries CORS headers
+	}
 	r.Use(s.logRequests, s.recoverPanics, s.requireKey)
 	notFound := func(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusNotFound, apiError{
@@ -116,7 +120,10 @@ func New(b Backend, opts Options) *Server {
 		})
 	})
 	r.Get("/health", s.handleHealth)
+	r.Get("/ready", s.handleReady)
 	r.Get("/v1/models", s.handleModels)
+	r.Get("/v1/models/*", s.handleModel)
+	s.extraRoutes(r)
 	r.Post("/v1/completions", s.inference("/v1/completions", s.handleCompletions))
 	r.Post("/v1/chat/completions", s.inference("/v1/chat/completions", s.handleChatCompletions))
 	r.Post("/generate", s.inference("/generate", s.handleGenerate))
@@ -158,27 +165,4 @@ func (s *server) handleHealth(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-}
-
-type modelCard struct {
-	ID          string `json:"id"`
-	Object      string `json:"object"`
-	Created     int64  `json:"created"`
-	OwnedBy     string `json:"owned_by"`
-	MaxModelLen int    `json:"max_model_len"`
-}
-
-type modelList struct {
-	Object string      `json:"object"`
-	Data   []modelCard `json:"data"`
-}
-
-func (s *server) handleModels(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, modelList{
-		Object: "list",
-		Data: []modelCard{{
-			ID: s.b.ModelName(), Object: "model", Created: s.created,
-			OwnedBy: "kvhost", MaxModelLen: s.b.ContextLen(),
-		}},
-	})
 }

@@ -26,12 +26,11 @@
 // informational one (user, metadata, safety_identifier, prompt_cache_key;
 // /generate's log_metrics) is accepted and changes nothing; a field of the
 // OpenAI API, or one vLLM or SGLang adds, that kvhost does not implement
-// yet (response_format, tools, tool_choice, parallel_tool_calls,
-// functions, audio, best_of, suffix, min_tokens, guided_*, regex,
-// json_schema, ... — unsupportedFields is the one table, a row per field)
-// is a 400 with code "unsupported_parameter" naming it, unless its value
-// asks for nothing (null, or the API's default such as
-// response_format {"type":"text"}, store false, best_of 1); any other
+// yet (functions, audio, best_of, suffix, min_tokens, reasoning_effort,
+// use_beam_search, guided_decoding_backend, structural_tag, ... —
+// unsupportedFields is the one table, a row per field) is a 400 with code
+// "unsupported_parameter" naming it, unless its value asks for nothing
+// (null, or the API's default such as store false, best_of 1); any other
 // field is a 400 with code "unknown_parameter" listing the known ones.
 // stream_options and /generate's sampling_params are checked the same way.
 // A known field of the wrong JSON type is a 400 whose param names it. n is
@@ -63,6 +62,29 @@
 // text. max_tokens 0 with echo (and max_new_tokens 0 on /generate) scores
 // the prompt without returning generated tokens: the engine is asked for
 // one token, which is dropped, and usage reports 0 completion tokens.
+//
+// # Structured output and tool calls
+//
+// At most one structured-output field per request (structured.go):
+// response_format (json_object, json_schema), guided_json, guided_regex,
+// guided_grammar, guided_choice, structured_outputs, and SGLang's
+// json_schema, regex, ebnf (also in /generate's sampling_params). Each is
+// compiled by host/constraint/compile into the engine request's
+// constraint; a schema or grammar that cannot be enforced is a 400 whose
+// param is the field and whose message names the keyword and where it is.
+//
+// Chat tools (tools.go): tools are validated (function type, names) and
+// rendered by the model's template; tool_choice none drops them, auto
+// reads calls out of the reply, required and a named function constrain
+// the reply to calls (a grammar over the functions' parameter schemas)
+// after appending the format's opening marker to the prompt. auto with a
+// structured-output field allows either a reply of that shape or calls.
+// The reply is read by toolparse.go in the template's format: content
+// streams while text that could open a call is held back; each completed
+// call goes out as OpenAI streams one (a delta with id, type and name,
+// then one with the arguments); finish_reason is tool_calls (stop for a
+// named function). Messages may carry assistant tool_calls (arguments as
+// a JSON string or object) and tool results (tool_call_id required).
 //
 // # Access
 //

@@ -42,6 +42,11 @@ type generateSampler struct {
 	StopTokenIDs []int32   `json:"stop_token_ids"`
 	IgnoreEOS    bool      `json:"ignore_eos"`
 	N            *int      `json:"n"`
+	// SGLang's structured output: a JSON Schema (as a string), a regex,
+	// an EBNF (GBNF) grammar.
+	JSONSchema json.RawMessage `json:"json_schema"`
+	Regex      *string         `json:"regex"`
+	EBNF       *string         `json:"ebnf"`
 }
 
 // samplingParamNames are sampling_params' fields: an error naming one of
@@ -90,7 +95,8 @@ func (s *server) prepareGenerate(req *generateRequest) (genParams, []int32, erro
 		sp = &generateSampler{}
 	}
 	f := samplingFields{Fields: sp.Fields, Stop: sp.Stop, Stream: req.Stream, N: sp.N, IgnoreEOS: sp.IgnoreEOS,
-		StopTokenIDs: sp.StopTokenIDs, samplerFields: req.samplerFields}
+		StopTokenIDs: sp.StopTokenIDs, samplerFields: req.samplerFields,
+		structuredFields: structuredFields{JSONSchema: sp.JSONSchema, Regex: sp.Regex, EBNF: sp.EBNF}}
 	maxNew, discard := sp.MaxNewTokens, false
 	if maxNew != nil && *maxNew == 0 {
 		maxNew, discard = nil, true // score the prompt, generate nothing

@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 
+	"github.com/kvhost/kvhost/host/constraint"
 	"github.com/kvhost/kvhost/host/engine"
 	"github.com/kvhost/kvhost/host/sampling"
 )
@@ -40,6 +41,13 @@ type genParams struct {
 	// compiled is the request's policy compiled by Options.Sampler; nil
 	// when the request samples on the host or the server has no policies.
 	compiled *sampling.Compiled
+
+	// constraint restricts the output (structured output, tool calls);
+	// structured is the structured-output field it came from.
+	constraint *constraint.Spec
+	structured *structuredSpec
+	// tools is how a chat request uses tools (nil: it does not).
+	tools *toolPlan
 }
 
 // common validates the shared fields and compiles the request's sampling
@@ -87,6 +95,16 @@ func (s *server) commonFields(f *samplingFields, maxTokens *int, maxTokensName s
 	if err := checkStopTokens(f.StopTokenIDs, "stop_token_ids"); err != nil {
 		return p, err
 	}
+	st, err := f.structuredFields.collect()
+	if err != nil {
+		return p, err
+	}
+	if st != nil {
+		if p.constraint, err = st.spec(); err != nil {
+			return p, err
+		}
+		p.structured = st
+	}
 	p.stopTokens = f.StopTokenIDs
 	p.sampling = sp
 	p.stops = f.Stop.Stops
@@ -131,6 +149,7 @@ func (s *server) engineRequest(prompt []int32, p genParams) (engine.Request, err
 	if p.n > 1 {
 		req.N = p.n
 	}
+	req.Constraint = p.constraint
 	if p.promptLogprobs {
 		req.PromptLogprobs = true
 		req.PromptLogprobStart = p.promptLogprobStart

@@ -98,7 +98,7 @@ func jsonError(err error) error {
 
 // embedded are the Go names of structs embedded in request bodies, which
 // encoding/json puts in an error's field path.
-var embedded = map[string]bool{"samplingFields": true, "samplerFields": true, "Fields": true}
+var embedded = map[string]bool{"samplingFields": true, "samplerFields": true, "Fields": true, "structuredFields": true, "toolFields": true}
 
 // jsonPath is an UnmarshalTypeError's field path as the client wrote it.
 func jsonPath(field string) string {
@@ -150,11 +150,12 @@ type samplingFields struct {
 	IgnoreEOS     bool           `json:"ignore_eos"`     // extension (vLLM's name)
 	StopTokenIDs  []int32        `json:"stop_token_ids"` // extension (vLLM's name)
 	samplerFields
+	structuredFields
 }
 
 // samplerFields are the sampler-policy extension every generating body
 // accepts: a policy name and its parameters, checked by
-// Options.Sampler and passed on by Options.ApplySampler.
+// Options.Sampler together with the request's sampling fields.
 type samplerFields struct {
 	Sampler       *string        `json:"sampler"`
 	SamplerParams map[string]any `json:"sampler_params"`
@@ -181,11 +182,16 @@ type chatRequest struct {
 	Logprobs            *bool         `json:"logprobs"`
 	TopLogprobs         *int          `json:"top_logprobs"`
 	samplingFields
+	toolFields
 }
 
 type chatMessage struct {
 	Role    string         `json:"role"`
 	Content messageContent `json:"content"`
+	// Tool calling: an assistant's calls; the call a tool message answers.
+	ToolCalls  []chatToolCall `json:"tool_calls"`
+	ToolCallID string         `json:"tool_call_id"`
+	Name       string         `json:"name"`
 }
 
 // promptField is a completions prompt: a string, an array of strings (a

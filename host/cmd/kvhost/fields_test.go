@@ -19,7 +19,7 @@ type generated struct {
 	} `json:"meta_info"`
 }
 
-func postJSON(t *testing.T, url, body string, out any) {
+func postDecode(t *testing.T, url, body string, out any) {
 	t.Helper()
 	resp, err := http.Post(url, "application/json", strings.NewReader(body))
 	if err != nil {
@@ -43,7 +43,7 @@ func TestLogitBiasServed(t *testing.T) {
 	ts, _, _ := fullServer(t, sharedModel(t), "k")
 	gen := func(top, sampling string) []int32 {
 		var g generated
-		postJSON(t, ts.URL+"/generate", `{"text":"Once upon a time",`+top+`"sampling_params":{"max_new_tokens":12,"ignore_eos":true,`+sampling+`}}`, &g)
+		postDecode(t, ts.URL+"/generate", `{"text":"Once upon a time",`+top+`"sampling_params":{"max_new_tokens":12,"ignore_eos":true,`+sampling+`}}`, &g)
 		return g.OutputIDs
 	}
 	base := gen("", `"temperature":0`)
@@ -75,9 +75,9 @@ func TestLogitBiasServed(t *testing.T) {
 	var c struct {
 		Choices []struct{ Text string }
 	}
-	postJSON(t, ts.URL+"/v1/completions", `{"prompt":"Once upon a time","max_tokens":12,"temperature":0}`, &c)
+	postDecode(t, ts.URL+"/v1/completions", `{"prompt":"Once upon a time","max_tokens":12,"temperature":0}`, &c)
 	plain := c.Choices[0].Text
-	postJSON(t, ts.URL+"/v1/completions", fmt.Sprintf(`{"prompt":"Once upon a time","max_tokens":12,"temperature":0,"logit_bias":{"%d":-100}}`, first), &c)
+	postDecode(t, ts.URL+"/v1/completions", fmt.Sprintf(`{"prompt":"Once upon a time","max_tokens":12,"temperature":0,"logit_bias":{"%d":-100}}`, first), &c)
 	if c.Choices[0].Text == plain {
 		t.Errorf("completions: the banned first token left the text unchanged: %q", plain)
 	}
@@ -94,7 +94,7 @@ func TestPenaltiesServed(t *testing.T) {
 	const freq, pres = 0.6, 0.4
 	run := func(penalties string) generated {
 		var g generated
-		postJSON(t, ts.URL+"/generate", `{"text":"Once upon a time","return_logprob":true,"top_logprobs_num":20,`+
+		postDecode(t, ts.URL+"/generate", `{"text":"Once upon a time","return_logprob":true,"top_logprobs_num":20,`+
 			`"sampling_params":{"max_new_tokens":40,"ignore_eos":true,"temperature":0`+penalties+`}}`, &g)
 		return g
 	}

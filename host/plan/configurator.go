@@ -75,7 +75,7 @@ func ConfigureKV(ctx context.Context, reg *plugin.Registry, c model.Config, page
 	}
 	d := p.Descriptor()
 	kc := KVConfig{Plugin: d.Name, Version: d.Version, SHA256: p.SHA256(), layout: l}
-	if len(l.Pools) != 1 || l.Pools[0].Unit != sdk.UnitToken {
+	if len(l.Pools) != 1 || l.Pools[0].Unit() != sdk.UnitToken {
 		return KVConfig{}, Layout{}, fmt.Errorf("plan: configurator %s declared %d pools; the CPU device serves one token pool", d.Name, len(l.Pools))
 	}
 	pool := l.Pools[0]

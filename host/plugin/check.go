@@ -48,7 +48,14 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "self-test: %s, kv_dtype %s, page %d, tp %d, context %d\n",
 		r.Sample, r.Host.KVDType, r.Host.PageSize, r.Host.TPSize, r.Host.ContextLength)
 	for _, p := range r.Pools {
-		fmt.Fprintf(&b, "  pool %-6s %-7s %12d B/%s  %s\n", p.Name, p.Unit, p.BytesPerUnit, p.Unit, bufferSummary(p))
+		kind := string(p.Kind)
+		switch {
+		case p.Kind == sdk.SlidingWindow:
+			kind = fmt.Sprintf("%s %d, page %d", p.Kind, p.Window, p.PageSize)
+		case p.Unit() == sdk.UnitToken:
+			kind = fmt.Sprintf("%s, page %d", p.Kind, p.PageSize)
+		}
+		fmt.Fprintf(&b, "  pool %-6s (%s) %12d B/%s  %s\n", p.Name, kind, p.BytesPerUnit, p.Unit(), bufferSummary(p))
 	}
 	names := make([]string, 0, len(r.Units))
 	for n := range r.Units {
@@ -60,7 +67,7 @@ func (r *Report) String() string {
 		for _, p := range r.Pools {
 			if p.Name == n {
 				used += r.Units[n] * p.BytesPerUnit
-				fmt.Fprintf(&b, "  size(%d): %s = %d %ss\n", r.Available, n, r.Units[n], p.Unit)
+				fmt.Fprintf(&b, "  size(%d): %s = %d %ss\n", r.Available, n, r.Units[n], p.Unit())
 			}
 		}
 	}

@@ -37,7 +37,7 @@ func (l *Layout) RequestBytes() int64 { return l.unitBytes(sdk.UnitRequest) }
 func (l *Layout) unitBytes(u sdk.Unit) int64 {
 	var n int64
 	for _, p := range l.Pools {
-		if p.Unit == u {
+		if p.Unit() == u {
 			n += p.BytesPerUnit
 		}
 	}
@@ -134,9 +134,9 @@ func (p *Plugin) configure(ctx context.Context, inst *instance, input string) ([
 }
 
 // Size runs the plugin's kvhost_size for this layout and verifies the
-// result: every declared pool gets units ≥ 1, token pools ≤ tokenCap and
-// request pools ≤ requestCap (a cap of 0 means none), and Σ units ×
-// bytes_per_unit ≤ available.
+// result: every declared pool gets units ≥ 1, token pools ≤ tokenCap in
+// whole pages and request pools ≤ requestCap (a cap of 0 means none), and
+// Σ units × bytes_per_unit ≤ available.
 func (l *Layout) Size(ctx context.Context, available, tokenCap, requestCap int64) (map[string]int64, error) {
 	p := l.p
 	if available < 0 || tokenCap < 0 || requestCap < 0 {
@@ -191,11 +191,14 @@ func (l *Layout) size(ctx context.Context, inst *instance, available, tokenCap, 
 			return nil, refuse("pool %s got %d units, want >= 1", pool.Name, n)
 		}
 		limit := tokenCap
-		if pool.Unit == sdk.UnitRequest {
+		if pool.Unit() == sdk.UnitRequest {
 			limit = requestCap
 		}
 		if limit > 0 && n > limit {
-			return nil, refuse("pool %s got %d %ss, over the cap of %d", pool.Name, n, pool.Unit, limit)
+			return nil, refuse("pool %s got %d %ss, over the cap of %d", pool.Name, n, pool.Unit(), limit)
+		}
+		if n%pool.PageSize != 0 {
+			return nil, refuse("pool %s got %d tokens, not a whole number of %d-token pages", pool.Name, n, pool.PageSize)
 		}
 		hi, lo := bits.Mul64(uint64(n), uint64(pool.BytesPerUnit))
 		if hi != 0 || lo > math.MaxInt64 || total+lo > math.MaxInt64 {

@@ -14,8 +14,8 @@ type ABIError struct {
 }
 
 func (e *ABIError) Error() string {
-	return fmt.Sprintf("plugin: %s: ABI version %d, this host speaks %d; rebuild the plugin against sdk ABI %d",
-		e.Plugin, e.Found, e.Want, e.Want)
+	return fmt.Sprintf("plugin: %s: built against ABI %d, this host needs %d: rebuild with the current sdk",
+		e.Plugin, e.Found, e.Want)
 }
 
 // MissingExportError reports an export the ABI requires that the plugin

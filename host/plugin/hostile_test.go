@@ -53,8 +53,16 @@ func TestHostileHandshake(t *testing.T) {
 	t.Parallel()
 	_, err := testRT.Load(context.Background(), "hostile-badabi", readWasm(t, "hostile-badabi"))
 	var abi *ABIError
-	if !errors.As(err, &abi) || abi.Want != 1 || abi.Found != 99 || abi.Plugin != "hostile-badabi" {
+	if !errors.As(err, &abi) || abi.Want != sdk.ABIVersion || abi.Found != 99 || abi.Plugin != "hostile-badabi" {
 		t.Fatalf("badabi: %v", err)
+	}
+	// A configurator built against ABI 1 (its declare_pool and
+	// declare_buffer have ABI 1's signatures) is refused by version, with
+	// the message that says what to do.
+	_, err = testRT.Load(context.Background(), "hostile-abi1", readWasm(t, "hostile-abi1"))
+	const want = "plugin: hostile-abi1: built against ABI 1, this host needs 2: rebuild with the current sdk"
+	if !errors.As(err, &abi) || abi.Found != 1 || err.Error() != want {
+		t.Fatalf("abi1: %v, want %q", err, want)
 	}
 	_, err = testRT.Load(context.Background(), "hostile-noexport", readWasm(t, "hostile-noexport"))
 	var missing *MissingExportError
@@ -190,7 +198,7 @@ func TestGuestErrorKeepsInstance(t *testing.T) {
 		t.Fatalf("%d idle instances after a guest-reported error, want 1 (reused)", n)
 	}
 	_, err = p.Configure(context.Background(), sdk.ConfigureInput{Model: modelConfig(t, "llama-3-8b"), Host: sdk.HostFacts{KVDType: "fp4"}})
-	if !errors.As(err, &ge) || !strings.Contains(ge.Msg, `kv_dtype "fp4" not supported`) {
+	if !errors.As(err, &ge) || !strings.Contains(ge.Msg, `kv_dtype "nvfp4" not supported`) {
 		t.Fatalf("fp4 on mha: %v", err)
 	}
 }

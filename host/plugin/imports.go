@@ -24,6 +24,17 @@ func (e *ImportError) Error() string {
 	return fmt.Sprintf("plugin: %s: refused: imports %s.%s: %s", e.Plugin, e.Module, e.Name, e.Problem)
 }
 
+// legacyImports maps the host imports of earlier ABI versions, by module,
+// name and signature, to that version, so a plugin built against an older
+// sdk is refused with an *ABIError before it could be instantiated.
+var legacyImports = map[string]int{
+	sdk.ImportModule + "." + sdk.ImportDeclarePool + signature(
+		[]api.ValueType{api.ValueTypeI32, api.ValueTypeI32, api.ValueTypeI32, api.ValueTypeI64}, []api.ValueType{api.ValueTypeI32}): 1,
+	sdk.ImportModule + "." + sdk.ImportDeclareBuffer + signature(
+		[]api.ValueType{api.ValueTypeI32, api.ValueTypeI32, api.ValueTypeI32, api.ValueTypeI32, api.ValueTypeI32,
+			api.ValueTypeI32, api.ValueTypeI32, api.ValueTypeI32, api.ValueTypeI32}, []api.ValueType{api.ValueTypeI32}): 1,
+}
+
 // checkImports enforces the import rule on a compiled module.
 func (p *Plugin) checkImports() error {
 	provided := map[string]map[string]api.FunctionDefinition{}
@@ -44,6 +55,10 @@ func (p *Plugin) checkImports() error {
 			return &ImportError{Plugin: p.name, Module: mod, Name: fn, Problem: "this host does not provide it"}
 		}
 		if got, want := signature(f.ParamTypes(), f.ResultTypes()), signature(def.ParamTypes(), def.ResultTypes()); got != want {
+			if v, ok := legacyImports[mod+"."+fn+got]; ok {
+				// Built against an older sdk: say so, not "signature".
+				return &ABIError{Plugin: p.name, Want: sdk.ABIVersion, Found: v}
+			}
 			return &ImportError{Plugin: p.name, Module: mod, Name: fn, Problem: fmt.Sprintf("signature %s, the host's is %s", got, want)}
 		}
 	}

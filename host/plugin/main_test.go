@@ -21,7 +21,7 @@ const wasmDir = "testdata/wasm"
 
 var (
 	kinds   = []string{"mha", "mla", "swa", "mamba", "fp4"}
-	hostile = []string{"loop", "membomb", "panic", "badabi", "noexport", "liar"}
+	hostile = []string{"loop", "membomb", "panic", "badabi", "abi1", "noexport", "liar"}
 )
 
 // testRT is the runtime shared by tests (file cache under the default

@@ -138,12 +138,18 @@ func (r *Registry) Plugin(ctx context.Context, name string) (*Plugin, error) {
 	return p, nil
 }
 
-// ForArchitecture returns the first configurator, in name order, whose
-// descriptor claims the architecture and accepts the KV dtype. Plugins that
-// fail to load are skipped, but reported if nothing matches.
+// ForArchitecture returns the first configurator whose descriptor claims the
+// architecture and accepts the KV dtype: the plugins directory's in name
+// order, then the built-ins' (a configurator the user dropped in wins over a
+// built-in claiming the same architecture). Plugins that fail to load are
+// skipped, but reported if nothing matches.
 func (r *Registry) ForArchitecture(ctx context.Context, arch, kvDType string) (*Plugin, error) {
 	var loadErrs []error
-	for _, name := range r.Names() {
+	names := r.Names()
+	sort.SliceStable(names, func(i, j int) bool {
+		return r.sources[names[i]].Origin != "builtin" && r.sources[names[j]].Origin == "builtin"
+	})
+	for _, name := range names {
 		p, err := r.Plugin(ctx, name)
 		if err != nil {
 			loadErrs = append(loadErrs, err)

@@ -25,7 +25,10 @@ func TestRegistryOverrideAndLookup(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "mla.wasm"), readWasm(t, "swa"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "extra.wasm"), readWasm(t, "mha"), 0o644); err != nil {
+	// zz-extra.wasm (a copy of mha) sorts after every built-in by name, but
+	// a plugin the user dropped in wins over a built-in claiming the same
+	// architecture.
+	if err := os.WriteFile(filepath.Join(dir, "zz-extra.wasm"), readWasm(t, "mha"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	r, err := NewRegistry(testRT, builtin, dir)
@@ -33,7 +36,7 @@ func TestRegistryOverrideAndLookup(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close(context.Background())
-	if got := strings.Join(r.Names(), ","); got != "extra,fp4,mamba,mha,mla,swa" {
+	if got := strings.Join(r.Names(), ","); got != "fp4,mamba,mha,mla,swa,zz-extra" {
 		t.Fatalf("names %s", got)
 	}
 	if src, _ := r.Source("mla"); src.Origin != filepath.Join(dir, "mla.wasm") {
@@ -53,16 +56,16 @@ func TestRegistryOverrideAndLookup(t *testing.T) {
 		t.Fatalf("missing plugin: %v", err)
 	}
 	for _, tt := range []struct{ arch, kv, want string }{
-		{"LlamaForCausalLM", "bf16", "mha"},  // "extra" (a copy of mha) sorts first and wins
-		{"LlamaForCausalLM", "fp4", "fp4"},   // only fp4 accepts fp4
-		{"GptOssForCausalLM", "bf16", "swa"}, // "mla" here is the swa plugin, sorted first
+		{"LlamaForCausalLM", "bf16", "zz-extra"}, // the plugins dir's copy of mha wins over the built-in
+		{"LlamaForCausalLM", "fp4", "fp4"},       // only fp4 accepts fp4 (nvfp4)
+		{"GptOssForCausalLM", "bf16", "mla"},     // "mla" here is the swa plugin, from the plugins dir
 		{"Qwen3NextForCausalLM", "fp8_e4m3", "mamba"},
 	} {
 		p, err := r.ForArchitecture(context.Background(), tt.arch, tt.kv)
 		if err != nil {
 			t.Fatalf("%s/%s: %v", tt.arch, tt.kv, err)
 		}
-		if p.Descriptor().Name != tt.want {
+		if p.Name() != tt.want {
 			t.Errorf("%s/%s: got %s (%s), want %s", tt.arch, tt.kv, p.Name(), p.Descriptor().Name, tt.want)
 		}
 	}
@@ -85,7 +88,7 @@ func TestCheckFile(t *testing.T) {
 			t.Fatalf("%s: %v", k, err)
 		}
 		out := rep.String()
-		for _, want := range []string{"plugin " + k + " 1.0.0 (configurator, ABI 1)", "self-test:", "pool ", "uses "} {
+		for _, want := range []string{"plugin " + k + " 2.0.0 (configurator, ABI 2)", "self-test:", "pool ", "uses "} {
 			if !strings.Contains(out, want) {
 				t.Errorf("%s report lacks %q:\n%s", k, want, out)
 			}

@@ -84,7 +84,7 @@ func TestPluginsDirOverridesConfigurator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if k := s.Budget.KVConfigurator; k == nil || k.Plugin != "mha" || k.CellBytes != s.Pool.Spec().BytesPerToken() {
+	if k := s.Budget.KVConfigurator; k == nil || k.Plugin != "mha" || k.CellBytes != s.Pools.Stats()[0].CellBytes {
 		t.Fatalf("configurator record %+v", s.Budget.KVConfigurator)
 	}
 	s.Close(context.Background())

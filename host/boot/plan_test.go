@@ -48,9 +48,14 @@ func planFor(t *testing.T, cfg Config) plan.Report {
 	if err != nil {
 		t.Fatal(err)
 	}
+	hfc, err := plan.HFConfig(cfg.Model)
+	if err != nil {
+		t.Fatal(err)
+	}
 	r, err := plan.Plan(plan.Input{Name: name, Config: c, Weights: ts, Device: "cpu", DeviceBytes: cfg.DeviceMemory, Threads: cfg.Threads,
 		ChunkedPrefill: cfg.ChunkedPrefill, MaxRunning: cfg.MaxRunning, PageSize: cfg.PageSize, MaxTotalTokens: cfg.MaxTotalTokens,
-		MemFractionStatic: cfg.MemFractionStatic, SGLangCompat: cfg.SGLangCompat, GraphMaxBS: cfg.GraphMaxBS, LogprobChunk: cfg.LogprobChunk})
+		MemFractionStatic: cfg.MemFractionStatic, SGLangCompat: cfg.SGLangCompat, GraphMaxBS: cfg.GraphMaxBS, LogprobChunk: cfg.LogprobChunk,
+		KVDType: cfg.KVCacheDType, HFConfig: hfc, Configurators: cfg.Configurators})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,9 +119,8 @@ func TestPlanMatchesServe(t *testing.T) {
 			if !reflect.DeepEqual(got.Allocators, want.Ledger.Allocators) {
 				t.Errorf("allocators:\nserve %+v\nplan  %+v", got.Allocators, want.Ledger.Allocators)
 			}
-			gp, wp := got.KVPools[0], want.Ledger.KVPools[0]
-			if gp.CapacityTokens != wp.CapacityTokens || gp.Pages != wp.Pages || gp.Bytes != wp.Bytes || gp.CellBytes != wp.CellBytes {
-				t.Errorf("pool: serve %+v plan %+v", gp, wp)
+			if !reflect.DeepEqual(got.KVPools, want.Ledger.KVPools) {
+				t.Errorf("pools:\nserve %+v\nplan  %+v", got.KVPools, want.Ledger.KVPools)
 			}
 			if !reflect.DeepEqual(s.Budget, want.Budget) {
 				t.Errorf("budget:\nserve %+v\nplan  %+v", s.Budget, want.Budget)

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/kvhost/kvhost/host/kv"
 	"github.com/kvhost/kvhost/host/ledger"
 )
 
@@ -25,6 +26,7 @@ type Load struct {
 	Running, Waiting int
 	KVPagesTotal     int
 	KVPagesFree      int
+	Pools            []kv.PoolStat
 	Preemptions      int64
 	Steps            int64
 	GraphSteps       int64

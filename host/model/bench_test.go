@@ -71,10 +71,10 @@ func BenchmarkDecode(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					seqs[i] = Seq{Tokens: toks, Pages: pages, LogitRows: 1}
+					seqs[i] = Seq{Tokens: toks, Pages: one(pages), LogitRows: 1}
 				}
 				logits := make([]float32, batch*r.m.Config.Vocab)
-				if err := r.m.Forward(r.pool, seqs, logits); err != nil {
+				if err := r.m.Forward(r.pools, seqs, logits); err != nil {
 					b.Fatal(err)
 				}
 				tok := make([]int32, batch)
@@ -90,7 +90,7 @@ func BenchmarkDecode(b *testing.B) {
 							seqs[i].Start = prompt
 						}
 					}
-					if err := r.m.Forward(r.pool, seqs, logits); err != nil {
+					if err := r.m.Forward(r.pools, seqs, logits); err != nil {
 						b.Fatal(err)
 					}
 					for i := range seqs {
@@ -121,7 +121,7 @@ func BenchmarkPrefill(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for n := 0; n < b.N; n++ {
-				if err := r.m.Forward(r.pool, []Seq{{Tokens: toks, Pages: pages, LogitRows: 1}}, logits); err != nil {
+				if err := r.m.Forward(r.pools, []Seq{{Tokens: toks, Pages: one(pages), LogitRows: 1}}, logits); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"github.com/kvhost/kvhost/host/budget"
 	"github.com/kvhost/kvhost/host/device"
 	"github.com/kvhost/kvhost/host/ledger"
+	"github.com/kvhost/kvhost/sdk"
 )
 
 // Preset is a described GPU: nvidia-smi's memory.total and the assumed
@@ -88,11 +90,19 @@ func planGPU(in Input) (Report, error) {
 	maxBS := budget.GraphMaxBatch(gpuMiB, tp)
 	page := max(1, in.PageSize)
 	in.PageSize, in.ChunkedPrefill = page, chunk
-	n := max(1, c.KVHeads/tp)
-	cell := budget.CellMHA(c.KVHeads, c.HeadDim, c.HeadDim, c.Layers, tp, 2)
-	layout := Layout{Buffers: 2 * c.Layers, RowBytes: int64(n * c.HeadDim * 2), PageSize: page, Granularity: budget.DefaultVMMGranularity}
+	if in.KVDType == "" {
+		in.KVDType = sdk.KVBF16 // the spec's vectors: bf16 KV on a GPU
+	}
+	kc, err := gpuKV(in, page, tp, chunk)
+	if err != nil {
+		return Report{}, err
+	}
+	l := kc.Layout
+	cell := float64(kc.CellBytes)
 
-	base := Budget{TotalBytes: total, PBytes: P, ABytes: A, WeightBytes: weights, ChunkedPrefill: chunk, ContextLen: c.ContextLen, MaxTotalTokens: in.MaxTotalTokens, Layout: layout}
+	base := Budget{TotalBytes: total, PBytes: P, ABytes: A, WeightBytes: weights, ChunkedPrefill: chunk, ContextLen: c.ContextLen, MaxTotalTokens: in.MaxTotalTokens,
+		KVDType: kc.KVDType, PageSize: page, Granularity: budget.DefaultVMMGranularity, KVConfigurator: kc.Record(), Pad: page}
+	base.Caps(false, in.MemFractionStatic)
 	sg := SGLangFigures(total, P, A, in.MemFractionStatic, chunk, tp, cell, page, in.MaxTotalTokens, c.ContextLen)
 	if sg.Error != "" {
 		return Report{}, fmt.Errorf("plan: %s", sg.Error)
@@ -103,8 +113,13 @@ func planGPU(in Input) (Report, error) {
 	compat.Policy, compat.SGLang = "sglang-compat", &sg
 	compat.MemFractionStatic, compat.FractionFromFlag = sg.MemFractionStatic, in.MemFractionStatic > 0
 	compat.HeadroomBytes = int64(sg.SlackGiB * budget.GiB)
-	compat.Tokens, compat.KVBudgetBytes, compat.UpperBoundTokens, compat.MaxRunning = sg.Tokens, sg.BudgetBytes, sg.Tokens, sg.MaxRunning
-	compat.KVMappedBytes = budget.PoolBytes(sg.Tokens, page, int64(cell))
+	compat.Units, err = CompatUnits(context.Background(), kc, &compat, sg, c.ContextLen)
+	if err != nil {
+		return Report{}, err
+	}
+	compat.Tokens, compat.KVBudgetBytes, compat.MaxRunning = compat.Units[Primary(l)], sg.BudgetBytes, sg.MaxRunning
+	compat.UpperBoundUnits, compat.UpperBoundTokens = compat.Units, compat.Tokens
+	compat.KVMappedBytes = l.Bytes(padded(l, compat.Units, page)) // (T + page)·cell
 	compat.Reservations = []Reservation{
 		{Name: "padding page (unbudgeted)", Bytes: sg.PaddingBytes, Device: true},
 		{Name: "req_to_token (unbudgeted)", Bytes: sg.ReqToTokenBytes, Device: true},
@@ -135,17 +150,18 @@ func planGPU(in Input) (Report, error) {
 		{Name: "graph-shared logits", Bytes: shared, Device: true},
 		{Name: "runtime headroom (largest peak + allocator segment)", Bytes: own.HeadroomBytes, Device: true},
 	}
-	own.UpperBoundTokens = layout.MaxTokens(A-reqTok, in.MaxTotalTokens)
-	own.PrefixTokens = page
-	own.PrefixMappedBytes = layout.Mapped(page)
-	own.FreeAfterCapture = A - reqTok - own.PrefixMappedBytes - FlashInferWorkspace - graphPool - shared
-	if err := Grow(&own, c.ContextLen); err != nil {
+	upper, err := FitUnits(context.Background(), kc, A-reqTok, own.Granularity, own.TokenCap, own.RequestCap, own.Pad)
+	if err != nil {
 		return Report{}, err
 	}
-	for own.Tokens > 0 && layout.Mapped(own.Tokens+page) > own.KVBudgetBytes {
-		own.Tokens -= page
+	own.UpperBoundUnits, own.UpperBoundTokens = upper, upper[Primary(l)]
+	own.PrefixUnits = ProfileUnits(l, 1, upper)
+	own.PrefixTokens = own.PrefixUnits[Primary(l)]
+	own.PrefixMappedBytes = l.Mapped(own.PrefixUnits, own.Granularity)
+	own.FreeAfterCapture = A - reqTok - own.PrefixMappedBytes - FlashInferWorkspace - graphPool - shared
+	if err := Grow(context.Background(), kc, &own, c.ContextLen); err != nil {
+		return Report{}, err
 	}
-	own.KVMappedBytes = layout.Mapped(own.Tokens + page)
 
 	chosen := own
 	if in.SGLangCompat {
@@ -172,7 +188,7 @@ func planGPU(in Input) (Report, error) {
 	graph.DeviceBytes, graph.Categories[alloc.Graph.String()] = graphPool+shared, graphPool+shared
 	caching.DeviceBytes = FlashInferWorkspace + caching.Categories[alloc.Metadata.String()]
 	kvAlloc.DeviceBytes = chosen.KVMappedBytes
-	kvAlloc.Categories[alloc.KVCache.String()] = int64(chosen.Tokens) * int64(cell)
+	kvAlloc.Categories[alloc.KVCache.String()] = l.Bytes(chosen.Units)
 	kvAlloc.Rounding = kvAlloc.DeviceBytes - kvAlloc.Categories[alloc.KVCache.String()]
 	w := ledger.NewUsage("weights", ledger.KindDirect)
 	w.DeviceBytes, w.Categories[alloc.Weights.String()] = weights+LoadOverhead, weights
@@ -183,6 +199,24 @@ func planGPU(in Input) (Report, error) {
 		r.KVHost = &own
 	}
 	return r, nil
+}
+
+// gpuKV asks the configurator for the model's layout on tp ranks of a
+// described GPU (the same registry serve would use).
+func gpuKV(in Input, page, tp, chunk int) (KVConfig, error) {
+	reg := in.Configurators
+	if reg == nil {
+		var err error
+		if reg, err = DefaultConfigurators(); err != nil {
+			return KVConfig{}, err
+		}
+	}
+	kc, err := ConfigureKV(context.Background(), reg, KVRequest{Config: in.Config, HFConfig: in.HFConfig, KVDType: in.KVDType, PageSize: page, TP: tp,
+		MaxRunning: in.MaxRunning, ChunkedPrefill: chunk})
+	if err != nil {
+		return KVConfig{}, fmt.Errorf("plan: KV configurator: %w", err)
+	}
+	return kc, nil
 }
 
 // gpuPeaks are spec §4's runtime peaks for a dense bf16 model.

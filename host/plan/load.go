@@ -2,6 +2,7 @@ package plan
 
 import (
 	"embed"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
@@ -38,6 +39,34 @@ func LoadModel(path string) (name string, c model.Config, ts []Tensor, err error
 	}
 	c, ts, err = configJSON(raw, cfgPath)
 	return filepath.Base(filepath.Dir(cfgPath)), c, ts, err
+}
+
+// HFConfig is the config.json of a model served from a Hugging Face
+// directory (or given as a config.json), which the KV configurator receives
+// verbatim; nil for a GGUF file, whose configurator input the host writes
+// (ConfigJSON).
+func HFConfig(path string) (json.RawMessage, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("plan: %w", err)
+	}
+	cfgPath := ""
+	switch {
+	case st.IsDir():
+		cfgPath = filepath.Join(path, "config.json")
+	case strings.HasSuffix(path, ".json"):
+		cfgPath = path
+	default:
+		return nil, nil
+	}
+	raw, err := os.ReadFile(cfgPath)
+	if err != nil {
+		return nil, fmt.Errorf("plan: %w", err)
+	}
+	if !json.Valid(raw) {
+		return nil, fmt.Errorf("plan: %s is not valid JSON", cfgPath)
+	}
+	return raw, nil
 }
 
 //go:embed models/*.json

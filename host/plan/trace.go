@@ -5,6 +5,7 @@ import (
 
 	"github.com/kvhost/kvhost/host/alloc"
 	"github.com/kvhost/kvhost/host/device"
+	"github.com/kvhost/kvhost/host/kv"
 	"github.com/kvhost/kvhost/host/model"
 )
 
@@ -37,26 +38,44 @@ func ProfileBatches(contextLen, chunk, maxRunning int) [][]SeqShape {
 	return [][]SeqShape{a, b, lp}
 }
 
-// ProfileTokens is how many KV slots a profile pool needs: page tables wrap
-// around a small pool, so one chunk's worth of pages is enough.
-func ProfileTokens(chunk, pageSize int) int {
-	return (chunk + pageSize - 1) / pageSize * pageSize
+// ProfileUnits are the units a profile set of pools needs: page tables
+// wrap around a small pool, so one chunk's worth of pages of each token
+// pool is enough, and one slot of each state pool (slots wrap too); never
+// more than upper.
+func ProfileUnits(l *kv.Layout, chunk int, upper []int) []int {
+	out := make([]int, len(l.Pools))
+	for i, p := range l.Pools {
+		out[i] = 1
+		if p.Tokens() {
+			out[i] = (chunk + p.PageSize - 1) / p.PageSize * p.PageSize
+		}
+		out[i] = min(out[i], upper[i])
+	}
+	return out
 }
 
-// ProfileSeqs turns shapes into model sequences over a pool of pages pages:
-// page tables wrap around, so any position maps to a valid page.
-func ProfileSeqs(shapes []SeqShape, pages, pageSize int) []model.Seq {
+// ProfileSeqs turns shapes into model sequences over pools: page tables
+// wrap around each token pool, so any position maps to a valid page, and
+// slots wrap around each state pool.
+func ProfileSeqs(shapes []SeqShape, pools *kv.Set) []model.Seq {
 	out := make([]model.Seq, len(shapes))
 	for i, s := range shapes {
-		table := make([]int32, (s.Start+s.N+pageSize-1)/pageSize)
-		for j := range table {
-			table[j] = int32((j + i) % pages)
+		seq := model.Seq{Start: s.Start, LogitRows: s.LogitRows}
+		for _, p := range pools.TokenPools() {
+			table := make([]int32, p.PagesFor(s.Start+s.N))
+			for j := range table {
+				table[j] = int32((j + i) % p.Pages())
+			}
+			seq.Pages = append(seq.Pages, table)
 		}
-		toks := make([]int32, s.N)
-		for j := range toks {
-			toks[j] = int32((j*7 + i) % 13)
+		for _, p := range pools.SlotPools() {
+			seq.Slots = append(seq.Slots, int32(i%p.Slots()))
 		}
-		out[i] = model.Seq{Tokens: toks, Start: s.Start, Pages: table, LogitRows: s.LogitRows}
+		seq.Tokens = make([]int32, s.N)
+		for j := range seq.Tokens {
+			seq.Tokens[j] = int32((j*7 + i) % 13)
+		}
+		out[i] = seq
 	}
 	return out
 }

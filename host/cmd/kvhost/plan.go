@@ -43,6 +43,7 @@ func planCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.BoolVar(&in.SGLangCompat, "sglang-compat", false, "size as SGLang does (spec §2–§3) and show kvhost's figure beside it")
 	fs.IntVar(&in.LogprobChunk, "logprob-chunk-size", 2048, "as serve")
 	fs.IntVar(&in.GraphMaxBS, "cuda-graph-max-bs", -1, "as serve (-1: by device memory class; 0: no decode graphs)")
+	kvDType := kvDTypeFlag(fs, "as serve")
 	var pluginsDir, allowFile string
 	fs.StringVar(&pluginsDir, "plugins", "", "folder of .wasm configurators overriding the built-ins, as serve")
 	fs.StringVar(&allowFile, "plugin-allowlist", "", "sha256 pins, as serve")
@@ -63,6 +64,16 @@ func planCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	in.Name, in.Config, in.Weights = name, c, ts
+	if in.HFConfig, err = plan.HFConfig(modelP); err != nil {
+		return err
+	}
+	auto := autoCPUKVDType
+	if gpu != "" {
+		auto = "" // the GPU plan's own default, bf16
+	}
+	if in.KVDType, err = kvDType.resolve(auto); err != nil {
+		return err
+	}
 	if pluginsDir != "" || allowFile != "" {
 		var allow []string
 		if allowFile != "" {
@@ -107,9 +118,19 @@ func writeReport(w io.Writer, r plan.Report) error {
 	if err := ledger.WriteTable(w, r.Ledger); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nKV tokens %d (cell %d B, page %d), headroom (slack) %d B = %.3f GiB\n", b.Tokens, b.Layout.CellBytes(), b.Layout.PageSize, b.HeadroomBytes, float64(b.HeadroomBytes)/ledger.GiB)
+	fmt.Fprintf(w, "\nKV tokens %d (%s, cell %d B over the token pools, page %d), headroom (slack) %d B = %.3f GiB\n", b.Tokens, b.KVDType, b.KVConfigurator.CellBytes, b.PageSize, b.HeadroomBytes, float64(b.HeadroomBytes)/ledger.GiB)
+	if b.TokenCap > 0 {
+		fmt.Fprintf(w, "KV pools capped at %d tokens: %s", b.TokenCap, b.TokenCapReason)
+		if b.UncappedTokens > b.Tokens {
+			fmt.Fprintf(w, " (the memory would hold %d)", b.UncappedTokens)
+		}
+		fmt.Fprintln(w)
+	}
 	if k := b.KVConfigurator; k != nil {
-		fmt.Fprintf(w, "KV layout by configurator plugin %s %s (sha256 %.12s…): %d B/token in pool %q\n", k.Plugin, k.Version, k.SHA256, k.CellBytes, k.Pool)
+		fmt.Fprintf(w, "KV layout by configurator plugin %s %s (sha256 %.12s…):\n", k.Plugin, k.Version, k.SHA256)
+		for i, p := range k.Layout.Pools {
+			fmt.Fprintf(w, "  pool %-8s %-6s %-8s %3d layers %10d B/%-7s × %d\n", p.Name, p.Kind, p.DType, p.Layers, p.UnitBytes, p.Unit(), b.Units[i])
+		}
 	}
 	for _, res := range b.Reservations {
 		where := "host"

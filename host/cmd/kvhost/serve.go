@@ -56,6 +56,7 @@ type serveFlags struct {
 	allowlist      string
 	disableAfter   int
 	shutdownWait   time.Duration
+	kvDType        *kvDTypeValue
 }
 
 func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
@@ -90,6 +91,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.IntVar(&f.disableAfter, "sampler-disable-after", 0, "consecutive failed steps after which a sampler policy is disabled and the default serves its requests (0: 3; -1: never)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug | info | warn | error")
 	fs.DurationVar(&f.shutdownWait, "shutdown-timeout", 30*time.Second, "how long running streams may finish on shutdown")
+	f.kvDType = kvDTypeFlag(fs, "the KV configurator declares its pools in it")
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
@@ -200,8 +202,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		stop := sreg.Watch(ctx, f.pluginsDir, time.Second)
 		defer stop()
 	}
+	kvDType, err := f.kvDType.resolve(autoCPUKVDType)
+	if err != nil {
+		return err
+	}
 	s, err := boot.Build(boot.Config{
-		Model: f.model, Device: f.dev, DeviceMemory: int64(f.devMemory), Threads: f.threads,
+		Model: f.model, Device: f.dev, DeviceMemory: int64(f.devMemory), Threads: f.threads, KVCacheDType: kvDType,
 		MaxRunning: f.maxRunning, MaxQueue: f.maxQueue, ChunkedPrefill: f.chunkedPrefill, MaxPrefillTokens: f.maxPrefill, LogprobChunk: f.logprobChunk,
 		PageSize: f.pageSize, MaxTotalTokens: f.maxTotalTokens,
 		MemFractionStatic: f.memFraction, SGLangCompat: f.sglangCompat, GraphMaxBS: f.graphMaxBS,

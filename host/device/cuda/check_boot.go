@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/kvhost/kvhost/host/boot"
-	"github.com/kvhost/kvhost/host/budget"
 	"github.com/kvhost/kvhost/host/ledger"
 	"github.com/kvhost/kvhost/host/model"
 	"github.com/kvhost/kvhost/host/plan"
@@ -67,8 +66,7 @@ func Boot(d *Device, cfg boot.Config) BootResult {
 	} else {
 		r.NVMLUsed, r.NVMLTotal = nv.Used, nv.Total
 	}
-	sp := s.Pool.Spec()
-	r.KVTokens, r.KVCellBytes = sp.NumPages*sp.PageSize, sp.BytesPerToken()
+	r.KVTokens, r.KVCellBytes = s.Budget.Tokens, s.Budget.KVConfigurator.CellBytes
 	r.Policy, r.GraphBuckets = s.Budget.Policy, s.Budget.GraphBuckets
 	r.GraphPoolBytes, r.HeadroomBytes, r.ProfilePeakBytes = s.Budget.GraphPoolBytes, s.Budget.HeadroomBytes, s.Budget.ProfilePeakBytes
 	return r
@@ -105,7 +103,7 @@ func ComparePlan(preset, name string, c model.Config, cfg boot.Config, measured 
 		return r
 	}
 	r.PlanTokens, r.PlanPolicy = rep.Budget.Tokens, rep.Budget.Policy
-	r.PlanCellBytes = int64(budget.CellMHA(c.KVHeads, c.HeadDim, c.HeadDim, c.Layers, 1, 2))
+	r.PlanCellBytes = rep.Budget.KVConfigurator.CellBytes
 	return r
 }
 

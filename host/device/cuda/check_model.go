@@ -21,9 +21,9 @@ type Loaded struct {
 	M     *model.Model
 	Pools *kv.Set  // declared by the built-in configurator, f32
 	Pool  *kv.Pool // its one token pool
-	Act  *alloc.Allocator
-	W    *alloc.Direct
-	KV   *alloc.Direct
+	Act   *alloc.Allocator
+	W     *alloc.Direct
+	KV    *alloc.Direct
 }
 
 // LoadModel loads path onto dev with a KV pool of pages×16 positions.

@@ -336,7 +336,17 @@ func CompatUnits(ctx context.Context, kc KVConfig, b *Budget, sg SGLang, context
 	if short == "" {
 		return units, nil
 	}
-	need := l.Bytes(minUnits(l, contextLen, b.ChunkedPrefill))
+	min := minUnits(l, contextLen, b.ChunkedPrefill)
+	need := l.Bytes(min)
+	if sg.Error == "" && need <= sg.BudgetBytes {
+		// The memory is there; the units are not.
+		if b.MaxTotalTokens > 0 && b.MaxTotalTokens < min[Primary(l)] {
+			return nil, fmt.Errorf("plan: SGLang-compatible sizing: %s: %w", short, &budget.InsufficientMemoryError{Phase: "kv-pool",
+				NeedBytes: need, HaveBytes: l.Bytes(units), Knob: "--max-total-tokens", Suggest: fmt.Sprint(min[Primary(l)]),
+				SuggestValue: float64(min[Primary(l)]), Minimum: float64(min[Primary(l)])})
+		}
+		return nil, fmt.Errorf("plan: SGLang-compatible sizing: configurator %s sized %s although the budget of %d bytes holds the %d it needs", kc.Plugin, short, sg.BudgetBytes, need)
+	}
 	// budget = A − P·(1−f) ⇒ the f that leaves need bytes of budget.
 	f := 1 - float64(b.ABytes-need)/float64(b.PBytes)
 	e := &budget.InsufficientMemoryError{Phase: "kv-pool", NeedBytes: need, HaveBytes: max(0, sg.BudgetBytes), Minimum: f}

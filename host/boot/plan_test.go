@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"sync"
@@ -15,7 +16,11 @@ import (
 	"github.com/kvhost/kvhost/host/engine"
 	"github.com/kvhost/kvhost/host/ledger"
 	"github.com/kvhost/kvhost/host/model/gguf"
+	"github.com/kvhost/kvhost/host/model/synth"
 	"github.com/kvhost/kvhost/host/plan"
+	"github.com/kvhost/kvhost/host/plugin"
+	"github.com/kvhost/kvhost/host/plugin/builtin"
+	"github.com/kvhost/kvhost/sdk"
 )
 
 // sharedModel locates ../shared/models/stories260K.gguf from the module root.
@@ -92,6 +97,7 @@ func TestPlanMatchesServe(t *testing.T) {
 			return c
 		}},
 		{"tiny q4_0 expanded", func(t *testing.T) Config { return baseConfig(tinyQ4, 192<<20) }},
+		{"tiny two pools", func(t *testing.T) Config { c := baseConfig(tiny, 192<<20); c.Configurators = splitRegistry(t); return c }},
 		{"stories260K", func(t *testing.T) Config { c := baseConfig(sharedModel(t), 64<<20); c.GraphMaxBS = -1; return c }},
 	}
 	for _, tc := range cases {
@@ -102,6 +108,9 @@ func TestPlanMatchesServe(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close(context.Background())
+			if cfg.Configurators != nil && len(s.Pools.TokenPools()) != 2 {
+				t.Fatalf("%d token pools, want the example's two", len(s.Pools.TokenPools()))
+			}
 			got := s.Ledger.Snapshot()
 			if err := ledger.Check(got); err != nil {
 				t.Fatal(err)
@@ -128,8 +137,38 @@ func TestPlanMatchesServe(t *testing.T) {
 			if cfg.GraphMaxBS != 0 && (s.Graphs == nil || s.Budget.GraphPoolBytes == 0 || s.Budget.GraphPoolBytes != s.Graphs.PoolBytes()) {
 				t.Errorf("graphs asked for but not captured: %+v pool %d", s.Budget.GraphBuckets, s.Budget.GraphPoolBytes)
 			}
+			// The pools hold what the configurator declared in the encoding
+			// asked for, and the arena's KV bytes are exactly those cells.
+			asked := sdk.CanonicalKVDType(cfg.KVCacheDType)
+			if asked == "" {
+				asked = plan.DefaultKVDType
+			}
+			if s.Budget.KVDType != asked {
+				t.Errorf("kv dtype %q, asked %q", s.Budget.KVDType, asked)
+			}
+			var cells int64
+			for _, p := range got.KVPools {
+				cells += p.Bytes
+			}
+			if cells != got.ByCategory["kv_cache"] {
+				t.Errorf("pools hold %d bytes, the ledger's kv_cache category %d", cells, got.ByCategory["kv_cache"])
+			}
 		})
 	}
+}
+
+// writeSpec writes a synth spec to a temp GGUF.
+func writeSpec(t *testing.T, s synth.Spec) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := synth.Write(&buf, s, nil); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), s.Name+".gguf")
+	if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // quantizeModel writes a copy of a GGUF with every matrix in Q4_0, the
@@ -271,4 +310,32 @@ func TestStressWithinSlack(t *testing.T) {
 	}
 	t.Logf("device %d B: KV tokens %d, slack %d B (profile %d + allowance %d), runtime peak %d B; SGLang default: f=%.3f tokens %d (%s)",
 		dev, b.Tokens, b.HeadroomBytes, b.ProfilePeakBytes, b.FragmentationBytes, st.PeakReserved, b.SGLang.MemFractionStatic, b.SGLang.Tokens, b.SGLang.Error)
+}
+
+// splitRegistry is the built-in configurators plus the out-of-tree example
+// (examples/configurator: layers over two pools and an extra per-token
+// buffer), which claims Llama models over the built-in mha.
+func splitRegistry(t *testing.T) *plugin.Registry {
+	t.Helper()
+	dir := t.TempDir()
+	goBin := filepath.Join(os.Getenv("GOROOT"), "bin", "go")
+	if _, err := os.Stat(goBin); os.Getenv("GOROOT") == "" || err != nil {
+		goBin = "go"
+	}
+	cmd := exec.Command(goBin, "build", "-trimpath", "-buildmode=c-shared", "-o", filepath.Join(dir, "gqa-example.wasm"), ".")
+	cmd.Dir = filepath.Join("..", "..", "examples", "configurator")
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "GOWORK=off", "GOFLAGS=", "GOPROXY=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the example configurator: %v\n%s", err, out)
+	}
+	rt, err := plugin.NewRuntime(context.Background(), plugin.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rt.Close(context.Background()) })
+	reg, err := plugin.NewRegistry(rt, builtin.FS(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
 }

@@ -97,7 +97,11 @@ func TestPlanMatchesServe(t *testing.T) {
 			return c
 		}},
 		{"tiny q4_0 expanded", func(t *testing.T) Config { return baseConfig(tinyQ4, 192<<20) }},
-		{"tiny two pools", func(t *testing.T) Config { c := baseConfig(tiny, 192<<20); c.Configurators = splitRegistry(t); return c }},
+		{"tiny two pools", func(t *testing.T) Config {
+			c := baseConfig(tiny, 192<<20)
+			c.Configurators = splitRegistry(t)
+			return c
+		}},
 		{"stories260K", func(t *testing.T) Config { c := baseConfig(sharedModel(t), 64<<20); c.GraphMaxBS = -1; return c }},
 	}
 	for _, tc := range cases {

@@ -1,8 +1,11 @@
 package plan
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -165,5 +168,51 @@ func TestBundledModelsPlan(t *testing.T) {
 	}
 	if _, _, err := LoadBundled("nope"); err == nil {
 		t.Fatal("unknown bundled model loaded")
+	}
+}
+
+// TestHFConfigVerbatim: the configurator receives a Hugging Face model's own
+// config.json (from a directory or the file itself), byte for byte; a GGUF
+// file has none (the host writes the equivalent).
+func TestHFConfigVerbatim(t *testing.T) {
+	raw, err := os.ReadFile("testdata/llama-3-8b.config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"testdata/llama-3-8b.config.json", dir} {
+		got, err := HFConfig(p)
+		if err != nil || !bytes.Equal(got, raw) {
+			t.Fatalf("%s: %d bytes, %v", p, len(got), err)
+		}
+	}
+	gg := filepath.Join(dir, "m.gguf")
+	if err := os.WriteFile(gg, []byte("GGUF"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := HFConfig(gg); got != nil || err != nil {
+		t.Fatalf("gguf: %q %v", got, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := HFConfig(dir); err == nil {
+		t.Fatal("invalid config.json accepted")
+	}
+	// What the built-in mha declares from it through ConfigureKV.
+	_, c, _, err := LoadModel("testdata/llama-3-8b.config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := DefaultConfigurators()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := ConfigureKV(context.Background(), reg, KVRequest{Config: c, HFConfig: raw, KVDType: "bf16", PageSize: 1})
+	if err != nil || kc.CellBytes != 131072 || kc.Plugin != "mha" {
+		t.Fatalf("%+v %v", kc, err)
 	}
 }

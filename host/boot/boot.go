@@ -220,7 +220,7 @@ func Build(f Config, log *slog.Logger, stdout io.Writer) (*Stack, error) {
 	if err != nil {
 		return fail(fmt.Errorf("boot: KV configurator: %w", err))
 	}
-	b.KVConfigurator, b.KVDType = kc.Record(), kc.KVDType
+	b.KVConfigurator, b.KVDType = kc.Record(), kc.StoredAs()
 	s.kv = kc
 	log.Info("KV layout configured", "plugin", kc.Plugin, "version", kc.Version, "kv_dtype", kc.KVDType, "cell_bytes", kc.CellBytes,
 		"pools", len(kc.Layout.Pools), "buffers", kc.Layout.Buffers())

@@ -147,8 +147,8 @@ func TestPlanMatchesServe(t *testing.T) {
 			if asked == "" {
 				asked = plan.DefaultKVDType
 			}
-			if s.Budget.KVDType != asked {
-				t.Errorf("kv dtype %q, asked %q", s.Budget.KVDType, asked)
+			if k := s.Budget.KVConfigurator; k.KVDType != asked || k.StoredAs() != got.KVPools[0].DType || s.Budget.KVDType != k.StoredAs() {
+				t.Errorf("kv dtype %q (stored as %q, budget %q, pool %q), asked %q", k.KVDType, k.StoredAs(), s.Budget.KVDType, got.KVPools[0].DType, asked)
 			}
 			var cells int64
 			for _, p := range got.KVPools {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/kvhost/kvhost/host/device"
 	"github.com/kvhost/kvhost/host/kv"
 	"github.com/kvhost/kvhost/host/model"
 	"github.com/kvhost/kvhost/host/plugin"
@@ -119,6 +120,17 @@ func ConfigureKV(ctx context.Context, reg *plugin.Registry, req KVRequest) (KVCo
 	}
 	d := p.Descriptor()
 	return KVConfig{Plugin: d.Name, Version: d.Version, SHA256: p.SHA256(), KVDType: dtype, CellBytes: lay.TokenBytes(), Layout: lay, layout: l}, nil
+}
+
+// StoredAs is the device's name of the KV encoding (f32, f16, bf16,
+// fp8_e4m3, fp8_e5m2, mxfp8, nvfp4: --kv-cache-dtype's spellings), which
+// the pools report too.
+func (k KVConfig) StoredAs() string {
+	d, err := device.ParseKVDType(k.KVDType)
+	if err != nil {
+		return k.KVDType
+	}
+	return d.String()
 }
 
 // Record is kc without its live plugin handle, for budgets and JSON.

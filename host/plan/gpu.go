@@ -101,7 +101,7 @@ func planGPU(in Input) (Report, error) {
 	cell := float64(kc.CellBytes)
 
 	base := Budget{TotalBytes: total, PBytes: P, ABytes: A, WeightBytes: weights, ChunkedPrefill: chunk, ContextLen: c.ContextLen, MaxTotalTokens: in.MaxTotalTokens,
-		KVDType: kc.KVDType, PageSize: page, Granularity: budget.DefaultVMMGranularity, KVConfigurator: kc.Record(), Pad: page}
+		KVDType: kc.StoredAs(), PageSize: page, Granularity: budget.DefaultVMMGranularity, KVConfigurator: kc.Record(), Pad: page}
 	base.Caps(false, in.MemFractionStatic)
 	sg := SGLangFigures(total, P, A, in.MemFractionStatic, chunk, tp, cell, page, in.MaxTotalTokens, c.ContextLen)
 	if sg.Error != "" {

@@ -145,7 +145,7 @@ func planCPU(in Input) (Report, error) {
 		return Report{}, fmt.Errorf("plan: KV configurator: %w", err)
 	}
 	l := kc.Layout
-	b.KVConfigurator, b.KVDType = kc.Record(), kc.KVDType
+	b.KVConfigurator, b.KVDType = kc.Record(), kc.StoredAs()
 	sg := SGLangFigures(b.TotalBytes, P, A, 0, in.ChunkedPrefill, 1, float64(kc.CellBytes), in.PageSize, in.MaxTotalTokens, c.ContextLen)
 	arena := ledger.NewUsage("kv_arena", ledger.KindArena)
 	graphMax := in.GraphMaxBS

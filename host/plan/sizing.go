@@ -54,7 +54,8 @@ type Budget struct {
 	MaxTotalTokens    int     `json:"max_total_tokens_cap,omitempty"`
 	MaxChoices        int     `json:"max_choices,omitempty"`
 	Threads           int     `json:"threads,omitempty"`
-	// KVDType is --kv-cache-dtype as the configurator was asked it;
+	// KVDType is the KV encoding the pools store (--kv-cache-dtype's
+	// spelling; KVConfigurator.KVDType is the sdk's the plugin was asked);
 	// PageSize the host's page size; Granularity what each KV buffer is
 	// mapped in (the device's page or VMM granule).
 	KVDType     string `json:"kv_dtype"`

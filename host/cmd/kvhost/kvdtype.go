@@ -20,8 +20,9 @@ type kvDTypeValue struct{ s string }
 // kvDTypeFlag registers --kv-cache-dtype on fs.
 func kvDTypeFlag(fs *flag.FlagSet, usage string) *kvDTypeValue {
 	v := &kvDTypeValue{s: "auto"}
+	auto, _ := device.ParseKVDType(autoCPUKVDType)
 	fs.StringVar(&v.s, "kv-cache-dtype", "auto", "KV cache encoding: auto|f32|f16|bf16|fp8_e4m3|fp8_e5m2|mxfp8|nvfp4 (also fp32, fp16, fp4); auto is "+
-		sdk.CanonicalKVDType(autoCPUKVDType)+" on the CPU device and bf16 on a described GPU; "+usage)
+		auto.String()+" on the CPU device and bf16 on a described GPU; "+usage)
 	return v
 }
 

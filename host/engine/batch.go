@@ -67,6 +67,10 @@ func (e *Engine) forward(batch []model.Seq, owners []*seq) error {
 		s := owners[i]
 		first := b.Start + len(b.Tokens) - b.LogitRows
 		s.cached += len(b.Tokens)
+		if s.req.Embed && s.cached == len(s.tokens) {
+			e.finish(s, Event{Done: true, FinishReason: "embed", Hidden: s.hidden, Queue: s.scheduled.Sub(s.submitted)})
+			continue
+		}
 		for j := 0; j < b.LogitRows; j++ {
 			pos := first + j
 			row := logits[(r+j)*e.vocab : (r+j+1)*e.vocab]
@@ -133,6 +137,7 @@ func (e *Engine) emit(s *seq, row []float32, tok int32, version string) {
 	if !s.started {
 		s.started = true
 		ev.Prompt, s.promptLP = s.promptLP, nil
+		ev.Queue = s.scheduled.Sub(s.submitted)
 	}
 	if s.req.Logprobs {
 		var lp float32
@@ -155,7 +160,7 @@ func (e *Engine) emit(s *seq, row []float32, tok int32, version string) {
 
 func isDecode(batch []model.Seq) bool {
 	for _, b := range batch {
-		if len(b.Tokens) != 1 || b.LogitRows != 1 {
+		if len(b.Tokens) != 1 || b.LogitRows != 1 || b.Hidden != nil {
 			return false
 		}
 	}

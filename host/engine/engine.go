@@ -102,6 +102,10 @@ type seq struct {
 	policy  string
 	state   sampling.SeqState
 	sampled bool // chosen this step (scratch for sampleAndEmit)
+	// submitted and scheduled time the queue: Submit, then the first admit.
+	submitted, scheduled time.Time
+	// hidden receives an Embed request's hidden states, row by row.
+	hidden []float32
 }
 
 // Stats is a snapshot for /health and metrics.
@@ -127,6 +131,7 @@ type Engine struct {
 	kern    device.Kernels
 	pools   *kv.Set
 	vocab   int
+	hidden  int // the model's hidden size (Embed results)
 	ctxLen  int
 	eog     func(int32) bool
 	log     *slog.Logger
@@ -187,7 +192,7 @@ func newEngine(cfg Config, fwd Forwarder, pools *kv.Set, mc model.Config, eog fu
 		cfg.Logger = slog.Default()
 	}
 	e := &Engine{
-		cfg: cfg, fwd: fwd, pools: pools, vocab: mc.Vocab, ctxLen: mc.ContextLen, eog: eog, log: cfg.Logger,
+		cfg: cfg, fwd: fwd, pools: pools, vocab: mc.Vocab, hidden: mc.Hidden, ctxLen: mc.ContextLen, eog: eog, log: cfg.Logger,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		seeds: uint64(time.Now().UnixNano()),
 	}
@@ -214,7 +219,10 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	e.nextID++
 	n := max(req.N, 1)
 	g := &group{out: make(chan Event, n*(req.MaxTokens+2)), open: 1}
-	s := &seq{id: e.nextID, arrival: e.nextID, ctx: ctx, req: req, grp: g, prompt: len(req.Prompt), kv: e.newSeqKV()}
+	s := &seq{id: e.nextID, arrival: e.nextID, ctx: ctx, req: req, grp: g, prompt: len(req.Prompt), kv: e.newSeqKV(), submitted: time.Now()}
+	if req.Embed {
+		s.hidden = make([]float32, len(req.Prompt)*e.hidden)
+	}
 	s.tokens = append(make([]int32, 0, len(req.Prompt)+req.MaxTokens), req.Prompt...)
 	if req.Sampling.Seed != nil {
 		s.seed = *req.Sampling.Seed
@@ -242,6 +250,9 @@ func (e *Engine) validate(req Request) error {
 			return &InvalidRequestError{Field: "prompt", Problem: fmt.Sprintf("token id %d is outside the vocabulary of %d", t, e.vocab)}
 		}
 	}
+	if req.Embed {
+		return e.validateEmbed(req)
+	}
 	if len(req.Prompt) >= e.ctxLen {
 		return &InvalidRequestError{Field: "prompt", Problem: fmt.Sprintf("the prompt has %d tokens; the context holds %d, so at most %d prompt tokens leave room for one new token", len(req.Prompt), e.ctxLen, e.ctxLen-1)}
 	}
@@ -268,6 +279,23 @@ func (e *Engine) validate(req Request) error {
 	}
 	if err := req.Sampling.Validate(); err != nil {
 		return &InvalidRequestError{Field: "sampling", Problem: err.Error()}
+	}
+	return nil
+}
+
+// validateEmbed checks what an Embed request may carry: a prompt that fits
+// the context and the pool, and none of the generation fields.
+func (e *Engine) validateEmbed(req Request) error {
+	switch {
+	case len(req.Prompt) > e.ctxLen:
+		return &InvalidRequestError{Field: "input", Problem: fmt.Sprintf("the input has %d tokens; the context holds %d", len(req.Prompt), e.ctxLen)}
+	case req.MaxTokens != 0 || req.N > 1 || req.Logprobs || req.PromptLogprobs || req.TopLogprobs != 0:
+		return &InvalidRequestError{Field: "embed", Problem: "an embedding request generates nothing: max_tokens, n, logprobs must be unset"}
+	case e.hidden <= 0:
+		return &InvalidRequestError{Field: "embed", Problem: "the model's hidden size is unknown"}
+	}
+	if pool, need, capacity := e.tooSmall(len(req.Prompt), 1, 0); pool != "" {
+		return &InvalidRequestError{Field: "input", Problem: fmt.Sprintf("the input has %d tokens, more than the whole KV pool %s holds (%d with a page of room, %d)", len(req.Prompt), pool, need, capacity)}
 	}
 	return nil
 }

@@ -159,10 +159,10 @@ func (e *Engine) forkKV(parent, child *seq) error {
 	return nil
 }
 
-// capacityError is nil when a request of prompt tokens, n choices of
-// maxTokens each, fits the pools when they are empty; otherwise it names
-// the pool that is too small.
-func (e *Engine) capacityError(prompt, n, maxTokens int) *InvalidRequestError {
+// tooSmall names the first token pool that cannot hold a request of
+// prompt tokens and n choices of maxTokens each when it is empty, with the
+// tokens the request needs of it and what it holds; "" when every one can.
+func (e *Engine) tooSmall(prompt, n, maxTokens int) (pool string, need, capacity int) {
 	for _, p := range e.pools.TokenPools() {
 		// The prompt's pages are shared by the choices; each choice adds
 		// its own tokens plus a copy of the shared partial page.
@@ -170,9 +170,19 @@ func (e *Engine) capacityError(prompt, n, maxTokens int) *InvalidRequestError {
 		if p.Window() > 0 {
 			need = min(need, n*p.MaxPages(prompt+maxTokens, e.chunk())*p.PageSize())
 		}
-		if cap := p.Tokens(); need > cap {
-			return &InvalidRequestError{Field: "max_tokens", Problem: fmt.Sprintf("prompt plus max_tokens is %d tokens, more than the whole KV pool %s holds (%d)", need, p.Name(), cap)}
+		if need > p.Tokens() {
+			return p.Name(), need, p.Tokens()
 		}
+	}
+	return "", 0, 0
+}
+
+// capacityError is nil when a request of prompt tokens, n choices of
+// maxTokens each, fits the pools when they are empty; otherwise it names
+// the pool that is too small.
+func (e *Engine) capacityError(prompt, n, maxTokens int) *InvalidRequestError {
+	if pool, need, capacity := e.tooSmall(prompt, n, maxTokens); pool != "" {
+		return &InvalidRequestError{Field: "max_tokens", Problem: fmt.Sprintf("prompt plus max_tokens is %d tokens, more than the whole KV pool %s holds (%d)", need, pool, capacity)}
 	}
 	for _, p := range e.pools.SlotPools() {
 		if n > p.Slots() {

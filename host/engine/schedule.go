@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"time"
 
 	"github.com/kvhost/kvhost/host/kv"
 	"github.com/kvhost/kvhost/host/model"
@@ -36,6 +37,9 @@ func (e *Engine) admit() {
 		}
 		e.waiting = e.waiting[1:]
 		e.running = append(e.running, s)
+		if s.scheduled.IsZero() {
+			s.scheduled = time.Now()
+		}
 	}
 	e.nRunning.Store(int64(len(e.running)))
 }
@@ -240,6 +244,10 @@ func (e *Engine) add(s *seq, n int) {
 		first := max(0, s.req.PromptLogprobStart-1)
 		rows = max(rows, min(n, s.cached+n-max(s.cached, first)))
 	}
-	e.batch = append(e.batch, model.Seq{Tokens: s.tokens[s.cached : s.cached+n], Start: s.cached, Pages: s.kv.tables, Slots: s.kv.slots, LogitRows: rows})
+	ms := model.Seq{Tokens: s.tokens[s.cached : s.cached+n], Start: s.cached, Pages: s.kv.tables, Slots: s.kv.slots, LogitRows: rows}
+	if s.req.Embed {
+		ms.LogitRows, ms.Hidden = 0, s.hidden[s.cached*e.hidden:(s.cached+n)*e.hidden]
+	}
+	e.batch = append(e.batch, ms)
 	e.owners = append(e.owners, s)
 }

@@ -65,8 +65,10 @@ type KVConfig struct {
 	Version string `json:"version"`
 	SHA256  string `json:"sha256"`
 	KVDType string `json:"kv_dtype"`
+	// Pool names the token pool whose tokens Budget.Tokens counts (Primary).
+	Pool string `json:"pool"`
 	// CellBytes is the bytes per token over the token pools (the spec's
-	// cell when there is one pool).
+	// cell when there is one pool; a GPU plan reports its main pool's).
 	CellBytes int64      `json:"cell_bytes"`
 	Layout    *kv.Layout `json:"layout"`
 	layout    *plugin.Layout
@@ -119,7 +121,8 @@ func ConfigureKV(ctx context.Context, reg *plugin.Registry, req KVRequest) (KVCo
 		return KVConfig{}, fmt.Errorf("plan: configurator %s: %w", p.Name(), err)
 	}
 	d := p.Descriptor()
-	return KVConfig{Plugin: d.Name, Version: d.Version, SHA256: p.SHA256(), KVDType: dtype, CellBytes: lay.TokenBytes(), Layout: lay, layout: l}, nil
+	return KVConfig{Plugin: d.Name, Version: d.Version, SHA256: p.SHA256(), KVDType: dtype, Pool: lay.Pools[Primary(lay)].Name,
+		CellBytes: lay.TokenBytes(), Layout: lay, layout: l}, nil
 }
 
 // StoredAs is the device's name of the KV encoding (f32, f16, bf16,

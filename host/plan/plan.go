@@ -268,7 +268,7 @@ func snapshot(info device.Info, start int64, ph *phaser, us []ledger.Usage, b Bu
 		s.ByCategory["rounding"] += u.Rounding
 		s.ByCategory["cached"] += u.Cached
 	}
-	if kc := b.KVConfigurator; kc != nil {
+	if kc := b.KVConfigurator; kc != nil && kc.Layout != nil {
 		for i, p := range kc.Layout.Pools {
 			free := b.Units[i]
 			if p.Tokens() {

@@ -164,6 +164,9 @@ func Primary(l *kv.Layout) int {
 func FitUnits(ctx context.Context, kc KVConfig, avail, gran int64, tokenCap, requestCap, pad int) ([]int, error) {
 	l := kc.Layout
 	cost := func(u []int) int64 { return l.Mapped(padded(l, u, pad), gran) }
+	if avail <= 0 {
+		return nil, fmt.Errorf("%w: %d bytes left for the KV pools", errNoFit, avail)
+	}
 	units, err := kc.Size(ctx, avail, tokenCap, requestCap)
 	if err != nil {
 		return nil, err

@@ -20,6 +20,7 @@ import (
 	"github.com/kvhost/kvhost/host/model/synth"
 	"github.com/kvhost/kvhost/host/plugin"
 	"github.com/kvhost/kvhost/host/server"
+	"github.com/kvhost/kvhost/internal/testmodels"
 	"github.com/kvhost/kvhost/sdk"
 )
 
@@ -90,12 +91,7 @@ func tinyGGUF(t *testing.T) string {
 // mha's; the plugin reads Meta's params.json key names too.
 func TestOutOfTreeConfigurator(t *testing.T) {
 	plugins := buildExample(t)
-	models := map[string]string{"tiny": tinyGGUF(t)}
-	if p := filepath.Join("..", "..", "..", "..", "shared", "models", "stories260K.gguf"); fileExists(p) {
-		models["stories260K"] = p
-	} else {
-		t.Log("skipping the stories260K case: ../shared/models/stories260K.gguf is absent")
-	}
+	models := map[string]string{"tiny": tinyGGUF(t), "stories260K": testmodels.MustStories260K(t)}
 	for name, path := range models {
 		t.Run(name, func(t *testing.T) {
 			want, ref := serveText(t, path, "")
@@ -160,8 +156,6 @@ func TestOutOfTreeConfigurator(t *testing.T) {
 		t.Fatalf("HF names declare %s\nMeta names declare %s", a, b)
 	}
 }
-
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 // serveText starts a server on path (with plugins as --plugins when not
 // "") and returns its greedy 64-token completions of three prompts.

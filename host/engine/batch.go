@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/kvhost/kvhost/host/device"
 	"github.com/kvhost/kvhost/host/model"
@@ -121,6 +122,16 @@ func (e *Engine) fork(s *seq, row []float32) {
 		if err := e.resolvePolicy(child); err != nil {
 			e.finish(child, Event{Done: true, Err: err})
 			continue
+		}
+		if s.con != nil {
+			// s has not consumed its first token yet (it does so next
+			// step): the fork starts where the children start.
+			c, err := s.con.Fork(s.ctx)
+			if err != nil {
+				e.finish(child, Event{Done: true, Err: fmt.Errorf("engine: constraint: %w", err)})
+				continue
+			}
+			child.con = c
 		}
 		e.pending = append(e.pending, pendingRow{child, row})
 	}

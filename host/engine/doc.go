@@ -22,6 +22,15 @@
 // a batch, forks, emitting tokens), kvseq.go (what a sequence holds of the
 // pools).
 //
+// A request with an output constraint (Request.Constraint, package
+// constraint) opens its state at Submit (a spec the runner refuses is an
+// *InvalidRequestError); each step, before anything samples, every
+// constrained row consumes its sequence's last token and gets the mask
+// applied to its logits in place, so the host sampler, the argmax and
+// every policy plugin see only allowed tokens. Logprobs are those of the
+// masked distribution. n > 1 choices fork the state before their first
+// token.
+//
 // Invariants: a sequence's pages cover exactly the tokens whose K/V were
 // written (a window pool's, those a later query can read); when the engine
 // is idle every page and slot is back on its pool's free list; each

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kvhost/kvhost/host/constraint"
 	"github.com/kvhost/kvhost/host/device"
 	"github.com/kvhost/kvhost/host/kv"
 	"github.com/kvhost/kvhost/host/model"
@@ -35,6 +36,8 @@ type Config struct {
 	// Samplers, when set, runs every non-greedy (or explicitly named)
 	// policy as a plugin, batched per policy per step.
 	Samplers *sampling.Registry
+	// Constraints, when set, runs requests' output constraints.
+	Constraints constraint.Runner
 	// AllocatorState, when set, is recorded in out-of-memory diagnoses.
 	AllocatorState func() any
 	Logger         *slog.Logger
@@ -102,6 +105,10 @@ type seq struct {
 	policy  string
 	state   sampling.SeqState
 	sampled bool // chosen this step (scratch for sampleAndEmit)
+	// con is the output constraint's state; conFed counts the generated
+	// tokens it has consumed (it consumes each at the next step).
+	con    constraint.Seq
+	conFed int
 	// submitted and scheduled time the queue: Submit, then the first admit.
 	submitted, scheduled time.Time
 	// hidden receives an Embed request's hidden states, row by row.
@@ -161,6 +168,9 @@ type Engine struct {
 	states  []sampling.SeqState
 	choices []sampling.Choice
 	group   []pendingRow
+	// per-step constraint scratch
+	conRows   []constraint.Row
+	conOwners []pendingRow
 
 	stop chan struct{}
 	done chan struct{}
@@ -208,6 +218,17 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	if err := e.validate(req); err != nil {
 		return nil, err
 	}
+	// The constraint opens outside the lock (it may compile a grammar).
+	con, err := e.openConstraint(ctx, req.Constraint)
+	if err != nil {
+		return nil, err
+	}
+	admitted := false
+	defer func() {
+		if !admitted && con != nil {
+			con.Close()
+		}
+	}()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
@@ -233,6 +254,7 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	if err := e.resolvePolicy(s); err != nil {
 		return nil, err
 	}
+	s.con, admitted = con, true
 	e.waiting = append(e.waiting, s)
 	select {
 	case e.wake <- struct{}{}:
@@ -413,6 +435,9 @@ func (e *Engine) sampleAndEmit() error {
 	pend := append(e.work[:0], e.pending...)
 	e.pending = e.pending[:0]
 	defer func() { e.work = pend[:0] }()
+	if e.cfg.Constraints != nil {
+		pend = e.constrain(pend)
+	}
 	for i := 0; i < len(pend); i++ {
 		p := pend[i]
 		if p.s.policy != "" {

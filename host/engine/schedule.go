@@ -67,6 +67,7 @@ func (e *Engine) finish(s *seq, ev Event) {
 		return
 	}
 	s.done = true
+	s.closeConstraint()
 	e.releaseKV(s)
 	ev.PromptTokens, ev.CompletionTokens = s.prompt, len(s.tokens)-s.prompt
 	ev.Choice = s.choice

@@ -30,6 +30,14 @@ func poolsRig(t *testing.T, decl func(needs []kv.LayerNeed) []sdk.Pool, pages, s
 	}
 	needs := m.Config.KVNeeds()
 	pools := kvtest.SetSlots(t, alloc.NewDirect("kv", dev), decl(needs), needs, pages, slots)
+	if cfg.Graphs == graphsWanted {
+		g, err := m.CaptureDecodeGraphs(pools, []int{1, 2, 4, 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(g.Close)
+		cfg.Graphs = g
+	}
 	e, err := New(cfg, m, pools, m.Config, m.Tokenizer.EOG)
 	if err != nil {
 		t.Fatal(err)
@@ -91,13 +99,15 @@ func runAll(t *testing.T, e *Engine, reqs []Request) [][]result {
 	return out
 }
 
-func allFree(t *testing.T, e *Engine) {
+// allFree waits for every page and slot to come back, but reserved of each
+// pool (held outside any request).
+func allFree(t *testing.T, e *Engine, reserved int) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		st := e.Stats()
 		ok := st.Running == 0 && st.Waiting == 0
 		for _, p := range st.Pools {
-			ok = ok && p.FreePages == p.Pages
+			ok = ok && p.FreePages == p.Pages-reserved
 		}
 		if ok {
 			return
@@ -137,7 +147,7 @@ func TestMultiPoolEngine(t *testing.T) {
 	if e1.Stats().Preemptions == 0 {
 		t.Fatal("the pool was meant to be small enough to preempt")
 	}
-	allFree(t, e1)
+	allFree(t, e1, 0)
 
 	split := func(needs []kv.LayerNeed) []sdk.Pool {
 		return kvtest.Split(mhaDecl(t)(needs), func(l int) bool { return l%2 == 1 })
@@ -146,9 +156,13 @@ func TestMultiPoolEngine(t *testing.T) {
 		return append(split(needs), sdk.Pool{Name: "scratch", Kind: sdk.RecurrentState, PageSize: 1, BytesPerUnit: 64, Buffers: []sdk.Buffer{
 			{Pool: "scratch", Name: "scratch", Role: sdk.RoleWorkspace, Layer: -1, Shape: []int64{16}, DType: "fp32"}}})
 	}
-	for name, decl := range map[string]func([]kv.LayerNeed) []sdk.Pool{"two token pools": split, "with a state pool": withState} {
+	for name, decl := range map[string]func([]kv.LayerNeed) []sdk.Pool{"two token pools": split, "with a state pool": withState, "with a state pool, graphs": withState} {
 		t.Run(name, func(t *testing.T) {
-			e, pools := poolsRig(t, decl, 40, 40, cfg)
+			c := cfg
+			if strings.HasSuffix(name, "graphs") {
+				c.Graphs = graphsWanted
+			}
+			e, pools := poolsRig(t, decl, 41, 41, c)
 			got := runAll(t, e, reqs)
 			for i := range want {
 				if fmt.Sprint(got[i]) != fmt.Sprint(want[i]) {
@@ -156,10 +170,17 @@ func TestMultiPoolEngine(t *testing.T) {
 				}
 			}
 			st := e.Stats()
-			if len(st.Pools) != len(pools.Layout().Pools) || st.KVPagesTotal != 80 {
+			if len(st.Pools) != len(pools.Layout().Pools) || st.KVPagesTotal != 82 {
 				t.Fatalf("stats: %+v", st)
 			}
-			allFree(t, e)
+			if c.Graphs != nil && st.GraphSteps == 0 {
+				t.Fatalf("no decode step ran through the graphs: %+v", st)
+			}
+			reserved := 0
+			if c.Graphs != nil {
+				reserved = 1 // the graphs' padding page (slot) in each pool
+			}
+			allFree(t, e, reserved)
 		})
 	}
 }
@@ -204,7 +225,7 @@ func TestStateSlotsLimitAdmission(t *testing.T) {
 	if peak > 3 {
 		t.Fatalf("%d sequences ran at once with 3 state slots", peak)
 	}
-	allFree(t, e)
+	allFree(t, e, 0)
 }
 
 // TestWindowPoolBoundsPages drives the scheduler over a sliding-window

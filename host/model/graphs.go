@@ -17,11 +17,12 @@ var ErrNoCapture = errors.New("model: the device cannot capture decode graphs")
 
 // decodeInputs are the fixed host buffers a captured decode step reads:
 // one token, position and page table per token pool per row
-// (tables[pool][row]).
+// (tables[pool][row]) and one slot per state pool per row (slots[pool][row]).
 type decodeInputs struct {
 	ids       []int32
 	positions []int32
 	tables    [][][]int32
+	slots     [][]int32
 }
 
 // decodeStep runs one token for each of rows sequences. Every per-step value
@@ -77,7 +78,7 @@ type DecodeGraphs struct {
 	buckets   []int // ascending
 	graphs    map[int]device.Graph
 	in        decodeInputs
-	dummy     [][]int32 // one padding page per token pool
+	pad       *padding // one padding page per token pool, slot per state pool
 	logitsBuf device.Buf
 	logits    []float32
 	poolID    alloc.PoolID
@@ -87,9 +88,8 @@ type DecodeGraphs struct {
 
 // CaptureDecodeGraphs captures a decode step for every bucket (batch sizes),
 // largest first, into one private pool. Pad rows of a replay write to a
-// dummy page the graphs own in each token pool. Only models whose layers
-// keep no recurrent state are captured (a state pool's slots would need
-// the same padding).
+// dummy page the graphs own in each token pool and a dummy slot in each
+// state pool.
 func (m *Model) CaptureDecodeGraphs(pools *kv.Set, buckets []int) (g *DecodeGraphs, err error) {
 	_, ok := m.dev.(device.Capturer)
 	if _, dok := m.k.(device.DecodeKernels); !ok || !dok {
@@ -104,9 +104,6 @@ func (m *Model) CaptureDecodeGraphs(pools *kv.Set, buckets []int) (g *DecodeGrap
 	if buckets[0] < 1 {
 		return nil, fmt.Errorf("model: decode bucket %d must be positive", buckets[0])
 	}
-	if len(pools.SlotPools()) > 0 {
-		return nil, fmt.Errorf("%w: the model keeps recurrent state", ErrNoCapture)
-	}
 	maxBS, c := buckets[len(buckets)-1], m.Config
 	g = &DecodeGraphs{m: m, buckets: buckets, graphs: map[int]device.Graph{}, poolID: m.act.NewPrivatePool("decode-graphs")}
 	defer func() {
@@ -117,12 +114,16 @@ func (m *Model) CaptureDecodeGraphs(pools *kv.Set, buckets []int) (g *DecodeGrap
 	if err := g.bind(pools); err != nil {
 		return nil, err
 	}
-	g.in = decodeInputs{ids: make([]int32, maxBS), positions: make([]int32, maxBS), tables: make([][][]int32, len(pools.TokenPools()))}
+	g.in = decodeInputs{ids: make([]int32, maxBS), positions: make([]int32, maxBS), tables: make([][][]int32, len(pools.TokenPools())),
+		slots: make([][]int32, len(pools.SlotPools()))}
 	for p, tp := range pools.TokenPools() {
 		g.in.tables[p] = make([][]int32, maxBS)
 		for i := range g.in.tables[p] {
 			g.in.tables[p][i] = make([]int32, tp.PagesFor(c.ContextLen))
 		}
+	}
+	for p := range g.in.slots {
+		g.in.slots[p] = make([]int32, maxBS)
 	}
 	g.fillPadding(0)
 	p, err := m.act.AllocIn(g.poolID, int64(maxBS)*int64(c.Vocab)*4, alloc.Graph)
@@ -166,35 +167,59 @@ func (g *DecodeGraphs) capture() error {
 	return nil
 }
 
-// bind takes a padding page in every token pool of pools, releasing the
-// ones held in the previous set.
+// bind takes a padding page in every token pool of pools and a padding
+// slot in every state pool, releasing the ones held in the previous set
+// once the new ones are taken.
 func (g *DecodeGraphs) bind(pools *kv.Set) error {
-	dummy := make([][]int32, len(pools.TokenPools()))
+	next := &padding{pools: pools, pages: make([][]int32, len(pools.TokenPools())), slots: make([]int32, len(pools.SlotPools()))}
+	for i := range next.slots {
+		next.slots[i] = -1
+	}
 	for i, tp := range pools.TokenPools() {
 		pg, err := tp.Grow(nil, tp.PageSize())
 		if err != nil {
-			for j := range i {
-				pools.TokenPools()[j].Release(dummy[j])
-			}
+			next.release()
 			return fmt.Errorf("model: decode graphs need a padding page in %s: %w", tp, err)
 		}
-		dummy[i] = pg
+		next.pages[i] = pg
 	}
-	g.releaseDummy()
-	g.pools, g.dummy = pools, dummy
+	for i, sp := range pools.SlotPools() {
+		sl, err := sp.Acquire()
+		if err != nil {
+			next.release()
+			return fmt.Errorf("model: decode graphs need a padding slot in %s: %w", sp, err)
+		}
+		next.slots[i] = sl
+	}
+	g.pad.release()
+	g.pools, g.pad = pools, next
 	return nil
 }
 
-func (g *DecodeGraphs) releaseDummy() {
-	if g.pools == nil {
+// padding is what the graphs' pad rows point at: a page of every token
+// pool and a slot of every state pool of one set.
+type padding struct {
+	pools *kv.Set
+	pages [][]int32
+	slots []int32
+}
+
+// release gives the padding back (nil-safe).
+func (p *padding) release() {
+	if p == nil {
 		return
 	}
-	for i, d := range g.dummy {
+	for i, d := range p.pages {
 		if d != nil {
-			g.pools.TokenPools()[i].Release(d)
+			p.pools.TokenPools()[i].Release(d)
 		}
 	}
-	g.dummy = nil
+	for i, sl := range p.slots {
+		if sl >= 0 {
+			p.pools.SlotPools()[i].Release(sl)
+		}
+	}
+	p.pages, p.slots = nil, nil
 }
 
 // Recapture rebinds the graphs to pools — the KV pools after post-capture
@@ -233,8 +258,11 @@ func (g *DecodeGraphs) fillPadding(from int) {
 		g.in.ids[i], g.in.positions[i] = 0, 0
 		for p, rows := range g.in.tables {
 			for j := range rows[i] {
-				rows[i][j] = g.dummy[p][0]
+				rows[i][j] = g.pad.pages[p][0]
 			}
+		}
+		for p, rows := range g.in.slots {
+			rows[i] = g.pad.slots[p]
 		}
 	}
 }
@@ -284,8 +312,11 @@ func (g *DecodeGraphs) Run(seqs []Seq, logits []float32) (bool, error) {
 			}
 			copy(t, s.Pages[p])
 			for j := len(s.Pages[p]); j < len(t); j++ {
-				t[j] = g.dummy[p][0]
+				t[j] = g.pad.pages[p][0]
 			}
+		}
+		for p, rows := range g.in.slots {
+			rows[i] = s.Slots[p]
 		}
 	}
 	g.fillPadding(n)
@@ -307,5 +338,6 @@ func (g *DecodeGraphs) Close() {
 	}
 	_ = g.closeGraphs()
 	_ = g.m.act.ReleasePool(g.poolID)
-	g.releaseDummy()
+	g.pad.release()
+	g.pad = nil
 }

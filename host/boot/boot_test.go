@@ -117,10 +117,10 @@ func TestCompatRefusesPoolTooSmall(t *testing.T) {
 	planOf := func(cfg Config) (plan.Report, error) {
 		return plan.Plan(plan.Input{Name: name, Config: c, Weights: ts, Device: "cpu", DeviceBytes: cfg.DeviceMemory, Threads: cfg.Threads,
 			ChunkedPrefill: cfg.ChunkedPrefill, MaxRunning: cfg.MaxRunning, PageSize: cfg.PageSize, MaxTotalTokens: cfg.MaxTotalTokens,
-			MemFractionStatic: cfg.MemFractionStatic, SGLangCompat: true})
+			MemFractionStatic: cfg.MemFractionStatic, SGLangCompat: true, KVDType: cfg.KVCacheDType})
 	}
 	base := baseConfig(path, 192<<20)
-	base.SGLangCompat, base.MemFractionStatic = true, 0.7
+	base.SGLangCompat, base.MemFractionStatic, base.KVCacheDType = true, 0.7, "fp32"
 	ok, err := planOf(base)
 	if err != nil {
 		t.Fatal(err)

@@ -185,6 +185,7 @@ func attnShapes() []attnShape {
 			attnShape{t: kt, nHeads: 20, kvHeads: 1, hd: 96, vhd: 64, ps: 16, vInK: true},                           // latent cache
 			attnShape{t: kt, nHeads: 8, kvHeads: 2, hd: 32, vhd: 32, ps: 4, window: 21, sinks: true},                // gpt-oss
 			attnShape{t: kt, nHeads: 4, kvHeads: 2, hd: 32, vhd: 32, ps: 16, window: 70, softCap: 5},                // Gemma 2
+			attnShape{t: kt, nHeads: 2, kvHeads: 1, hd: 64, vhd: 32, ps: 16, vInK: true, window: 40},                // latent, few heads
 			attnShape{t: kt, nHeads: 100, kvHeads: 1, hd: 64, vhd: 32, ps: 16, vInK: true, softCap: 3, sinks: true}, // head blocks
 		)
 		if kt.ScaleBlock() == 0 {

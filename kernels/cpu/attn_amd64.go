@@ -13,6 +13,36 @@ func attnTile4AVX(x *float32, xs int, b *float32, ldb, kc int, c *float32, ldc i
 //go:noescape
 func attnTile12AVX512(x *float32, xs int, b *float32, ldb, kc int, c *float32, ldc int, acc int)
 
+//go:noescape
+func axpy4F16AVX(y *float32, x *byte, xs int, a *[4]float32, n int)
+
+//go:noescape
+func axpy4BF16AVX(y *float32, x *byte, xs int, a *[4]float32, n int)
+
+// axpy4Rows adds a[j] times row j to y for four rows of dt (F32, F16 or
+// BF16) stored rb bytes apart from w[0], reading them in place. It reports
+// false, doing nothing, without SIMD or for a length not a multiple of 8.
+func axpy4Rows(dt DType, y []float32, a *[4]float32, w []byte, rb int) bool {
+	n := len(y)
+	if !useSIMD || n == 0 || n&7 != 0 {
+		return false
+	}
+	switch dt {
+	case F32:
+		_ = w[3*rb+4*n-1]
+		axpy4AVX(&y[0], (*float32)(unsafe.Pointer(&w[0])), rb/4, a, n)
+	case F16:
+		_ = w[3*rb+2*n-1]
+		axpy4F16AVX(&y[0], &w[0], rb, a, n)
+	case BF16:
+		_ = w[3*rb+2*n-1]
+		axpy4BF16AVX(&y[0], &w[0], rb, a, n)
+	default:
+		return false
+	}
+	return true
+}
+
 // attnTile sets (acc: adds to) c[i*ldc+j] the sum over k < kc of
 // x[i*xs+k]·b[k*ldb+j], for i < m and j < 16: twelve rows at a time with
 // AVX-512, then four, then one with AVX2, else the portable kernel.

@@ -245,3 +245,70 @@ t12add:
 	T12ADD(Z11)
 	VZEROUPPER
 	RET
+
+// AX4BODY(LD, eb) adds a0..a3 (Y12..Y15) times four rows (SI, R8, R9, R10;
+// eb bytes per element, loaded by LD) to y (DI), eight elements a step.
+#define AX4BODY(LD, eb) \
+ax4loop:                           \
+	CMPQ        CX, $8         \
+	JL          ax4done        \
+	LD((SI), Y1)               \
+	LD((R8), Y2)               \
+	LD((R9), Y3)               \
+	LD((R10), Y4)              \
+	VMOVUPS     (DI), Y0       \
+	VFMADD231PS Y1, Y12, Y0    \
+	VFMADD231PS Y2, Y13, Y0    \
+	VFMADD231PS Y3, Y14, Y0    \
+	VFMADD231PS Y4, Y15, Y0    \
+	VMOVUPS     Y0, (DI)       \
+	ADDQ        $32, DI        \
+	ADDQ        $(8*eb), SI    \
+	ADDQ        $(8*eb), R8    \
+	ADDQ        $(8*eb), R9    \
+	ADDQ        $(8*eb), R10   \
+	SUBQ        $8, CX         \
+	JMP         ax4loop        \
+ax4done:                           \
+	VZEROUPPER                 \
+	RET
+
+#define AXLDF16(mem, reg) VCVTPH2PS mem, reg
+#define AXLDBF16(mem, reg) \
+	VPMOVZXWD mem, reg     \
+	VPSLLD    $16, reg, reg
+
+// func axpy4F16AVX(y *float32, x *byte, xs int, a *[4]float32, n int)
+// y[i] += Σ_j a[j]·x_j[i] for four binary16 rows x_j = x + j·xs (bytes);
+// n is a multiple of 8: four value rows of attention per pass over y.
+TEXT ·axpy4F16AVX(SB), NOSPLIT, $0-40
+	MOVQ         y+0(FP), DI
+	MOVQ         x+8(FP), SI
+	MOVQ         xs+16(FP), AX
+	MOVQ         a+24(FP), DX
+	MOVQ         n+32(FP), CX
+	LEAQ         (SI)(AX*1), R8
+	LEAQ         (R8)(AX*1), R9
+	LEAQ         (R9)(AX*1), R10
+	VBROADCASTSS (DX), Y12
+	VBROADCASTSS 4(DX), Y13
+	VBROADCASTSS 8(DX), Y14
+	VBROADCASTSS 12(DX), Y15
+	AX4BODY(AXLDF16, 2)
+
+// func axpy4BF16AVX(y *float32, x *byte, xs int, a *[4]float32, n int)
+// As axpy4F16AVX for bfloat16 rows.
+TEXT ·axpy4BF16AVX(SB), NOSPLIT, $0-40
+	MOVQ         y+0(FP), DI
+	MOVQ         x+8(FP), SI
+	MOVQ         xs+16(FP), AX
+	MOVQ         a+24(FP), DX
+	MOVQ         n+32(FP), CX
+	LEAQ         (SI)(AX*1), R8
+	LEAQ         (R8)(AX*1), R9
+	LEAQ         (R9)(AX*1), R10
+	VBROADCASTSS (DX), Y12
+	VBROADCASTSS 4(DX), Y13
+	VBROADCASTSS 8(DX), Y14
+	VBROADCASTSS 12(DX), Y15
+	AX4BODY(AXLDBF16, 2)

@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"encoding/binary"
 	"math"
 )
 
@@ -68,6 +69,14 @@ func (t *attnCall) compute(it, part int, w *attnWork) {
 		k0 := a.lo + tile*attnBK
 		kn := min(attnBK, a.hi-k0)
 		kpad := round16(kn)
+		if a.m < attnVecMaxM {
+			// Few query vectors share the tile: dot products straight from
+			// the cache rows beat decoding and transposing the tile.
+			t.scoresVec(w, &a, k0, kn)
+			t.softmaxTile(w, &a, k0, kn, kn, a.m)
+			t.valuesVec(w, &a, k0, kn)
+			continue
+		}
 		t.loadTile(w, &a, k0, kn, kpad, decodeV)
 		for p := 0; p < kpad; p += 16 {
 			attnTile(w.s[p:], attnBK, w.qs, d, mp, w.kp[p*d:], 16, d, false)
@@ -107,33 +116,154 @@ func (t *attnCall) compute(it, part int, w *attnWork) {
 func (t *attnCall) loadTile(w *attnWork, a *attnItem, k0, kn, kpad int, values bool) {
 	kv := t.kv
 	d, dv, dvp := kv.HeadDim, kv.VHeadDim, a.dvp
-	for j := range kpad {
-		kt := w.kt[j*d:][:d]
-		var vt []float32
-		if values {
-			vt = w.vt[j*dvp:][:dvp]
+	for j := 0; j < kn; {
+		s := kv.slot(a.table, k0+j)
+		run := kv.pageRun(k0+j, kn-j)
+		kv.decodeRows(w.kt[j*d:], d, s, run, a.g, false)
+		if values && !kv.VInK {
+			kv.decodeRows(w.vt[j*dvp:], dvp, s, run, a.g, true)
 		}
-		if j >= kn {
-			clear(kt)
+		j += run
+	}
+	clear(w.kt[kn*d : kpad*d])
+	for p := 0; p < kpad; p += 16 {
+		transpose16(w.kp[p*d:][:16*d], w.kt[p*d:][:16*d], d)
+	}
+	if !values {
+		return
+	}
+	for j := range kpad {
+		vt := w.vt[j*dvp:][:dvp]
+		switch {
+		case j >= kn:
 			clear(vt)
 			continue
-		}
-		s := kv.slot(a.table, k0+j)
-		data, scales, _ := kv.headRow(s, a.g, false)
-		DecodeKV(kv.Type, kt, data, scales)
-		if !values {
-			continue
-		}
-		if kv.VInK {
-			copy(vt[:dv], kt[:dv])
-		} else {
-			data, scales, _ = kv.headRow(s, a.g, true)
-			DecodeKV(kv.Type, vt[:dv], data, scales)
+		case kv.VInK:
+			copy(vt[:dv], w.kt[j*d:][:dv])
 		}
 		clear(vt[dv:])
 	}
-	for p := 0; p < kpad; p += 16 {
-		transpose16(w.kp[p*d:][:16*d], w.kt[p*d:][:16*d], d)
+}
+
+// attnVecMaxM is the number of query vectors below which an item reads keys
+// and values straight from the cache (scoresVec, valuesVec) instead of
+// through decoded, transposed tiles: MHA decode has one.
+const attnVecMaxM = 4
+
+// pageRun is the length of the run of consecutive cache rows that holds
+// positions pos.. (at most n of them): the rest of pos's page.
+func (kv PagedKV) pageRun(pos, n int) int { return min(n, kv.PageSize-pos%kv.PageSize) }
+
+// scoresVec computes the scores of the item's query vectors against keys
+// k0..k0+kn-1 four rows at a time: from the cache's own rows for f32, f16
+// and bf16, from rows decoded a page run at a time otherwise.
+func (t *attnCall) scoresVec(w *attnWork, a *attnItem, k0, kn int) {
+	kv := t.kv
+	d := kv.HeadDim
+	dt, direct := rowDType(kv.Type)
+	for j := 0; j < kn; {
+		s := kv.slot(a.table, k0+j)
+		run := kv.pageRun(k0+j, kn-j)
+		var rows []byte
+		var rb int
+		if direct {
+			rows, _, rb, _ = kv.headRows(s, a.g, false)
+		} else {
+			kv.decodeRows(w.kt, d, s, run, a.g, false)
+		}
+		for r := range a.m {
+			q := w.qs[r*d:][:d]
+			out := w.s[r*attnBK+j:][:run]
+			i := 0
+			for ; i+4 <= run; i += 4 {
+				four := (*[4]float32)(out[i : i+4])
+				if direct && !rows4(dt, rows[i*rb:], rb, q, four) || !direct && !dot4Strided(w.kt[i*d:], d, q, four) {
+					break
+				}
+			}
+			for ; i < run; i++ {
+				switch {
+				case !direct:
+					out[i] = dotF32(q, w.kt[i*d:][:d])
+				case dt == F32:
+					out[i] = dotF32(q, bytesF32(rows[i*rb:][:4*d]))
+				case dt == F16:
+					out[i] = dotF16(rows[i*rb:], q)
+				default:
+					out[i] = dotBF16(rows[i*rb:], q)
+				}
+			}
+		}
+		j += run
+	}
+}
+
+// valuesVec adds the tile's probabilities times its values to the item's
+// output rows, four value rows at a time: from the cache's own rows for
+// f32, f16 and bf16, from rows decoded a page run at a time otherwise.
+func (t *attnCall) valuesVec(w *attnWork, a *attnItem, k0, kn int) {
+	kv := t.kv
+	dv, dvp := kv.VHeadDim, a.dvp
+	dt, direct := rowDType(kv.Type)
+	for j := 0; j < kn; {
+		s := kv.slot(a.table, k0+j)
+		run := kv.pageRun(k0+j, kn-j)
+		var rows []byte
+		var rb int
+		if direct {
+			rows, _, rb, _ = kv.headRows(s, a.g, true)
+		} else {
+			kv.decodeRows(w.vt, dvp, s, run, a.g, true)
+		}
+		for r := range a.m {
+			o := w.o[r*dvp:][:dv]
+			p := w.s[r*attnBK+j:][:run]
+			i := 0
+			for ; i+4 <= run; i += 4 {
+				four := (*[4]float32)(p[i : i+4])
+				if direct && !axpy4Rows(dt, o, four, rows[i*rb:], rb) || !direct && !axpy4Strided(o, four, w.vt[i*dvp:], dvp) {
+					break
+				}
+			}
+			for ; i < run; i++ {
+				if direct {
+					axpyRow(dt, o, p[i], rows[i*rb:])
+				} else {
+					axpy(o, p[i], w.vt[i*dvp:][:dv])
+				}
+			}
+		}
+		j += run
+	}
+}
+
+// rowDType is the weight dtype whose kernels read a cache encoding in place
+// (f32, f16, bf16), or false.
+func rowDType(t KVType) (DType, bool) {
+	switch t {
+	case KVF32:
+		return F32, true
+	case KVF16:
+		return F16, true
+	case KVBF16:
+		return BF16, true
+	}
+	return 0, false
+}
+
+// axpyRow adds a times one stored row of dt (len(y) elements) to y.
+func axpyRow(dt DType, y []float32, a float32, row []byte) {
+	switch dt {
+	case F32:
+		axpy(y, a, bytesF32(row[:4*len(y)]))
+	case F16:
+		for i := range y {
+			y[i] += a * F16ToF32(binary.LittleEndian.Uint16(row[2*i:]))
+		}
+	default:
+		for i := range y {
+			y[i] += a * BF16ToF32(binary.LittleEndian.Uint16(row[2*i:]))
+		}
 	}
 }
 

@@ -155,30 +155,40 @@ func (kv PagedKV) slot(pageTable []int32, pos int) int {
 	return s
 }
 
-// headRow is the encoded bytes and scales of head h's part of K row s
-// (v: of V, or of the K row for a latent cache) — n elements from element
-// h·stride of the row.
-func (kv PagedKV) headRow(s, h int, v bool) (data, scales []byte, n int) {
+// headRows locates head h's part of row s of K (v: of V, or of the K row
+// for a latent cache): its encoded bytes from there to the end of the span,
+// its scales likewise, and the strides of consecutive rows (rb bytes, sb
+// scale bytes) — rows s, s+1, … of one page are consecutive.
+func (kv PagedKV) headRows(s, h int, v bool) (data, scales []byte, rb, sb int) {
 	t := kv.Type
-	row, span, sc, n := kv.kRow(), kv.K, kv.KScale, kv.HeadDim
+	row, span, sc, stride := kv.kRow(), kv.K, kv.KScale, kv.HeadDim
+	if v && !kv.VInK {
+		row, span, sc, stride = kv.vRow(), kv.V, kv.VScale, kv.VHeadDim
+	}
+	rb, sb = t.RowBytes(row), t.ScaleBytes(row)
+	data = span[s*rb+t.RowBytes(h*stride):]
+	if sb > 0 {
+		scales = sc[s*sb+t.ScaleBytes(h*stride):]
+	}
+	return data, scales, rb, sb
+}
+
+// decodeRows decodes head h's keys (v: values) of the rows consecutive
+// cache rows from s into dst, row i at dst[i*ds:].
+func (kv PagedKV) decodeRows(dst []float32, ds, s, rows, h int, v bool) {
+	n := kv.HeadDim
 	if v {
 		n = kv.VHeadDim
-		if !kv.VInK {
-			row, span, sc = kv.vRow(), kv.V, kv.VScale
+	}
+	data, scales, rb, sb := kv.headRows(s, h, v)
+	eb, es := kv.Type.RowBytes(n), kv.Type.ScaleBytes(n)
+	for i := range rows {
+		var sc []byte
+		if sb > 0 {
+			sc = scales[i*sb:][:es]
 		}
+		DecodeKV(kv.Type, dst[i*ds:][:n], data[i*rb:][:eb], sc)
 	}
-	stride := n
-	if v && kv.VInK {
-		stride = kv.HeadDim
-	}
-	rb, sb := t.RowBytes(row), t.ScaleBytes(row)
-	off := s*rb + t.RowBytes(h*stride)
-	data = span[off : off+t.RowBytes(n)]
-	if sb > 0 {
-		so := s*sb + t.ScaleBytes(h*stride)
-		scales = sc[so : so+t.ScaleBytes(n)]
-	}
-	return data, scales, n
 }
 
 // WriteKV encodes n rows of k ([n, KVHeads·HeadDim]) and v ([n,

@@ -93,7 +93,12 @@ func (k *kernels) WriteKVRows(kv device.KVLayer, key, val device.Buf, positions 
 	if err != nil {
 		return err
 	}
-	return k.run(func() { kcpu.WriteKVRows(p, ks, vs, positions, tables) })
+	if k.d.capturing {
+		pc := p // only a recorded launch keeps the cache view (it is too large to capture by value)
+		return k.run(func() { kcpu.WriteKVRows(pc, ks, vs, positions, tables) })
+	}
+	kcpu.WriteKVRows(p, ks, vs, positions, tables)
+	return nil
 }
 
 func (k *kernels) DecodeAttention(out, q device.Buf, heads int, kv device.KVLayer, positions []int32, tables [][]int32, opts device.AttnOpts, scratch device.Buf, maxLen int) error {
@@ -104,5 +109,10 @@ func (k *kernels) DecodeAttention(out, q device.Buf, heads int, kv device.KVLaye
 	if err := k.decodeRows(kv, positions, tables, opts.Window, maxLen); err != nil {
 		return err
 	}
-	return k.run(func() { k.d.pool.DecodeAttention(o, qs, heads, p, positions, tables, ko, sc) })
+	if k.d.capturing {
+		pc, kc := p, ko
+		return k.run(func() { k.d.pool.DecodeAttention(o, qs, heads, pc, positions, tables, kc, sc) })
+	}
+	k.d.pool.DecodeAttention(o, qs, heads, p, positions, tables, ko, sc)
+	return nil
 }

@@ -324,7 +324,12 @@ func (k *kernels) WriteKV(kv device.KVLayer, key, val device.Buf, n int, pageTab
 	if err != nil {
 		return err
 	}
-	return k.run(func() { kcpu.WriteKV(p, ks, vs, n, pageTable, startPos) })
+	if k.d.capturing {
+		pc := p // only a recorded launch keeps the cache view (it is too large to capture by value)
+		return k.run(func() { kcpu.WriteKV(pc, ks, vs, n, pageTable, startPos) })
+	}
+	kcpu.WriteKV(p, ks, vs, n, pageTable, startPos)
+	return nil
 }
 
 // attentionBufs resolves the cache, the options and the host views of an
@@ -377,7 +382,12 @@ func (k *kernels) Attention(out, q device.Buf, n, heads int, kv device.KVLayer, 
 	if err := checkPages(kv, pageTable, windowStart(startPos, o.Window), startPos+n); err != nil {
 		return err
 	}
-	return k.run(func() { k.d.pool.Attention(os, qs, n, heads, p, pageTable, startPos, ko, sc) })
+	if k.d.capturing {
+		pc, kc := p, ko
+		return k.run(func() { k.d.pool.Attention(os, qs, n, heads, pc, pageTable, startPos, kc, sc) })
+	}
+	k.d.pool.Attention(os, qs, n, heads, p, pageTable, startPos, ko, sc)
+	return nil
 }
 
 func (k *kernels) GatherRows(out, x device.Buf, dim int, idx []int32) error {

@@ -20,29 +20,24 @@ case "${1:-}" in
 *) out="$1"; mkdir -p "$out" ;;
 esac
 command -v "$NVCC" >/dev/null || { echo "build-kernels: $NVCC not found (run scripts/install-cuda.sh)" >&2; exit 1; }
-# nvcc 11.8 takes gcc up to 11 or clang up to 14 as its host compiler (it
-# only preprocesses here: the artifacts are the same whichever it uses).
-# NVCC_CCBIN names one; without it, a system whose default gcc is newer
-# falls back to clang-14 when nvcc refuses the default.
-probe="$(mktemp --suffix=.cu)"
-echo '__global__ void probe() {}' >"$probe"
-if [ -z "${NVCC_CCBIN:-}" ] && ! "$NVCC" -ptx -o /dev/null "$probe" >/dev/null 2>&1 && command -v clang-14 >/dev/null; then
-	NVCC_CCBIN=clang-14
-fi
-rm -f "$probe"
+release="$("$NVCC" --version | grep -o 'release [0-9.]*' | head -1)"
+# CUDA 11.8 refuses gcc newer than 11. Where the default gcc is newer, hand
+# nvcc a host compiler it accepts (NVCC_CCBIN, else clang-14): only device
+# code reaches the PTX and cubins, so the artifacts (and kernels.sum) do
+# not change.
+HOSTCC=()
 if [ -n "${NVCC_CCBIN:-}" ]; then
-	NVCC=("$NVCC" -ccbin "$NVCC_CCBIN")
-else
-	NVCC=("$NVCC")
+	HOSTCC=(-ccbin "$NVCC_CCBIN")
+elif [ "$(gcc -dumpversion 2>/dev/null | cut -d. -f1)" -gt 11 ] 2>/dev/null && command -v clang-14 >/dev/null; then
+	HOSTCC=(-ccbin clang-14)
 fi
-release="$("${NVCC[@]}" --version | grep -o 'release [0-9.]*' | head -1)"
 cd "$src" # relative paths only, so nothing machine-specific lands in the output
 for cu in *.cu; do
 	mod="${cu%.cu}"
 	for sm in 80 90; do
-		"${NVCC[@]}" "${FLAGS[@]}" -ptx -arch=compute_$sm -o "$out/$mod.sm_$sm.ptx" "$cu"
+		"$NVCC" "${FLAGS[@]}" "${HOSTCC[@]}" -ptx -arch=compute_$sm -o "$out/$mod.sm_$sm.ptx" "$cu"
 	done
-	"${NVCC[@]}" "${FLAGS[@]}" -fatbin \
+	"$NVCC" "${FLAGS[@]}" "${HOSTCC[@]}" -fatbin \
 		-gencode arch=compute_80,code=sm_80 \
 		-gencode arch=compute_90,code='[sm_90,compute_90]' \
 		-o "$out/$mod.fatbin" "$cu"

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kvhost/kvhost/host/constraint"
 	"github.com/kvhost/kvhost/host/device"
 	"github.com/kvhost/kvhost/host/kv"
 	"github.com/kvhost/kvhost/host/model"
@@ -36,6 +37,8 @@ type Config struct {
 	// Samplers, when set, runs every non-greedy (or explicitly named)
 	// policy as a plugin, batched per policy per step.
 	Samplers *sampling.Registry
+	// Constraints, when set, runs requests' output constraints.
+	Constraints constraint.Runner
 	// AllocatorState, when set, is recorded in out-of-memory diagnoses.
 	AllocatorState func() any
 	Logger         *slog.Logger
@@ -100,6 +103,14 @@ type seq struct {
 	policy  string
 	state   sampling.SeqState
 	sampled bool // chosen this step (scratch for sampleAndEmit)
+	// con is the output constraint's state; conFed counts the generated
+	// tokens it has consumed (it consumes each at the next step).
+	con    constraint.Seq
+	conFed int
+	// submitted and scheduled time the queue: Submit, then the first admit.
+	submitted, scheduled time.Time
+	// hidden receives an Embed request's hidden states, row by row.
+	hidden []float32
 }
 
 // Stats is a snapshot for /health and metrics.
@@ -122,6 +133,7 @@ type Engine struct {
 	kern    device.Kernels
 	pool    *kv.Pool
 	vocab   int
+	hidden  int // the model's hidden size (Embed results)
 	ctxLen  int
 	eog     func(int32) bool
 	log     *slog.Logger
@@ -151,6 +163,9 @@ type Engine struct {
 	states  []sampling.SeqState
 	choices []sampling.Choice
 	group   []pendingRow
+	// per-step constraint scratch
+	conRows   []constraint.Row
+	conOwners []pendingRow
 
 	stop chan struct{}
 	done chan struct{}
@@ -181,7 +196,7 @@ func newEngine(cfg Config, fwd Forwarder, pool *kv.Pool, mc model.Config, eog fu
 		cfg.Logger = slog.Default()
 	}
 	e := &Engine{
-		cfg: cfg, fwd: fwd, pool: pool, vocab: mc.Vocab, ctxLen: mc.ContextLen, eog: eog, log: cfg.Logger,
+		cfg: cfg, fwd: fwd, pool: pool, vocab: mc.Vocab, hidden: mc.Hidden, ctxLen: mc.ContextLen, eog: eog, log: cfg.Logger,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		seeds: uint64(time.Now().UnixNano()),
 	}
@@ -197,6 +212,17 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	if err := e.validate(req); err != nil {
 		return nil, err
 	}
+	// The constraint opens outside the lock (it may compile a grammar).
+	con, err := e.openConstraint(ctx, req.Constraint)
+	if err != nil {
+		return nil, err
+	}
+	admitted := false
+	defer func() {
+		if !admitted && con != nil {
+			con.Close()
+		}
+	}()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
@@ -208,7 +234,10 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	e.nextID++
 	n := max(req.N, 1)
 	g := &group{out: make(chan Event, n*(req.MaxTokens+2)), open: 1}
-	s := &seq{id: e.nextID, arrival: e.nextID, ctx: ctx, req: req, grp: g, prompt: len(req.Prompt)}
+	s := &seq{id: e.nextID, arrival: e.nextID, ctx: ctx, req: req, grp: g, prompt: len(req.Prompt), submitted: time.Now()}
+	if req.Embed {
+		s.hidden = make([]float32, len(req.Prompt)*e.hidden)
+	}
 	s.tokens = append(make([]int32, 0, len(req.Prompt)+req.MaxTokens), req.Prompt...)
 	if req.Sampling.Seed != nil {
 		s.seed = *req.Sampling.Seed
@@ -219,6 +248,7 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	if err := e.resolvePolicy(s); err != nil {
 		return nil, err
 	}
+	s.con, admitted = con, true
 	e.waiting = append(e.waiting, s)
 	select {
 	case e.wake <- struct{}{}:
@@ -235,6 +265,9 @@ func (e *Engine) validate(req Request) error {
 		if t < 0 || int(t) >= e.vocab {
 			return &InvalidRequestError{Field: "prompt", Problem: fmt.Sprintf("token id %d is outside the vocabulary of %d", t, e.vocab)}
 		}
+	}
+	if req.Embed {
+		return e.validateEmbed(req)
 	}
 	if len(req.Prompt) >= e.ctxLen {
 		return &InvalidRequestError{Field: "prompt", Problem: fmt.Sprintf("the prompt has %d tokens; the context holds %d, so at most %d prompt tokens leave room for one new token", len(req.Prompt), e.ctxLen, e.ctxLen-1)}
@@ -263,6 +296,24 @@ func (e *Engine) validate(req Request) error {
 	}
 	if err := req.Sampling.Validate(); err != nil {
 		return &InvalidRequestError{Field: "sampling", Problem: err.Error()}
+	}
+	return nil
+}
+
+// validateEmbed checks what an Embed request may carry: a prompt that fits
+// the context and the pool, and none of the generation fields.
+func (e *Engine) validateEmbed(req Request) error {
+	switch {
+	case len(req.Prompt) > e.ctxLen:
+		return &InvalidRequestError{Field: "input", Problem: fmt.Sprintf("the input has %d tokens; the context holds %d", len(req.Prompt), e.ctxLen)}
+	case req.MaxTokens != 0 || req.N > 1 || req.Logprobs || req.PromptLogprobs || req.TopLogprobs != 0:
+		return &InvalidRequestError{Field: "embed", Problem: "an embedding request generates nothing: max_tokens, n, logprobs must be unset"}
+	case e.hidden <= 0:
+		return &InvalidRequestError{Field: "embed", Problem: "the model's hidden size is unknown"}
+	}
+	capTokens := e.pool.Spec().NumPages * e.pool.Spec().PageSize
+	if need := len(req.Prompt) + e.pool.Spec().PageSize; need > capTokens {
+		return &InvalidRequestError{Field: "input", Problem: fmt.Sprintf("the input has %d tokens, more than the whole KV pool holds (%d)", len(req.Prompt), capTokens-e.pool.Spec().PageSize)}
 	}
 	return nil
 }
@@ -346,6 +397,9 @@ func (e *Engine) admit() {
 		free -= need
 		e.waiting = e.waiting[1:]
 		e.running = append(e.running, s)
+		if s.scheduled.IsZero() {
+			s.scheduled = time.Now()
+		}
 	}
 	e.nRunning.Store(int64(len(e.running)))
 }
@@ -372,6 +426,7 @@ func (e *Engine) finish(s *seq, ev Event) {
 		return
 	}
 	s.done = true
+	s.closeConstraint()
 	e.pool.Release(s.pages)
 	s.pages = nil
 	ev.PromptTokens, ev.CompletionTokens = s.prompt, len(s.tokens)-s.prompt
@@ -547,7 +602,11 @@ func (e *Engine) add(s *seq, n int) {
 		first := max(0, s.req.PromptLogprobStart-1)
 		rows = max(rows, min(n, s.cached+n-max(s.cached, first)))
 	}
-	e.batch = append(e.batch, model.Seq{Tokens: s.tokens[s.cached : s.cached+n], Start: s.cached, Pages: s.pages, LogitRows: rows})
+	ms := model.Seq{Tokens: s.tokens[s.cached : s.cached+n], Start: s.cached, Pages: s.pages, LogitRows: rows}
+	if s.req.Embed {
+		ms.LogitRows, ms.Hidden = 0, s.hidden[s.cached*e.hidden:(s.cached+n)*e.hidden]
+	}
+	e.batch = append(e.batch, ms)
 	e.owners = append(e.owners, s)
 }
 
@@ -610,6 +669,10 @@ func (e *Engine) forward(batch []model.Seq, owners []*seq) error {
 		s := owners[i]
 		first := b.Start + len(b.Tokens) - b.LogitRows
 		s.cached += len(b.Tokens)
+		if s.req.Embed && s.cached == len(s.tokens) {
+			e.finish(s, Event{Done: true, FinishReason: "embed", Hidden: s.hidden, Queue: s.scheduled.Sub(s.submitted)})
+			continue
+		}
 		for j := 0; j < b.LogitRows; j++ {
 			pos := first + j
 			row := logits[(r+j)*e.vocab : (r+j+1)*e.vocab]
@@ -656,6 +719,16 @@ func (e *Engine) fork(s *seq, row []float32) {
 			e.finish(child, Event{Done: true, Err: err})
 			continue
 		}
+		if s.con != nil {
+			// s has not consumed its first token yet (it does so next
+			// step): the fork starts where the children start.
+			c, err := s.con.Fork(s.ctx)
+			if err != nil {
+				e.finish(child, Event{Done: true, Err: fmt.Errorf("engine: constraint: %w", err)})
+				continue
+			}
+			child.con = c
+		}
 		e.pending = append(e.pending, pendingRow{child, row})
 	}
 }
@@ -671,6 +744,7 @@ func (e *Engine) emit(s *seq, row []float32, tok int32, version string) {
 	if !s.started {
 		s.started = true
 		ev.Prompt, s.promptLP = s.promptLP, nil
+		ev.Queue = s.scheduled.Sub(s.submitted)
 	}
 	if s.req.Logprobs {
 		var lp float32
@@ -735,6 +809,9 @@ func (e *Engine) sampleAndEmit() error {
 	pend := append(e.work[:0], e.pending...)
 	e.pending = e.pending[:0]
 	defer func() { e.work = pend[:0] }()
+	if e.cfg.Constraints != nil {
+		pend = e.constrain(pend)
+	}
 	for i := 0; i < len(pend); i++ {
 		p := pend[i]
 		if p.s.policy != "" {
@@ -798,7 +875,7 @@ func (e *Engine) sampleAndEmit() error {
 
 func isDecode(batch []model.Seq) bool {
 	for _, b := range batch {
-		if len(b.Tokens) != 1 || b.LogitRows != 1 {
+		if len(b.Tokens) != 1 || b.LogitRows != 1 || b.Hidden != nil {
 			return false
 		}
 	}

@@ -9,7 +9,10 @@
 // Routes (chi v5); New returns a *Server, an http.Handler with Drain:
 //
 //	GET  /health               200 {"status":"ok"}; 503 while an optional HealthChecker fails or after Drain
-//	GET  /v1/models            the one model, with max_model_len
+//	GET  /ready                readiness: as /health (Gate answers 503 for both while the model loads)
+//	GET  /v1/models[/{id}]     the one model, with vLLM's fields (max_model_len, root, permission)
+//	POST /tokenize, /detokenize  vLLM's and llama.cpp's shapes (tokenize.go)
+//	POST /v1/embeddings        pooled, normalized final hidden states (Embedder capability)
 //	POST /v1/completions       prompt: string | [string] | [id] | [[id]] (a batch: n choices each)
 //	POST /v1/chat/completions  messages rendered by Backend.Chat()
 //	POST /generate             SGLang's native API (see native.go for the shape)
@@ -39,6 +42,29 @@
 // text. max_tokens 0 with echo (and max_new_tokens 0 on /generate) scores
 // the prompt without returning generated tokens: the engine is asked for
 // one token, which is dropped, and usage reports 0 completion tokens.
+//
+// # Structured output and tool calls
+//
+// At most one structured-output field per request (structured.go):
+// response_format (json_object, json_schema), guided_json, guided_regex,
+// guided_grammar, guided_choice, structured_outputs, and SGLang's
+// json_schema, regex, ebnf (also in /generate's sampling_params). Each is
+// compiled by host/constraint/compile into the engine request's
+// constraint; a schema or grammar that cannot be enforced is a 400 whose
+// param is the field and whose message names the keyword and where it is.
+//
+// Chat tools (tools.go): tools are validated (function type, names) and
+// rendered by the model's template; tool_choice none drops them, auto
+// reads calls out of the reply, required and a named function constrain
+// the reply to calls (a grammar over the functions' parameter schemas)
+// after appending the format's opening marker to the prompt. auto with a
+// structured-output field allows either a reply of that shape or calls.
+// The reply is read by toolparse.go in the template's format: content
+// streams while text that could open a call is held back; each completed
+// call goes out as OpenAI streams one (a delta with id, type and name,
+// then one with the arguments); finish_reason is tool_calls (stop for a
+// named function). Messages may carry assistant tool_calls (arguments as
+// a JSON string or object) and tool results (tool_call_id required).
 //
 // # Access
 //
@@ -98,6 +124,14 @@
 // Options.Observer receives request start/end, time to first token,
 // inter-token gaps and errors by kind (the ErrKind constants) for metrics.
 //
-// Requests are logged with slog (method, path, status, duration, bytes); no
-// header or query string is ever logged, so Authorization never is.
+// Every request gets an id (X-Request-Id from the client when usable, else
+// generated), echoed in the response header and carried by every log line
+// of the request. Requests are logged with slog (method, path, status,
+// duration, bytes; a 4xx at warn and a 5xx at error, with the reason the
+// client got); no header or query string is ever logged, so Authorization
+// never is. CORS is off unless Options.AllowedOrigins names origins.
+//
+// Before the model is loaded the listener serves a Gate: every route answers
+// 503 "loading" with the startup phase, so the port is bound (and a busy one
+// fails) in the first second.
 package server

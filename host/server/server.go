@@ -98,6 +98,10 @@ func New(b Backend, opts Options) *Server {
 	}
 
 	r := chi.NewRouter()
+	r.Use(s.requestIDs)
+	if len(opts.AllowedOrigins) > 0 {
+		r.Use(corsMiddleware(opts.AllowedOrigins))
+	}
 	r.Use(s.logRequests, s.recoverPanics)
 	notFound := func(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusNotFound, apiError{
@@ -113,7 +117,10 @@ func New(b Backend, opts Options) *Server {
 		})
 	})
 	r.Get("/health", s.handleHealth)
+	r.Get("/ready", s.handleReady)
 	r.With(s.authorize).Get("/v1/models", s.handleModels)
+	r.With(s.authorize).Get("/v1/models/*", s.handleModel)
+	s.extraRoutes(r)
 	r.Post("/v1/completions", s.inference("/v1/completions", s.handleCompletions))
 	r.Post("/v1/chat/completions", s.inference("/v1/chat/completions", s.handleChatCompletions))
 	r.Post("/generate", s.inference("/generate", s.handleGenerate))
@@ -155,27 +162,4 @@ func (s *server) handleHealth(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-}
-
-type modelCard struct {
-	ID          string `json:"id"`
-	Object      string `json:"object"`
-	Created     int64  `json:"created"`
-	OwnedBy     string `json:"owned_by"`
-	MaxModelLen int    `json:"max_model_len"`
-}
-
-type modelList struct {
-	Object string      `json:"object"`
-	Data   []modelCard `json:"data"`
-}
-
-func (s *server) handleModels(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, modelList{
-		Object: "list",
-		Data: []modelCard{{
-			ID: s.b.ModelName(), Object: "model", Created: s.created,
-			OwnedBy: "kvhost", MaxModelLen: s.b.ContextLen(),
-		}},
-	})
 }

@@ -1,6 +1,6 @@
 //go:build cuda
 
-package cuda
+package gpucheck
 
 import (
 	"bytes"
@@ -177,7 +177,10 @@ func (c *checker) attention(a attnCheck) (KernelResult, error) {
 		if err != nil {
 			return KernelResult{}, err
 		}
-		dk := device.DecodeKernels(c.k)
+		dk, ok := c.k.(device.DecodeKernels)
+		if !ok {
+			return KernelResult{}, fmt.Errorf("the device has no batched decode kernels")
+		}
 		if err := dk.WriteKVRows(kv, nkb, nvb, a.decode, tables); err != nil {
 			return KernelResult{}, err
 		}

@@ -146,28 +146,32 @@ func benchDecode(b *testing.B, r *rig, pools *kv.Set, g *DecodeGraphs, batch int
 	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "tok/s")
 }
 
-// BenchmarkPrefill reports prompt tokens/s for one 128-token prompt.
+// BenchmarkPrefill reports prompt tokens/s for one prompt of 128, 512 and
+// 2048 tokens (llama-bench's pp128/pp512/pp2048); attention's share grows
+// with the prompt, so pp2048 tracks the tiled attention kernel.
 func BenchmarkPrefill(b *testing.B) {
 	for _, sh := range benchShapes {
-		b.Run(sh.size+"-"+sh.dtype+"/tokens=128", func(b *testing.B) {
-			r := load(b, benchModel(b, sh.size, sh.dtype), 256)
-			toks := make([]int32, 128)
-			for j := range toks {
-				toks[j] = int32(1 + j*97%31000)
-			}
-			pages, err := r.pool.Grow(nil, len(toks))
-			if err != nil {
-				b.Fatal(err)
-			}
-			logits := make([]float32, r.m.Config.Vocab)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for n := 0; n < b.N; n++ {
-				if err := r.m.Forward(r.pools, []Seq{{Tokens: toks, Pages: one(pages), LogitRows: 1}}, logits); err != nil {
+		for _, n := range []int{128, 512, 2048} {
+			b.Run(fmt.Sprintf("%s-%s/tokens=%d", sh.size, sh.dtype, n), func(b *testing.B) {
+				r := load(b, benchModel(b, sh.size, sh.dtype), n/16+1)
+				toks := make([]int32, n)
+				for j := range toks {
+					toks[j] = int32(1 + j*97%31000)
+				}
+				pages, err := r.pool.Grow(nil, len(toks))
+				if err != nil {
 					b.Fatal(err)
 				}
-			}
-			b.ReportMetric(float64(b.N*len(toks))/b.Elapsed().Seconds(), "tok/s")
-		})
+				logits := make([]float32, r.m.Config.Vocab)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for n := 0; n < b.N; n++ {
+					if err := r.m.Forward(r.pools, []Seq{{Tokens: toks, Pages: one(pages), LogitRows: 1}}, logits); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.N*len(toks))/b.Elapsed().Seconds(), "tok/s")
+			})
+		}
 	}
 }

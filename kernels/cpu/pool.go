@@ -40,10 +40,9 @@ type Pool struct {
 	gen     atomic.Uint64 // dispatch generation; workers watch it
 	pending atomic.Int32  // claims of the current generation not yet finished
 
-	mm  matmulTask
-	gm  gemmTask
-	at  attnTask
-	dat decodeAttnTask
+	mm matmulTask
+	gm gemmTask
+	at attnTask
 }
 
 // poolWorker is one extra worker's hand-off state.

@@ -16,10 +16,10 @@ var Arches = []string{"sm_80", "sm_90"}
 // Modules maps each module (one per .cu source) to the kernel entry points
 // it defines. The host fetches every one of them at startup.
 var Modules = map[string][]string{
-	"attention":   {"attention_f32", "decode_attention_f32"},
+	"attention":   {"attention", "decode_attention"},
 	"elementwise": {"add_f32", "add_bias_f32", "silu_mul_f32", "f32_to_f16", "f32_to_bf16"},
 	"gather":      {"embedding", "gather_rows_f32"},
-	"kv":          {"write_kv_f32", "write_kv_rows_f32"},
+	"kv":          {"write_kv", "write_kv_rows"},
 	"matvec":      {"matvec"},
 	"norm":        {"rmsnorm_f32"},
 	"rope":        {"rope_f32"},

@@ -306,7 +306,7 @@ func (t *attnCall) softmaxTile(w *attnWork, a *attnItem, k0, kn, kpad, mp, ld in
 	for r := range a.m {
 		row := w.s[r*ld:][:kpad]
 		if c := t.o.SoftCap; c > 0 {
-			softCap(row[:kn], c)
+			SoftCap(row[:kn], c)
 		}
 		if masked {
 			qp := a.first + r/a.nh
@@ -344,28 +344,6 @@ func (t *attnCall) softmaxTile(w *attnWork, a *attnItem, k0, kn, kpad, mp, ld in
 	}
 	for r := a.m; r < mp; r++ {
 		clear(w.s[r*ld:][:kpad])
-	}
-}
-
-// softCap replaces each x by c·tanh(x/c), computed as c·(1-e)/(1+e) with
-// e = exp(-2|x|/c) through the vectorised exp.
-func softCap(x []float32, c float32) {
-	var e [attnBK]float32
-	k := -2 / c
-	for len(x) > 0 {
-		n := min(len(x), attnBK)
-		for j, v := range x[:n] {
-			e[j] = math.Float32frombits(math.Float32bits(v)&^(1<<31)) * k
-		}
-		expSubSum(e[:n], 0)
-		for j, v := range x[:n] {
-			y := c * (1 - e[j]) / (1 + e[j])
-			if v < 0 {
-				y = -y
-			}
-			x[j] = y
-		}
-		x = x[n:]
 	}
 }
 

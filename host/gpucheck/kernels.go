@@ -144,6 +144,7 @@ func CheckKernels(d *cuda.Device, seed uint64) []KernelResult {
 	}
 	run("gather_rows", c.gather)
 	run("log_softmax + argmax", c.sampling)
+	c.checkArch(run)
 	return out
 }
 

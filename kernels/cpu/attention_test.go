@@ -280,6 +280,44 @@ func TestDecodeAttention(t *testing.T) {
 	}
 }
 
+// TestDecodeLongContext: decode rows longer than one in-place tile
+// (attnVecBK keys) and than one split part, with and without a window, soft
+// cap and sinks.
+func TestDecodeLongContext(t *testing.T) {
+	pools := attnPools()
+	defer func() {
+		for _, p := range pools {
+			p.Close()
+		}
+	}()
+	for _, s := range []attnShape{
+		{t: KVF16, nHeads: 4, kvHeads: 4, hd: 32, vhd: 32, ps: 16},
+		{t: KVE4M3, nHeads: 2, kvHeads: 1, hd: 32, vhd: 32, ps: 16, window: 900, softCap: 8, sinks: true},
+		{t: KVF32, nHeads: 8, kvHeads: 2, hd: 32, vhd: 32, ps: 16, window: 1000},
+	} {
+		t.Run(s.String(), func(t *testing.T) {
+			r := newRand(60)
+			positions := []int32{1700, 801}
+			f := newAttnFixture(r, s, []int{1701, 802}, 801, false)
+			q := randVec(r, len(positions)*s.nHeads*s.hd, 2)
+			var want []float64
+			for i, p := range positions {
+				want = append(want, f.refAttend(q[i*s.nHeads*s.hd:], int(p), f.tables[i])...)
+			}
+			gemmImpls(t, func(t *testing.T) {
+				for pi, p := range pools {
+					out := make([]float32, len(want))
+					p.DecodeAttention(out, q, s.nHeads, f.kv, positions, f.tables, f.opts, make([]float32, AttentionScratch(p.Threads(), s.hd, s.vhd)))
+					checkNear(t, fmt.Sprintf("pool %d", pi), out, want)
+					one := make([]float32, len(want)/2)
+					p.DecodeAttention(one, q, s.nHeads, f.kv, positions[:1], f.tables[:1], f.opts, make([]float32, AttentionScratch(p.Threads(), s.hd, s.vhd)))
+					checkNear(t, fmt.Sprintf("pool %d, one row (split)", pi), one, want[:len(one)])
+				}
+			})
+		})
+	}
+}
+
 // TestDecodeMatchesPrefill: a decode row equals the last row of a prefill
 // over the same cache, bit for bit when nothing splits (one worker).
 func TestDecodeMatchesPrefill(t *testing.T) {

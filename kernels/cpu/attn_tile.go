@@ -57,34 +57,14 @@ func (t *attnCall) compute(it, part int, w *attnWork) {
 	for r := range mp {
 		w.m[r], w.l[r] = float32(math.Inf(-1)), 0
 	}
+	// The part's share of the item's keys, in whole tiles.
 	tiles := (a.hi - a.lo + attnBK - 1) / attnBK
-	t0, t1 := part*tiles/t.splits, (part+1)*tiles/t.splits
-	// Values: the decoded value tile, or for a latent cache the key tile's
-	// first dv columns when a 16-column strip never runs past a key row.
-	vs, ldv, decodeV := w.vt, dvp, true
-	if kv.VInK && dvp <= d {
-		vs, ldv, decodeV = w.kt, d, false
-	}
-	for tile := t0; tile < t1; tile++ {
-		k0 := a.lo + tile*attnBK
-		kn := min(attnBK, a.hi-k0)
-		kpad := round16(kn)
-		if a.m < attnVecMaxM {
-			// Few query vectors share the tile: dot products straight from
-			// the cache rows beat decoding and transposing the tile.
-			t.scoresVec(w, &a, k0, kn)
-			t.softmaxTile(w, &a, k0, kn, kn, a.m)
-			t.valuesVec(w, &a, k0, kn)
-			continue
-		}
-		t.loadTile(w, &a, k0, kn, kpad, decodeV)
-		for p := 0; p < kpad; p += 16 {
-			attnTile(w.s[p:], attnBK, w.qs, d, mp, w.kp[p*d:], 16, d, false)
-		}
-		t.softmaxTile(w, &a, k0, kn, kpad, mp)
-		for c := 0; c < dvp; c += 16 {
-			attnTile(w.o[c:], dvp, w.s, attnBK, mp, vs[c:], ldv, kn, true)
-		}
+	kFrom := a.lo + part*tiles/t.splits*attnBK
+	kTo := min(a.hi, a.lo+(part+1)*tiles/t.splits*attnBK)
+	if a.m < attnVecMaxM {
+		t.keysInPlace(w, &a, kFrom, kTo)
+	} else {
+		t.keysTiled(w, &a, kFrom, kTo, mp)
 	}
 	if t.splits > 1 {
 		pb := t.scratch[t.partOffset(it, part):][:attnPartFloats(dv)]
@@ -107,6 +87,45 @@ func (t *attnCall) compute(it, part int, w *attnWork) {
 		for c, v := range w.o[r*dvp:][:dv] {
 			dst[c] = v * inv
 		}
+	}
+}
+
+// keysTiled folds keys kFrom..kTo-1 into the item's output a tile of attnBK
+// at a time: decoded and transposed, scored and summed by the microkernels
+// for the mp (padded) query vectors.
+func (t *attnCall) keysTiled(w *attnWork, a *attnItem, kFrom, kTo, mp int) {
+	kv := t.kv
+	d, dvp := kv.HeadDim, a.dvp
+	// Values: the decoded value tile, or for a latent cache the key tile's
+	// first dv columns when a 16-column strip never runs past a key row.
+	vs, ldv, decodeV := w.vt, dvp, true
+	if kv.VInK && dvp <= d {
+		vs, ldv, decodeV = w.kt, d, false
+	}
+	for k0 := kFrom; k0 < kTo; k0 += attnBK {
+		kn := min(attnBK, kTo-k0)
+		kpad := round16(kn)
+		t.loadTile(w, a, k0, kn, kpad, decodeV)
+		for p := 0; p < kpad; p += 16 {
+			attnTile(w.s[p:], attnBK, w.qs, d, mp, w.kp[p*d:], 16, d, false)
+		}
+		t.softmaxTile(w, a, k0, kn, kpad, mp, attnBK)
+		for c := 0; c < dvp; c += 16 {
+			attnTile(w.o[c:], dvp, w.s, attnBK, mp, vs[c:], ldv, kn, true)
+		}
+	}
+}
+
+// keysInPlace is keysTiled for fewer than attnVecMaxM query vectors (MHA
+// decode): dot products and value sums straight from the cache rows beat
+// decoding and transposing tiles, and longer tiles (attnVecBK) keep the key
+// and value streams long.
+func (t *attnCall) keysInPlace(w *attnWork, a *attnItem, kFrom, kTo int) {
+	for k0 := kFrom; k0 < kTo; k0 += attnVecBK {
+		kn := min(attnVecBK, kTo-k0)
+		t.scoresVec(w, a, k0, kn)
+		t.softmaxTile(w, a, k0, kn, kn, a.m, attnVecBK)
+		t.valuesVec(w, a, k0, kn)
 	}
 }
 
@@ -146,9 +165,13 @@ func (t *attnCall) loadTile(w *attnWork, a *attnItem, k0, kn, kpad int, values b
 }
 
 // attnVecMaxM is the number of query vectors below which an item reads keys
-// and values straight from the cache (scoresVec, valuesVec) instead of
-// through decoded, transposed tiles: MHA decode has one.
+// and values straight from the cache (keysInPlace) instead of through
+// decoded, transposed tiles: MHA decode has one.
 const attnVecMaxM = 4
+
+// attnVecBK is the keys per tile of that path: its few score rows of
+// attnVecBK fit the scratch's attnMaxM rows of attnBK.
+const attnVecBK = attnBK * attnMaxM / attnVecMaxM
 
 // pageRun is the length of the run of consecutive cache rows that holds
 // positions pos.. (at most n of them): the rest of pos's page.
@@ -166,6 +189,9 @@ func (t *attnCall) scoresVec(w *attnWork, a *attnItem, k0, kn int) {
 		run := kv.pageRun(k0+j, kn-j)
 		var rows []byte
 		var rb int
+		if !direct {
+			run = min(run, attnBK) // the decoded rows go to the key tile
+		}
 		if direct {
 			rows, _, rb, _ = kv.headRows(s, a.g, false)
 		} else {
@@ -173,7 +199,7 @@ func (t *attnCall) scoresVec(w *attnWork, a *attnItem, k0, kn int) {
 		}
 		for r := range a.m {
 			q := w.qs[r*d:][:d]
-			out := w.s[r*attnBK+j:][:run]
+			out := w.s[r*attnVecBK+j:][:run]
 			i := 0
 			for ; i+4 <= run; i += 4 {
 				four := (*[4]float32)(out[i : i+4])
@@ -210,6 +236,9 @@ func (t *attnCall) valuesVec(w *attnWork, a *attnItem, k0, kn int) {
 		run := kv.pageRun(k0+j, kn-j)
 		var rows []byte
 		var rb int
+		if !direct {
+			run = min(run, attnBK) // the decoded rows go to the value tile
+		}
 		if direct {
 			rows, _, rb, _ = kv.headRows(s, a.g, true)
 		} else {
@@ -217,7 +246,7 @@ func (t *attnCall) valuesVec(w *attnWork, a *attnItem, k0, kn int) {
 		}
 		for r := range a.m {
 			o := w.o[r*dvp:][:dv]
-			p := w.s[r*attnBK+j:][:run]
+			p := w.s[r*attnVecBK+j:][:run]
 			i := 0
 			for ; i+4 <= run; i += 4 {
 				four := (*[4]float32)(p[i : i+4])
@@ -270,14 +299,14 @@ func axpyRow(dt DType, y []float32, a float32, row []byte) {
 // softmaxTile soft-caps and masks the scores of one tile and folds them into
 // each query vector's running maximum and sum, leaving exp(s - max) in s
 // (0 where masked) and rescaling the output rows already accumulated.
-func (t *attnCall) softmaxTile(w *attnWork, a *attnItem, k0, kn, kpad, mp int) {
+func (t *attnCall) softmaxTile(w *attnWork, a *attnItem, k0, kn, kpad, mp, ld int) {
 	win := t.o.Window
 	masked := k0+kn-1 > a.first || kn < kpad || (win > 0 && k0 < a.last-win+1)
 	dvp := a.dvp
 	for r := range a.m {
-		row := w.s[r*attnBK:][:kpad]
+		row := w.s[r*ld:][:kpad]
 		if c := t.o.SoftCap; c > 0 {
-			softCap(row[:kn], c)
+			SoftCap(row[:kn], c)
 		}
 		if masked {
 			qp := a.first + r/a.nh
@@ -314,25 +343,7 @@ func (t *attnCall) softmaxTile(w *attnWork, a *attnItem, k0, kn, kpad, mp int) {
 		w.m[r] = mn
 	}
 	for r := a.m; r < mp; r++ {
-		clear(w.s[r*attnBK:][:kpad])
-	}
-}
-
-// softCap replaces each x by c·tanh(x/c), computed as c·(1-e)/(1+e) with
-// e = exp(-2|x|/c) through the vectorised exp.
-func softCap(x []float32, c float32) {
-	var e [attnBK]float32
-	k := -2 / c
-	for j, v := range x {
-		e[j] = math.Float32frombits(math.Float32bits(v)&^(1<<31)) * k
-	}
-	expSubSum(e[:len(x)], 0)
-	for j, v := range x {
-		y := c * (1 - e[j]) / (1 + e[j])
-		if v < 0 {
-			y = -y
-		}
-		x[j] = y
+		clear(w.s[r*ld:][:kpad])
 	}
 }
 

@@ -71,4 +71,12 @@
 //     encodings saturate infinities to their largest finite value.
 //   - The host is little-endian (GGUF is little-endian and f32 weight bytes are
 //     reinterpreted in place).
+//   - The kernels of the newer architectures follow their reference code
+//     exactly and are tested against float64 transcriptions of it: YaRN and
+//     rotation at an offset (rope_scaling.go, rope.go; DeepSeek, gpt-oss),
+//     the mixture-of-experts router with its tie rule (moe.go), grouping by
+//     expert with a deterministic scatter-add (moe_group.go), GeGLU,
+//     gpt-oss's clamped SwiGLU and soft-capping (act.go), MXFP4 decoding
+//     (mxfp4.go). Route, ScatterAdd and the activations allocate nothing per
+//     call; ExpertGroups is sized once.
 package cpu

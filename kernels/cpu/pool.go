@@ -39,6 +39,7 @@ type Pool struct {
 	cur     task          // the call being dispatched; set before gen moves
 	gen     atomic.Uint64 // dispatch generation; workers watch it
 	pending atomic.Int32  // claims of the current generation not yet finished
+	moe     moeTasks      // Route and ScatterAdd (moe.go, moe_group.go)
 
 	mm matmulTask
 	gm gemmTask

@@ -71,6 +71,9 @@ type Stats struct {
 	Global    uint32 // index of the fuel global
 	Tables    int    // tables whose maximum was lowered or set to the cap
 	Memories  int    // memories whose maximum was lowered or set to the cap
+	// Exports are the names of the exported functions (a plugin's kind is
+	// known from them before anything is compiled).
+	Exports []string
 }
 
 type section struct {
@@ -99,6 +102,7 @@ type module struct {
 	datas     uint32 // from the data count section (0 when absent)
 	defined   uint32 // functions the function section declares
 	hasCode   bool
+	exports   []string // exported function names
 }
 
 func (m *module) funcs() uint32 { return uint32(len(m.funcTypes)) }
@@ -180,6 +184,7 @@ func Instrument(wasm []byte, opts Options) ([]byte, Stats, error) {
 		return nil, st, &DecodeError{Reason: fmt.Sprintf("the function section declares %d functions but there is no code section", m.defined)}
 	}
 	st.Global = m.globals
+	st.Exports = m.exports
 	out := append(make([]byte, 0, len(wasm)+len(wasm)/4+64), header...)
 	emit := func(id byte, body []byte) {
 		out = append(out, id)
@@ -318,4 +323,45 @@ func (m *module) rewriteCode(s section, opts Options, st *Stats) ([]byte, error)
 		return nil, r.fail("trailing bytes in the code section")
 	}
 	return out, nil
+}
+
+// Exports lists the names of the functions a module exports, reading only
+// its section framing and export section (no limits, no validation): for
+// telling a plugin's kind without instrumenting it.
+func Exports(wasm []byte) ([]string, error) {
+	if len(wasm) < 8 || !bytes.Equal(wasm[:8], header) {
+		return nil, &DecodeError{Reason: "not a WebAssembly 1.0 binary (bad magic or version)"}
+	}
+	secs, err := splitSections(wasm)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, s := range secs {
+		if s.id != secExport {
+			continue
+		}
+		r := &reader{b: s.body, base: s.off}
+		n, err := r.count("exports", 0, 3)
+		if err != nil {
+			return nil, err
+		}
+		for range n {
+			name, err := r.name()
+			if err != nil {
+				return nil, err
+			}
+			kind, err := r.byte()
+			if err != nil {
+				return nil, err
+			}
+			if _, err := r.u32(); err != nil {
+				return nil, err
+			}
+			if kind == 0x00 {
+				names = append(names, name)
+			}
+		}
+	}
+	return names, nil
 }

@@ -79,7 +79,7 @@ func (m *module) scanImports(r *reader, opts Options) error {
 			}
 		case 0x01: // table
 			if opts.MaxTableElements > 0 {
-				return r.fail("imports table %q: a plugin defines its own tables (they are capped)", field)
+				return r.fail("imports table %q: a plugin must define its own tables, not import one (they are capped)", field)
 			}
 			if _, err := r.byte(); err != nil {
 				return err
@@ -90,7 +90,7 @@ func (m *module) scanImports(r *reader, opts Options) error {
 			m.tables++
 		case 0x02: // memory
 			if opts.MaxMemoryPages > 0 {
-				return r.fail("imports memory %q: a plugin defines its own memory (it is capped)", field)
+				return r.fail("imports memory %q: a plugin must define its own memory, not import one (it is capped)", field)
 			}
 			if _, _, _, err := r.limits(); err != nil {
 				return err
@@ -291,6 +291,7 @@ func (m *module) scanExports(r *reader, opts Options) error {
 		switch kind {
 		case 0x00:
 			have = m.funcs()
+			m.exports = append(m.exports, name)
 		case 0x01:
 			have = m.tables
 		case 0x02:

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -49,10 +48,8 @@ type record struct {
 // is evict a file another one would have reused).
 type diskCache struct {
 	dir      string
-	version  string // wazero's directory for this build: wazero-<version>-<arch>-<os>
 	maxBytes int64
 	log      *slog.Logger
-	mu       sync.Mutex
 }
 
 func newDiskCache(dir string, maxBytes int64, log *slog.Logger) (*diskCache, error) {
@@ -66,38 +63,16 @@ func newDiskCache(dir string, maxBytes int64, log *slog.Logger) (*diskCache, err
 	return &diskCache{dir: abs, maxBytes: maxBytes, log: log}, nil
 }
 
-// codeDir finds wazero's directory for this build (created by
-// NewCompilationCacheWithDir): wazero-<version>-<arch>-<os>, or else the
-// newest wazero-* directory.
+// codeDir is wazero's directory for this build, which
+// NewCompilationCacheWithDir names wazero-<version>-<arch>-<os>.
 func (c *diskCache) codeDir() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.version != "" {
-		return c.version
-	}
-	exact := filepath.Join(c.dir, "wazero-"+wazeroVersion()+"-"+runtime.GOARCH+"-"+runtime.GOOS)
-	if st, err := os.Stat(exact); err == nil && st.IsDir() {
-		c.version = exact
-		return exact
-	}
-	matches, _ := filepath.Glob(filepath.Join(c.dir, "wazero-*"))
-	var newest time.Time
-	for _, m := range matches {
-		if st, err := os.Stat(m); err == nil && st.IsDir() && st.ModTime().After(newest) {
-			newest, c.version = st.ModTime(), m
-		}
-	}
-	return c.version
+	return filepath.Join(c.dir, "wazero-"+wazeroVersion()+"-"+runtime.GOARCH+"-"+runtime.GOOS)
 }
 
 // files lists the compiled-code files now present.
 func (c *diskCache) files() map[string]bool {
 	out := map[string]bool{}
-	dir := c.codeDir()
-	if dir == "" {
-		return out
-	}
-	entries, _ := os.ReadDir(dir)
+	entries, _ := os.ReadDir(c.codeDir())
 	for _, e := range entries {
 		if !e.IsDir() && !strings.HasSuffix(e.Name(), ".tmp") {
 			out[e.Name()] = true
@@ -175,22 +150,12 @@ func (c *diskCache) touch(files []string) {
 	}
 }
 
-// evict deletes compiled code until the cache holds at most maxBytes:
-// first every directory of another wazero version, then the least
-// recently used files of this one.
+// evict deletes compiled code, least recently used first, until the
+// cache holds at most maxBytes. It considers every wazero version's
+// directory (an older version's files are never used again, so they age
+// out first) and never touches a file being written (*.tmp): other
+// processes may share the directory.
 func (c *diskCache) evict() {
-	current := c.codeDir()
-	matches, _ := filepath.Glob(filepath.Join(c.dir, "wazero-*"))
-	for _, m := range matches {
-		if m != current {
-			if err := os.RemoveAll(m); err == nil {
-				c.log.Info("plugin cache: removed another wazero version's compiled code", "dir", m)
-			}
-		}
-	}
-	if current == "" {
-		return
-	}
 	type file struct {
 		path string
 		size int64
@@ -198,16 +163,19 @@ func (c *diskCache) evict() {
 	}
 	var files []file
 	var total int64
-	_ = filepath.WalkDir(current, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return nil
+	matches, _ := filepath.Glob(filepath.Join(c.dir, "wazero-*"))
+	for _, dir := range matches {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if e.IsDir() || strings.HasSuffix(e.Name(), ".tmp") {
+				continue
+			}
+			if info, err := e.Info(); err == nil {
+				files = append(files, file{filepath.Join(dir, e.Name()), info.Size(), info.ModTime()})
+				total += info.Size()
+			}
 		}
-		if info, err := d.Info(); err == nil {
-			files = append(files, file{p, info.Size(), info.ModTime()})
-			total += info.Size()
-		}
-		return nil
-	})
+	}
 	if total <= c.maxBytes {
 		return
 	}
@@ -223,18 +191,26 @@ func (c *diskCache) evict() {
 	}
 }
 
-// wazeroVersion identifies the compiler that validated and compiled (the
-// module version in the build info; wazero keys its own directory by it).
+// wazeroVersion is the version wazero names its cache directory by (as
+// its internal/version does: the module's version in the build info, else
+// the main module's, else "dev"); records are keyed by it too.
 func wazeroVersion() string {
 	wazeroVersionOnce.Do(func() {
-		wazeroVersionName = "unknown"
+		v := ""
 		if bi, ok := debug.ReadBuildInfo(); ok {
 			for _, d := range bi.Deps {
-				if d.Path == "github.com/tetratelabs/wazero" {
-					wazeroVersionName = d.Version
+				if strings.Contains(d.Path, "github.com/tetratelabs/wazero") {
+					v = d.Version
 				}
 			}
+			if v == "" || v == "(devel)" {
+				v = bi.Main.Version
+			}
 		}
+		if v == "" || v == "(devel)" {
+			v = "dev"
+		}
+		wazeroVersionName = v
 	})
 	return wazeroVersionName
 }

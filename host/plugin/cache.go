@@ -21,9 +21,11 @@ import (
 // record per accepted module.
 const metaDir = "kvhost-plugins"
 
-// record is what loading one module (by the sha256 of its bytes) found.
-// It is written only once the module was accepted, so a refused module
-// leaves nothing behind; it is trusted as the compilation cache is (the
+// record is what loading one module (by the sha256 of its bytes) found:
+// written when Describe has validated it and read its descriptor, and
+// again when a load accepted it. A refused module leaves no compiled code
+// behind; its record (if Describe wrote one) holds no more than its
+// descriptor. Records are trusted as the compilation cache is (the
 // embedder guards the directory).
 type record struct {
 	// Features and Wazero say under what the original was validated; a
@@ -35,7 +37,10 @@ type record struct {
 	// others.
 	Kind       string          `json:"kind"`
 	Descriptor json.RawMessage `json:"descriptor"`
-	// SelfTested: the version passed its kind's self-test.
+	// Accepted: a load accepted it (its handshake, checks and, for a
+	// sampler, self-test passed). SelfTested: it passed its kind's
+	// self-test.
+	Accepted   bool `json:"accepted"`
 	SelfTested bool `json:"self_tested"`
 	// Files are the compiled-code files its compile wrote (names in the
 	// wazero version directory), touched when used and evicted by age.

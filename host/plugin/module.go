@@ -149,9 +149,12 @@ func (m *module) handshake(ctx context.Context, inst *instance) error {
 // accept records the version as accepted (its descriptor and compiled
 // files, for the next start) and pools its first instance.
 func (m *module) accept(inst *instance, selfTested bool) {
-	if d := m.rt.disk; d != nil && (m.rec == nil || m.fresh || !slices.Equal(m.rec.Files, m.files) || selfTested && !m.rec.SelfTested) {
-		d.put(m.sha, record{Kind: m.kind.name, Descriptor: m.raw, SelfTested: selfTested, Files: m.files})
+	if d := m.rt.disk; d != nil && (m.rec == nil || !m.rec.Accepted || !slices.Equal(m.rec.Files, m.files) || selfTested && !m.rec.SelfTested) {
+		rec := record{Kind: m.kind.name, Descriptor: m.raw, Accepted: true, SelfTested: selfTested || m.rec != nil && m.rec.SelfTested, Files: m.files}
+		d.put(m.sha, rec)
+		m.rec = &rec
 	}
+	m.fresh = false
 	if inst != nil {
 		m.release(inst)
 	}

@@ -207,40 +207,37 @@ func (r *Registry) Plugin(ctx context.Context, name string) (*Plugin, error) {
 	return p, nil
 }
 
-// describe returns the named configurator's descriptor: from the record
-// of an earlier load of the same bytes when there is one (nothing is
-// compiled), else by loading it. ok is false for a plugin of another kind.
+// describe returns the named configurator's descriptor without compiling
+// it (Runtime.Describe: a record of the same bytes, or the interpreter),
+// after the allow-list. ok is false for a plugin of another kind.
 func (r *Registry) describe(ctx context.Context, name string) (d sdk.Descriptor, ok bool, err error) {
 	src := r.sources[name]
-	if kind, raw, found := r.rt.recorded(src.Wasm); found {
-		if kind != KindConfigurator {
-			return d, false, nil
-		}
-		if d, err := sdk.ParseDescriptor(raw); err == nil {
-			return d, true, nil
-		}
-	}
 	if kind, err := r.rt.KindOf(name, src.Wasm); err == nil && kind != KindConfigurator {
 		return d, false, nil
 	}
-	p, err := r.Plugin(ctx, name)
-	if err != nil {
-		var ke *KindError
-		if errors.As(err, &ke) {
-			return d, false, nil
-		}
-		return d, false, err
+	if err := r.Allowed(name, src.Wasm); err != nil {
+		return d, false, fmt.Errorf("plugin: %w (from %s)", err, src.Origin)
 	}
-	return p.Descriptor(), true, nil
+	kind, raw, err := r.rt.Describe(ctx, name, src.Wasm)
+	if err != nil {
+		return d, false, fmt.Errorf("%w (from %s)", err, src.Origin)
+	}
+	if kind != KindConfigurator {
+		return d, false, nil
+	}
+	if d, err = sdk.ParseDescriptor(raw); err != nil {
+		return d, false, &RefusedError{Plugin: name, Stage: "describe", Err: &ContractError{Plugin: name, Call: sdk.ExportDescribe, Detail: err.Error()}}
+	}
+	return d, true, nil
 }
 
 // ForArchitecture returns the first configurator, in name order, whose
 // descriptor claims the architecture and accepts the KV dtype, and whose
-// self-test passes. Claims are decided from recorded descriptors when the
-// same bytes were loaded before (only the claimant is compiled); plugins
-// of other kinds are skipped; configurators that fail to load or fail
-// their self-test are skipped with a warning, and reported if nothing
-// matches.
+// self-test passes. Claims are decided without compiling (recorded
+// descriptors, else the interpreter: Runtime.Describe), so only the
+// claimant is compiled; plugins of other kinds are skipped; configurators
+// that fail to describe, load or self-test are skipped with a warning, and
+// reported if nothing matches.
 func (r *Registry) ForArchitecture(ctx context.Context, arch, kvDType string) (*Plugin, error) {
 	var loadErrs []error
 	var configurators []string

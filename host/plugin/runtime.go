@@ -20,7 +20,11 @@ import (
 type Runtime struct {
 	cfg       Config
 	rt        wazero.Runtime
-	validator wazero.Runtime // interpreter: validates originals, compiles nothing
+	// validator is wazero's interpreter, with the same host modules: it
+	// validates originals, and tells a module's descriptor without
+	// compiling it (Describe). It honours context deadlines, and its
+	// guests run as ordinary, preemptible Go code.
+	validator wazero.Runtime
 	cache     wazero.CompilationCache
 	disk      *diskCache // nil with NoCache
 	dog       *watchdog
@@ -63,15 +67,20 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 		rc = rc.WithCompilationCache(cache)
 	}
 	r.rt = wazero.NewRuntimeWithConfig(ctx, rc)
-	r.validator = wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter().WithCoreFeatures(fuel.CoreFeatures))
+	r.validator = wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter().
+		WithCoreFeatures(fuel.CoreFeatures).
+		WithCloseOnContextDone(true).
+		WithMemoryLimitPages(max(cfg.MemoryLimitPages, cfg.SamplerMemoryLimitPages)))
 	r.dog = newWatchdog()
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, r.rt); err != nil {
-		_ = r.Close(ctx)
-		return nil, fmt.Errorf("plugin: wasi: %w", err)
-	}
-	if err := instantiateHostModule(ctx, r.rt, cfg.Logger); err != nil {
-		_ = r.Close(ctx)
-		return nil, fmt.Errorf("plugin: host module: %w", err)
+	for _, w := range []wazero.Runtime{r.rt, r.validator} {
+		if _, err := wasi_snapshot_preview1.Instantiate(ctx, w); err != nil {
+			_ = r.Close(ctx)
+			return nil, fmt.Errorf("plugin: wasi: %w", err)
+		}
+		if err := instantiateHostModule(ctx, w, cfg.Logger); err != nil {
+			_ = r.Close(ctx)
+			return nil, fmt.Errorf("plugin: host module: %w", err)
+		}
 	}
 	if r.disk != nil {
 		r.disk.evict()
@@ -111,17 +120,12 @@ func (r *Runtime) fuelOptions(k *kindSpec) fuel.Options {
 	}
 }
 
-// KindOf says which kind of plugin wasm is: from the record of an earlier
-// load of the same bytes, else from its exports (a module exporting
-// neither kind's marker export counts as a configurator, the original
-// kind, whose load then says what it lacks). It compiles nothing and
-// checks nothing else (loading does). name labels errors.
+// KindOf says which kind of plugin wasm is, from its exports (a module
+// exporting neither kind's marker export counts as a configurator, the
+// original kind, whose load then says what it lacks). It reads only the
+// export section: it compiles, hashes and checks nothing else (loading
+// does). name labels errors.
 func (r *Runtime) KindOf(name string, wasm []byte) (string, error) {
-	if r.disk != nil {
-		if rec, ok := r.disk.get(sum256(wasm)); ok {
-			return rec.Kind, nil
-		}
-	}
 	exports, err := fuel.Exports(wasm)
 	if err != nil {
 		return "", refused(name, "instrument", err)
@@ -189,10 +193,10 @@ func (r *Runtime) prepare(ctx context.Context, k *kindSpec, name string, wasm []
 		if err != nil {
 			return nil, err
 		}
-		m.compiled, m.files, m.fresh = cm, files, !known
+		m.compiled, m.files, m.fresh = cm, files, !(known && rec.Accepted)
 		if known {
 			m.rec = &rec
-			if len(files) == 0 {
+			if len(files) == 0 && rec.Accepted {
 				m.files = rec.Files // a cache hit: nothing new written
 				r.disk.touch(rec.Files)
 			}

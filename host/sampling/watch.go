@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/kvhost/kvhost/host/plugin"
+	"github.com/kvhost/kvhost/host/plugin/allowlist"
 )
 
 // fileStamp is what the watcher compares between polls.
@@ -92,6 +93,9 @@ func (w *watcher) scan(ctx context.Context) {
 			r.log.Debug("plugins folder file is not a sampler; its registry serves it", "file", e.Path, "kind", kind)
 			continue
 		}
+		if r.serving(e.Name, b) {
+			continue // already the version serving (NewRegistry loaded the folder's file)
+		}
 		if err := r.Swap(ctx, e.Name, b, SourceFolder); err != nil {
 			r.log.Error("sampler file refused; the previous version keeps serving", "file", e.Path, "err", firstLine(err))
 		}
@@ -118,4 +122,18 @@ func (w *watcher) scan(ctx context.Context) {
 	for k, v := range now {
 		w.seen[k] = v
 	}
+}
+
+// serving reports whether wasm, from the folder, is what name serves now.
+func (r *Registry) serving(name string, wasm []byte) bool {
+	e := r.entry(name)
+	if e == nil {
+		return false
+	}
+	g := e.acquire()
+	if g == nil {
+		return false
+	}
+	defer g.Release()
+	return g.Value.source == SourceFolder && g.Value.mod.SHA256() == allowlist.Sum(wasm)
 }

@@ -20,7 +20,9 @@ import (
 	"github.com/kvhost/kvhost/host/model/chat"
 	"github.com/kvhost/kvhost/host/model/tokenizer"
 	"github.com/kvhost/kvhost/host/plan"
+	"github.com/kvhost/kvhost/host/plugin"
 	"github.com/kvhost/kvhost/host/plugin/allowlist"
+	"github.com/kvhost/kvhost/host/plugin/builtin"
 	"github.com/kvhost/kvhost/host/sampling"
 	"github.com/kvhost/kvhost/host/sampling/admin"
 	"github.com/kvhost/kvhost/host/server"
@@ -55,6 +57,7 @@ type serveFlags struct {
 	samplerDefault string
 	allowlist      string
 	disableAfter   int
+	stallTimeout   time.Duration
 	shutdownWait   time.Duration
 }
 
@@ -88,6 +91,7 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.StringVar(&f.samplerDefault, "sampler-default", "standard", "sampling policy of requests that name none (temperature 0 stays a host-side argmax)")
 	fs.StringVar(&f.allowlist, "plugin-allowlist", "", "file of sha256 pins (one per line, optional name); when set, only listed plugins (and the built-ins) load")
 	fs.IntVar(&f.disableAfter, "sampler-disable-after", 0, "consecutive failed steps after which a sampler policy is disabled and the default serves its requests (0: 3; -1: never)")
+	fs.DurationVar(&f.stallTimeout, "stall-timeout", 30*time.Second, "/health and /ready answer 503 \"engine stalled\" when the engine has work but completed no step for this long")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug | info | warn | error")
 	fs.DurationVar(&f.shutdownWait, "shutdown-timeout", 30*time.Second, "how long running streams may finish on shutdown")
 	if err := fs.Parse(args); err != nil {
@@ -164,6 +168,11 @@ func (b backend) Submit(ctx context.Context, r engine.Request) (*engine.Stream, 
 	return b.s.Engine.Submit(ctx, r)
 }
 
+// Stalled is the liveness signal of /health and /ready.
+func (b backend) Stalled(threshold time.Duration) error { return b.s.Engine.Stalled(threshold) }
+
+var _ server.Liveness = backend{}
+
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f, err := parseServeFlags(args, stderr)
 	if err != nil {
@@ -187,7 +196,20 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	sreg, err := sampling.NewRegistry(ctx, sampling.Options{Default: f.samplerDefault, Logger: log, AllowSHA256: allow, DisableAfter: f.disableAfter})
+	// One plugin runtime and one registry for every plugin kind: the
+	// built-ins overlaid by --plugins, under one allow-list. The sampling
+	// policies come from it, and so does the KV configurator.
+	rt, err := plugin.NewRuntime(ctx, plugin.Config{Logger: log})
+	if err != nil {
+		return fmt.Errorf("serve: plugin runtime: %w", err)
+	}
+	defer rt.Close(context.Background())
+	preg, err := plugin.NewRegistryWith(rt, builtin.FS(), f.pluginsDir, plugin.RegistryOptions{AllowSHA256: allow, Logger: log})
+	if err != nil {
+		return fmt.Errorf("serve: plugins: %w", err)
+	}
+	defer preg.Close(context.Background())
+	sreg, err := sampling.NewRegistry(ctx, sampling.Options{Plugins: preg, Default: f.samplerDefault, Logger: log, DisableAfter: f.disableAfter})
 	if err != nil {
 		return fmt.Errorf("serve: sampling policies: %w", err)
 	}
@@ -205,7 +227,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		MaxRunning: f.maxRunning, MaxQueue: f.maxQueue, ChunkedPrefill: f.chunkedPrefill, MaxPrefillTokens: f.maxPrefill, LogprobChunk: f.logprobChunk,
 		PageSize: f.pageSize, MaxTotalTokens: f.maxTotalTokens,
 		MemFractionStatic: f.memFraction, SGLangCompat: f.sglangCompat, GraphMaxBS: f.graphMaxBS,
-		PluginsDir: f.pluginsDir, PluginAllowlist: allow, Samplers: sreg,
+		Configurators: preg, PluginsDir: f.pluginsDir, PluginAllowlist: allow, Samplers: sreg,
 	}, log, stdout)
 	if err != nil {
 		return err
@@ -270,7 +292,7 @@ func assemble(f serveFlags, s *boot.Stack, sreg *sampling.Registry, apiKeys, adm
 	}
 	opts := server.Options{
 		MaxBodyBytes: int64(f.maxBody), MaxTokensCap: f.maxTokensCap, MaxPromptTokens: f.maxPrompt,
-		APIKeys: apiKeys, Logger: log, Memory: s.Ledger.Handler(),
+		APIKeys: apiKeys, Logger: log, Memory: s.Ledger.Handler(), StallThreshold: f.stallTimeout,
 		Observer: m, Metrics: m.Handler(),
 	}
 	wo := web.Options{

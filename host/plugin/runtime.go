@@ -18,8 +18,8 @@ import (
 // the kvhost host module) every plugin of every kind is loaded into. It is
 // safe for concurrent use.
 type Runtime struct {
-	cfg       Config
-	rt        wazero.Runtime
+	cfg Config
+	rt  wazero.Runtime
 	// validator is wazero's interpreter, with the same host modules: it
 	// validates originals, and tells a module's descriptor without
 	// compiling it (Describe). It honours context deadlines, and its

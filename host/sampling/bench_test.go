@@ -5,8 +5,8 @@ import (
 	"math"
 	"testing"
 
-	"github.com/kvhost/kvhost/host/plugin/wasmtest"
 	"github.com/kvhost/kvhost/host/plugin"
+	"github.com/kvhost/kvhost/host/plugin/wasmtest"
 )
 
 // nativeStandard is the standard policy in native Go (the same algorithm

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvhost/kvhost/host/plugin"
 	"github.com/kvhost/kvhost/host/plugin/allowlist"
 	"github.com/kvhost/kvhost/host/plugin/wasmtest"
 	"github.com/kvhost/kvhost/host/sampling/samplertest"
-	"github.com/kvhost/kvhost/host/plugin"
 )
 
 // syncBuffer is a log sink safe for concurrent writers.

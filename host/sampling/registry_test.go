@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvhost/kvhost/host/plugin"
 	"github.com/kvhost/kvhost/host/plugin/wasmtest"
 	"github.com/kvhost/kvhost/host/sampling/samplertest"
-	"github.com/kvhost/kvhost/host/plugin"
 )
 
 var builtins = []string{"standard", "greedy", "typical", "mirostat", "dry", "xtc", "top-n-sigma"}

@@ -222,9 +222,11 @@ func block(op byte, body [][]byte) []byte {
 	return append(b, 0x0b)
 }
 
-func I32Const(v int32) []byte    { return with(0x41, S64(int64(v))) }
-func I64Const(v int64) []byte    { return with(0x42, S64(v)) }
-func F32Const(v float32) []byte  { return binary.LittleEndian.AppendUint32([]byte{0x43}, math.Float32bits(v)) }
+func I32Const(v int32) []byte { return with(0x41, S64(int64(v))) }
+func I64Const(v int64) []byte { return with(0x42, S64(v)) }
+func F32Const(v float32) []byte {
+	return binary.LittleEndian.AppendUint32([]byte{0x43}, math.Float32bits(v))
+}
 func LocalGet(i uint32) []byte   { return with(0x20, U32(i)) }
 func LocalSet(i uint32) []byte   { return with(0x21, U32(i)) }
 func LocalTee(i uint32) []byte   { return with(0x22, U32(i)) }

@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/kvhost/kvhost/host/plugin/allowlist"
-	"github.com/kvhost/kvhost/host/sampling"
 	"github.com/kvhost/kvhost/host/plugin/wasmtest"
+	"github.com/kvhost/kvhost/host/sampling"
 	"github.com/kvhost/kvhost/host/sampling/samplertest"
 )
 

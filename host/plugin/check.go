@@ -38,9 +38,13 @@ type Report struct {
 	Available  int64
 	Units      map[string]int64
 	// Sampler: its descriptor and self-test step.
-	Sampler     sampler.Descriptor
-	SamplerStep Stats
-	MaxBatch    int
+	Sampler  sampler.Descriptor
+	MaxBatch int
+	// Calls are the version's call counters after the self-test (its
+	// start-up included in MaxFuel); Budget the fuel of one call (a
+	// configurator's) or of the self-test's step (a sampler's).
+	Calls  Stats
+	Budget int64
 }
 
 // String prints the declaration: for a configurator its descriptor, pools
@@ -76,6 +80,7 @@ func (r *Report) String() string {
 		}
 	}
 	fmt.Fprintf(&b, "  uses %d of %d bytes\n", used, r.Available)
+	fmt.Fprintf(&b, "  %d calls, longest %v, at most %d fuel of the %d budget\n", r.Calls.Calls, r.Calls.Max.Round(time.Microsecond), r.Calls.MaxFuel, r.Budget)
 	return b.String()
 }
 
@@ -152,8 +157,8 @@ func (r *Report) samplerString() string {
 	for _, p := range d.Params {
 		fmt.Fprintf(&b, "  param %-20s %-5s [%g, %g] default %g\n", p.Name, p.Type, p.Min, p.Max, p.Default)
 	}
-	fmt.Fprintf(&b, "self-test: a synthetic batch of %d rows answered from its candidates in %v\n",
-		min(8, r.MaxBatch), r.SamplerStep.Max.Round(time.Microsecond))
+	fmt.Fprintf(&b, "self-test: a synthetic batch of %d rows answered from its candidates in %v, spending at most %d fuel (budget %d)\n",
+		min(8, r.MaxBatch), r.Calls.Max.Round(time.Microsecond), r.Calls.MaxFuel, r.Budget)
 	return b.String()
 }
 
@@ -195,7 +200,7 @@ func (r *Runtime) Check(ctx context.Context, name string, wasm []byte) (*Report,
 		}
 		defer s.Close(ctx)
 		return &Report{Path: name, Kind: kind, Bytes: len(wasm), SHA256: s.SHA256(), Load: time.Since(start),
-			Sampler: s.Descriptor(), SamplerStep: s.Stats(), MaxBatch: s.MaxBatch()}, nil
+			Sampler: s.Descriptor(), Calls: s.Stats(), Budget: s.budget(min(8, s.MaxBatch())), MaxBatch: s.MaxBatch()}, nil
 	}
 	p, err := r.Load(ctx, name, wasm)
 	if err != nil {
@@ -207,6 +212,7 @@ func (r *Runtime) Check(ctx context.Context, name string, wasm []byte) (*Report,
 		return nil, err
 	}
 	rep.Path, rep.Load = name, time.Since(start)
+	rep.Calls, rep.Budget = p.m.stats(), r.cfg.CallFuel
 	return rep, nil
 }
 

@@ -46,8 +46,10 @@ type Config struct {
 	CompileTimeout time.Duration
 
 	// InitFuel bounds instantiation (a Go guest's runtime start-up), the
-	// handshake and a sampler's kvhost_sampler_init, each (default 2^31,
-	// about 2 s). CallFuel bounds each configurator call (default 2^31).
+	// handshake and a sampler's kvhost_sampler_init, each (default 2^28,
+	// about 0.3 s); CallFuel bounds each configurator call (default 2^28).
+	// The built-in configurators spend at most ~150,000 units on any call,
+	// start-up included (Stats.MaxFuel; kvhost plugin check prints it).
 	// A sampler step gets FuelBase + batch × (K + history) ×
 	// FuelPerCandidate (defaults 2^20 and 1024: 256 rows of 64 candidates
 	// get about 17 ms). One unit is one loop iteration or function entry,
@@ -86,8 +88,8 @@ const (
 	DefaultMaxLocals               = 50_000
 	DefaultCompileTimeout          = 60 * time.Second
 	DefaultMaxCacheBytes           = 256 << 20
-	DefaultInitFuel                = 1 << 31
-	DefaultCallFuel                = 1 << 31
+	DefaultInitFuel                = 1 << 28
+	DefaultCallFuel                = 1 << 28
 	DefaultFuelBase                = 1 << 20
 	DefaultFuelPerCandidate        = 1024
 	DefaultCallTimeout             = 5 * time.Second

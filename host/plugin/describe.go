@@ -43,6 +43,7 @@ func (r *Runtime) Describe(ctx context.Context, name string, wasm []byte) (kind 
 		return "", nil, refused(name, "describe", fmt.Errorf("abandoned while waiting for the compile worker: %w", ctx.Err()))
 	}
 	defer func() { <-r.compiling }()
+	r.interprets.Add(1)
 	raw, stage, err := r.interpret(ctx, k, name, wasm)
 	if err != nil {
 		return "", nil, refused(name, stage, err)

@@ -43,8 +43,9 @@ type module struct {
 	closed bool
 
 	// counters: calls into the guest, failed ones, ones over their
-	// deadline, total and longest time spent
-	calls, failures, overruns, nanos, maxNanos atomic.Int64
+	// deadline, total and longest time spent, the most fuel a successful
+	// call (or an instance's start-up) spent
+	calls, failures, overruns, nanos, maxNanos, maxFuel atomic.Int64
 }
 
 // instance is one module instance, used by one goroutine at a time.
@@ -72,11 +73,14 @@ type Stats struct {
 	Overruns  int64
 	Mean, Max time.Duration
 	Total     time.Duration
+	// MaxFuel is the most fuel one successful call or start-up spent
+	// (how close the version runs to its budgets).
+	MaxFuel int64
 }
 
 func (m *module) stats() Stats {
 	s := Stats{Calls: m.calls.Load(), Failures: m.failures.Load(), Overruns: m.overruns.Load(),
-		Max: time.Duration(m.maxNanos.Load()), Total: time.Duration(m.nanos.Load())}
+		Max: time.Duration(m.maxNanos.Load()), Total: time.Duration(m.nanos.Load()), MaxFuel: m.maxFuel.Load()}
 	if s.Calls > 0 {
 		s.Mean = s.Total / time.Duration(s.Calls)
 	}
@@ -194,6 +198,7 @@ func (m *module) instantiate(ctx context.Context) (*instance, error) {
 	}
 	inst := &instance{m: m, mod: mod, fuel: g, stderr: stderr}
 	m.rt.dog.add(inst)
+	raiseTo(&m.maxFuel, m.rt.cfg.InitFuel-int64(g.Get()))
 	return inst, nil
 }
 
@@ -310,22 +315,28 @@ func (m *module) callFn(ctx context.Context, inst *instance, fn api.Function, ex
 	elapsed := time.Since(start)
 	m.calls.Add(1)
 	m.nanos.Add(int64(elapsed))
-	for {
-		old := m.maxNanos.Load()
-		if int64(elapsed) <= old || m.maxNanos.CompareAndSwap(old, int64(elapsed)) {
-			break
-		}
-	}
+	raiseTo(&m.maxNanos, int64(elapsed))
 	late := deadline > 0 && elapsed > deadline
 	if late || expired {
 		m.overruns.Add(1)
 	}
 	if err == nil && !late && !expired {
+		raiseTo(&m.maxFuel, budget-int64(inst.fuel.Get()))
 		return nil
 	}
 	m.failures.Add(1)
 	inst.broken = true
 	return m.classify(inst, export, err, budget, deadline, elapsed, expired || late)
+}
+
+// raiseTo raises a to v if v is larger.
+func raiseTo(a *atomic.Int64, v int64) {
+	for {
+		old := a.Load()
+		if v <= old || a.CompareAndSwap(old, v) {
+			return
+		}
+	}
 }
 
 // classify turns a failed call into its typed error.

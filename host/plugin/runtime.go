@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kvhost/kvhost/host/plugin/fuel"
@@ -32,6 +33,10 @@ type Runtime struct {
 
 	mu       sync.Mutex
 	compiled map[string]*compiledEntry // by kind/sha256 of the original bytes
+
+	// compiles and interprets count compiler runs and Describe's
+	// interpreter runs (tests check what a start compiles).
+	compiles, interprets atomic.Int64
 }
 
 type compiledEntry struct {
@@ -306,6 +311,7 @@ func (r *Runtime) runCompile(j *compileJob, orig, code []byte, validate bool) {
 	}
 	if err == nil {
 		stage = "compile"
+		r.compiles.Add(1)
 		cm, err = r.rt.CompileModule(ctx, code)
 	}
 	var files []string

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/kvhost/kvhost/host/plugin/fuel"
 )
 
 // The error family. Loading a version that is not accepted returns a
@@ -96,15 +94,6 @@ func IsGuestFault(err error) bool {
 	}
 	return errors.As(err, &re) || errors.As(err, &tr) || errors.As(err, &fe) || errors.As(err, &de) ||
 		errors.As(err, &ce) || errors.As(err, &ge)
-}
-
-// limitOf returns the *fuel.LimitError inside err, if any.
-func limitOf(err error) *fuel.LimitError {
-	var le *fuel.LimitError
-	if errors.As(err, &le) {
-		return le
-	}
-	return nil
 }
 
 // ABIError reports a plugin built for another ABI version.

@@ -131,12 +131,15 @@ func (p *page) tab(name string) {
 		chromedp.WaitVisible(chromedp.CSS("#"+name)))
 }
 
-func openPage(t *testing.T) *page {
+func openPage(t *testing.T, setup ...func(*fakeHost)) *page {
 	bin := findChromium()
 	if bin == "" {
 		t.Skip("web e2e: no chromium binary found (install it with scripts/install-chromium.sh, or set KVHOST_CHROMIUM)")
 	}
 	host := newFakeHost(t)
+	for _, f := range setup {
+		f(host)
+	}
 	srv := httptest.NewServer(host.handler())
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() {
@@ -173,6 +176,9 @@ func openPage(t *testing.T) *page {
 }
 
 func TestE2EDashboard(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping in -short mode: end-to-end in Chromium")
+	}
 	p := openPage(t)
 	var fixture struct {
 		StartFree  int64 `json:"start_free_bytes"`

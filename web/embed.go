@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/kvhost/kvhost/host/budget"
 	"io/fs"
 	"net/http"
 	"path"
@@ -71,6 +72,9 @@ type Options struct {
 	// DefaultSampler is the server's default policy name, preselected in
 	// the playground ("" for none).
 	DefaultSampler string
+	// Admin says the admin API is on (an admin key is set); without it the
+	// page disables the upload form and says how to turn it on.
+	Admin bool
 	// APITimeout bounds each /ui/api call; default 10s.
 	APITimeout time.Duration
 }
@@ -83,6 +87,7 @@ type Config struct {
 	PlanModels     []string `json:"plan_models"`
 	PlanGPUs       []string `json:"plan_gpus"`
 	DefaultSampler string   `json:"default_sampler"`
+	Admin          bool     `json:"admin"`
 }
 
 // asset is one embedded file with its precomputed validator.
@@ -200,7 +205,7 @@ type apiHandler struct{ o Options }
 func (a *apiHandler) config(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, Config{
 		Work: a.o.Work != nil, Plugins: a.o.Plugins != nil, Plan: a.o.Plan != nil,
-		PlanModels: nonNil(a.o.PlanModels), PlanGPUs: nonNil(a.o.PlanGPUs), DefaultSampler: a.o.DefaultSampler,
+		PlanModels: nonNil(a.o.PlanModels), PlanGPUs: nonNil(a.o.PlanGPUs), DefaultSampler: a.o.DefaultSampler, Admin: a.o.Admin,
 	})
 }
 
@@ -253,6 +258,16 @@ func (a *apiHandler) plan(w http.ResponseWriter, r *http.Request) {
 	v, err := a.o.Plan(ctx, model, gpu)
 	if errors.Is(err, ErrBadPlanRequest) {
 		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	var ime *budget.InsufficientMemoryError
+	if errors.As(err, &ime) {
+		// The model does not fit: 422 with the numbers and the knob, which
+		// the Plan tab turns into what to change.
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"error": map[string]any{
+			"message": err.Error(), "type": "insufficient_memory", "phase": ime.Phase,
+			"need_bytes": ime.NeedBytes, "have_bytes": ime.HaveBytes, "knob": ime.Knob, "suggest": ime.Suggest,
+		}})
 		return
 	}
 	respond(w, v, err)

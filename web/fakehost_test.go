@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/kvhost/kvhost/host/budget"
 	"io"
 	"net/http"
 	"os"
@@ -24,10 +25,16 @@ type fakeHost struct {
 	t      *testing.T
 	memory []byte
 
+	// adminOn is whether the page is told the admin API is on.
+	adminOn bool
+	// chatReply is what /v1/chat/completions streams, word by word.
+	chatReply string
+
 	mu         sync.Mutex
 	samplers   map[string]*Plugin
-	puts       int    // accepted PUTs
-	lastBody   []byte // last /v1/completions request body
+	chatBodies [][]byte // /v1/chat/completions request bodies
+	puts       int      // accepted PUTs
+	lastBody   []byte   // last /v1/completions request body
 	release    chan struct{}
 	streamed   []string
 	tokensOut  int64
@@ -40,14 +47,21 @@ const (
 	streamHead = 3
 )
 
-var streamTokens = []string{" there", " was", " a", " little", " robot", " who", " loved", " to", " count", "."}
+// streamTokens is the completion's text token by token; streamPieces the
+// same tokens as a SentencePiece tokenizer names them (what the logprobs'
+// "tokens" carry), which the page must not show as text.
+var (
+	streamTokens = []string{" there", " was", " a", " little", " robot", "\n", " who", " loved", " to", " count", "."}
+	streamPieces = []string{"▁there", "▁was", "▁a", "▁little", "▁robot", "<0x0A>", "▁who", "▁loved", "▁to", "▁count", "."}
+)
 
 func newFakeHost(t *testing.T) *fakeHost {
 	mem, err := os.ReadFile("testdata/memory.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fakeHost{t: t, memory: mem, release: make(chan struct{}), runStarted: time.Now(),
+	return &fakeHost{t: t, memory: mem, release: make(chan struct{}), runStarted: time.Now(), adminOn: true,
+		chatReply: "Once there was a cat.\nIt liked naps.",
 		samplers: map[string]*Plugin{
 			"typical": {Kind: "sampler", Name: "typical", Version: "1.0.0", ABI: 1, Source: "builtin", SHA256: strings.Repeat("ab", 32), Calls: 1200, Failures: 2,
 				PreOps: []string{"temperature"},
@@ -68,11 +82,17 @@ func (f *fakeHost) handler() http.Handler {
 		_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"stories260K","object":"model"}]}`)
 	})
 	mux.HandleFunc("POST /v1/completions", f.completions)
+	mux.HandleFunc("POST /v1/chat/completions", f.chat)
 	mux.HandleFunc("/admin/samplers/{name}", f.admin)
 	mux.Handle("/", Handler(Options{
 		Work:    f.work,
 		Plugins: f.plugins,
 		Plan: func(ctx context.Context, model, gpu string) (any, error) {
+			if gpu == "L40S" {
+				// What host/plan answers when the model does not fit.
+				return nil, &budget.InsufficientMemoryError{Phase: "post-capture-kv", NeedBytes: 9172942848, HaveBytes: 7728449520,
+					Knob: "--device-memory", Suggest: "25942MiB", SuggestValue: 25942 << 20, Minimum: 27201714192}
+			}
 			var snap map[string]any
 			if err := json.Unmarshal(f.memory, &snap); err != nil {
 				return nil, err
@@ -84,6 +104,7 @@ func (f *fakeHost) handler() http.Handler {
 		PlanModels:     []string{"llama-3.1-8b", "qwen2-7b", "stories260K"},
 		PlanGPUs:       []string{"H100-80GB", "H200", "L40S"},
 		DefaultSampler: "typical",
+		Admin:          f.adminOn,
 	}))
 	return mux
 }
@@ -102,7 +123,8 @@ func (f *fakeHost) work(ctx context.Context) (any, error) {
 			{"name": "swa", "page_size": 16, "pages": 1024, "free_pages": 200, "capacity_tokens": 16384, "used_tokens": 824 * 16},
 		},
 		"requests": 41, "errors": 1, "tokens_in": int(el * 300), "tokens_out": int(el*120) + int(f.tokensOut),
-		"recent_errors": []map[string]any{{"time": time.Now().Add(-time.Minute), "route": "/v1/completions", "kind": "queue_full"}},
+		"recent_errors": []map[string]any{{"time": time.Now().Add(-time.Minute), "route": "/v1/completions", "kind": "queue_full",
+			"status": 429, "message": "the request queue is full; retry later", "request_id": "4f1c2a9e8b7d6c5e4f1c2a9e8b7d6c5e"}},
 	}, nil
 }
 
@@ -204,6 +226,7 @@ func (f *fakeHost) completions(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	fl := w.(http.Flusher)
+	offset := 0 // bytes of generated text before this token, as the server counts
 	for i, tok := range streamTokens {
 		if i == streamHead {
 			select {
@@ -215,11 +238,13 @@ func (f *fakeHost) completions(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		lp := -0.1 - 0.3*float64(i%4)
+		piece := streamPieces[i]
 		choice := map[string]any{"index": 0, "text": tok, "finish_reason": nil, "logprobs": map[string]any{
-			"tokens": []string{tok}, "token_logprobs": []float64{lp},
-			"top_logprobs": []map[string]float64{{tok: lp, " the": lp - 1.2, " and": lp - 2.5}},
-			"text_offset":  []int{0},
+			"tokens": []string{piece}, "token_logprobs": []float64{lp},
+			"top_logprobs": []map[string]float64{{piece: lp, "▁the": lp - 1.2, "▁and": lp - 2.5}},
+			"text_offset":  []int{offset},
 		}}
+		offset += len(tok)
 		if i == len(streamTokens)-1 {
 			choice["finish_reason"] = "length"
 		}
@@ -232,6 +257,30 @@ func (f *fakeHost) completions(w http.ResponseWriter, r *http.Request) {
 		f.mu.Unlock()
 		time.Sleep(15 * time.Millisecond)
 	}
+	fmt.Fprint(w, "data: [DONE]\n\n")
+	fl.Flush()
+}
+
+// chat streams chatReply as OpenAI chat chunks and keeps the request.
+func (f *fakeHost) chat(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	f.mu.Lock()
+	f.chatBodies = append(f.chatBodies, b)
+	f.mu.Unlock()
+	w.Header().Set("Content-Type", "text/event-stream")
+	fl := w.(http.Flusher)
+	send := func(delta map[string]any, finish any) {
+		chunk, _ := json.Marshal(map[string]any{"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "stories260K",
+			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}})
+		fmt.Fprintf(w, "data: %s\n\n", chunk)
+		fl.Flush()
+	}
+	send(map[string]any{"role": "assistant", "content": ""}, nil)
+	for _, word := range strings.SplitAfter(f.chatReply, " ") {
+		send(map[string]any{"content": word}, nil)
+		time.Sleep(5 * time.Millisecond)
+	}
+	send(map[string]any{}, "stop")
 	fmt.Fprint(w, "data: [DONE]\n\n")
 	fl.Flush()
 }

@@ -60,12 +60,13 @@ func (a *arena) mapTo(tokens int) error {
 // records them as in use.
 func (a *arena) layers(tokens int) []device.KVLayer {
 	a.used = tokens
-	n := tokens * a.kvHeads * a.headDim
+	n := int64(tokens) * int64(a.kvHeads*a.headDim) * 4
 	out := make([]device.KVLayer, a.layout.Buffers/2)
 	for l := range out {
 		k := a.base + device.Ptr(int64(2*l)*a.stride)
 		v := a.base + device.Ptr(int64(2*l+1)*a.stride)
-		out[l] = device.KVLayer{K: device.Buf{Ptr: k, N: n}, V: device.Buf{Ptr: v, N: n}, PageSize: a.layout.PageSize, KVHeads: a.kvHeads, HeadDim: a.headDim}
+		out[l] = device.KVLayer{DType: device.KVF32, K: device.Span{Ptr: k, Bytes: n}, V: device.Span{Ptr: v, Bytes: n}, Slots: tokens,
+			PageSize: a.layout.PageSize, KVHeads: a.kvHeads, HeadDim: a.headDim, VHeadDim: a.headDim}
 	}
 	return out
 }

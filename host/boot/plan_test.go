@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"github.com/kvhost/kvhost/internal/testmodels"
 	"math"
 	"os"
 	"path/filepath"
@@ -18,29 +19,8 @@ import (
 	"github.com/kvhost/kvhost/host/plan"
 )
 
-// sharedModel locates ../shared/models/stories260K.gguf from the module root.
-func sharedModel(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("go.mod not found above the test directory")
-		}
-		dir = parent
-	}
-	p := filepath.Join(dir, "..", "shared", "models", "stories260K.gguf")
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("%s is absent (the shared models directory is not mounted): %v", p, err)
-	}
-	return p
-}
+// sharedModel is the repository's models/stories260K.gguf.
+func sharedModel(t *testing.T) string { return testmodels.MustStories260K(t) }
 
 func planFor(t *testing.T, cfg Config) plan.Report {
 	t.Helper()
@@ -171,6 +151,9 @@ func quantizeModel(t *testing.T, src string) string {
 // budget: prompts at the chunk limit, the maximum running batch, logprobs
 // requested; nothing may fail and the runtime peak must stay in the slack.
 func TestStressWithinSlack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping in -short mode: a stress run against the reserved slack")
+	}
 	path := writeModel(t, "tiny")
 	cfg := baseConfig(path, 160<<20)
 	cfg.MaxRunning, cfg.ChunkedPrefill = 8, 256

@@ -100,6 +100,10 @@ type seq struct {
 	policy  string
 	state   sampling.SeqState
 	sampled bool // chosen this step (scratch for sampleAndEmit)
+	// submitted and scheduled time the queue: Submit, then the first admit.
+	submitted, scheduled time.Time
+	// hidden receives an Embed request's hidden states, row by row.
+	hidden []float32
 }
 
 // Stats is a snapshot for /health and metrics.
@@ -122,6 +126,7 @@ type Engine struct {
 	kern    device.Kernels
 	pool    *kv.Pool
 	vocab   int
+	hidden  int // the model's hidden size (Embed results)
 	ctxLen  int
 	eog     func(int32) bool
 	log     *slog.Logger
@@ -182,7 +187,7 @@ func newEngine(cfg Config, fwd Forwarder, pool *kv.Pool, mc model.Config, eog fu
 		cfg.Logger = slog.Default()
 	}
 	e := &Engine{
-		cfg: cfg, fwd: fwd, pool: pool, vocab: mc.Vocab, ctxLen: mc.ContextLen, eog: eog, log: cfg.Logger,
+		cfg: cfg, fwd: fwd, pool: pool, vocab: mc.Vocab, hidden: mc.Hidden, ctxLen: mc.ContextLen, eog: eog, log: cfg.Logger,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		seeds: uint64(time.Now().UnixNano()),
 	}
@@ -209,7 +214,10 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	e.nextID++
 	n := max(req.N, 1)
 	g := &group{out: make(chan Event, n*(req.MaxTokens+2)), open: 1}
-	s := &seq{id: e.nextID, arrival: e.nextID, ctx: ctx, req: req, grp: g, prompt: len(req.Prompt)}
+	s := &seq{id: e.nextID, arrival: e.nextID, ctx: ctx, req: req, grp: g, prompt: len(req.Prompt), submitted: time.Now()}
+	if req.Embed {
+		s.hidden = make([]float32, len(req.Prompt)*e.hidden)
+	}
 	s.tokens = append(make([]int32, 0, len(req.Prompt)+req.MaxTokens), req.Prompt...)
 	if req.Sampling.Seed != nil {
 		s.seed = *req.Sampling.Seed
@@ -236,6 +244,9 @@ func (e *Engine) validate(req Request) error {
 		if t < 0 || int(t) >= e.vocab {
 			return &InvalidRequestError{Field: "prompt", Problem: fmt.Sprintf("token id %d is outside the vocabulary of %d", t, e.vocab)}
 		}
+	}
+	if req.Embed {
+		return e.validateEmbed(req)
 	}
 	if len(req.Prompt) >= e.ctxLen {
 		return &InvalidRequestError{Field: "prompt", Problem: fmt.Sprintf("the prompt has %d tokens; the context holds %d, so at most %d prompt tokens leave room for one new token", len(req.Prompt), e.ctxLen, e.ctxLen-1)}
@@ -264,6 +275,24 @@ func (e *Engine) validate(req Request) error {
 	}
 	if err := req.Sampling.Validate(); err != nil {
 		return &InvalidRequestError{Field: "sampling", Problem: err.Error()}
+	}
+	return nil
+}
+
+// validateEmbed checks what an Embed request may carry: a prompt that fits
+// the context and the pool, and none of the generation fields.
+func (e *Engine) validateEmbed(req Request) error {
+	switch {
+	case len(req.Prompt) > e.ctxLen:
+		return &InvalidRequestError{Field: "input", Problem: fmt.Sprintf("the input has %d tokens; the context holds %d", len(req.Prompt), e.ctxLen)}
+	case req.MaxTokens != 0 || req.N > 1 || req.Logprobs || req.PromptLogprobs || req.TopLogprobs != 0:
+		return &InvalidRequestError{Field: "embed", Problem: "an embedding request generates nothing: max_tokens, n, logprobs must be unset"}
+	case e.hidden <= 0:
+		return &InvalidRequestError{Field: "embed", Problem: "the model's hidden size is unknown"}
+	}
+	capTokens := e.pool.Spec().NumPages * e.pool.Spec().PageSize
+	if need := len(req.Prompt) + e.pool.Spec().PageSize; need > capTokens {
+		return &InvalidRequestError{Field: "input", Problem: fmt.Sprintf("the input has %d tokens, more than the whole KV pool holds (%d)", len(req.Prompt), capTokens-e.pool.Spec().PageSize)}
 	}
 	return nil
 }
@@ -348,6 +377,9 @@ func (e *Engine) admit() {
 		free -= need
 		e.waiting = e.waiting[1:]
 		e.running = append(e.running, s)
+		if s.scheduled.IsZero() {
+			s.scheduled = time.Now()
+		}
 	}
 	e.nRunning.Store(int64(len(e.running)))
 }
@@ -549,7 +581,11 @@ func (e *Engine) add(s *seq, n int) {
 		first := max(0, s.req.PromptLogprobStart-1)
 		rows = max(rows, min(n, s.cached+n-max(s.cached, first)))
 	}
-	e.batch = append(e.batch, model.Seq{Tokens: s.tokens[s.cached : s.cached+n], Start: s.cached, Pages: s.pages, LogitRows: rows})
+	ms := model.Seq{Tokens: s.tokens[s.cached : s.cached+n], Start: s.cached, Pages: s.pages, LogitRows: rows}
+	if s.req.Embed {
+		ms.LogitRows, ms.Hidden = 0, s.hidden[s.cached*e.hidden:(s.cached+n)*e.hidden]
+	}
+	e.batch = append(e.batch, ms)
 	e.owners = append(e.owners, s)
 }
 
@@ -612,6 +648,10 @@ func (e *Engine) forward(batch []model.Seq, owners []*seq) error {
 		s := owners[i]
 		first := b.Start + len(b.Tokens) - b.LogitRows
 		s.cached += len(b.Tokens)
+		if s.req.Embed && s.cached == len(s.tokens) {
+			e.finish(s, Event{Done: true, FinishReason: "embed", Hidden: s.hidden, Queue: s.scheduled.Sub(s.submitted)})
+			continue
+		}
 		for j := 0; j < b.LogitRows; j++ {
 			pos := first + j
 			row := logits[(r+j)*e.vocab : (r+j+1)*e.vocab]
@@ -673,6 +713,7 @@ func (e *Engine) emit(s *seq, row []float32, tok int32, version string) {
 	if !s.started {
 		s.started = true
 		ev.Prompt, s.promptLP = s.promptLP, nil
+		ev.Queue = s.scheduled.Sub(s.submitted)
 	}
 	if s.req.Logprobs {
 		var lp float32
@@ -701,7 +742,7 @@ type pendingRow struct {
 
 func isDecode(batch []model.Seq) bool {
 	for _, b := range batch {
-		if len(b.Tokens) != 1 || b.LogitRows != 1 {
+		if len(b.Tokens) != 1 || b.LogitRows != 1 || b.Hidden != nil {
 			return false
 		}
 	}

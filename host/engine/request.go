@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/kvhost/kvhost/host/sampling"
 )
@@ -64,6 +65,13 @@ type Request struct {
 	PromptLogprobs     bool
 	PromptLogprobStart int
 	PromptTopLogprobs  int
+
+	// Embed asks for the prompt's final hidden states instead of new
+	// tokens: the prompt is prefilled (chunked, batched with the rest) and
+	// the stream's one event is Done with FinishReason "embed" and Hidden
+	// set. MaxTokens must be 0, and the sampling, logprob and N fields
+	// unset; the prompt may fill the whole context.
+	Embed bool
 }
 
 // PromptLogprob is the logprob of prompt token Index given the tokens
@@ -101,6 +109,13 @@ type Event struct {
 	// PromptTokens and CompletionTokens are set on the final event.
 	PromptTokens     int
 	CompletionTokens int
+	// Queue is set on a request's first event: the time from Submit until
+	// the scheduler first ran it (vLLM's queue time).
+	Queue time.Duration
+	// Hidden is an Embed request's result on its final event: the
+	// output-normed final hidden state of every prompt token,
+	// PromptTokens × the model's hidden size.
+	Hidden []float32
 }
 
 // Stream delivers a request's events in order; with N choices each choice

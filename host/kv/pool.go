@@ -63,19 +63,21 @@ func New(spec Spec, a *alloc.Direct) (*Pool, error) {
 		return nil, err
 	}
 	p := &Pool{spec: spec, owner: a}
-	floats := spec.NumPages * spec.PageSize * spec.KVHeads * spec.HeadDim
+	slots := spec.NumPages * spec.PageSize
+	bytes := int64(slots) * int64(spec.KVHeads*spec.HeadDim) * 4
 	for l := 0; l < spec.Layers; l++ {
-		var bufs [2]device.Buf
+		var bufs [2]device.Span
 		for i := range bufs {
-			ptr, err := a.Alloc(int64(floats)*4, alloc.KVCache)
+			ptr, err := a.Alloc(bytes, alloc.KVCache)
 			if err != nil {
 				p.Close()
 				return nil, fmt.Errorf("kv: layer %d arena: %w", l, err)
 			}
 			p.ptrs = append(p.ptrs, ptr)
-			bufs[i] = device.Buf{Ptr: ptr, N: floats}
+			bufs[i] = device.Span{Ptr: ptr, Bytes: bytes}
 		}
-		p.layers = append(p.layers, device.KVLayer{K: bufs[0], V: bufs[1], PageSize: spec.PageSize, KVHeads: spec.KVHeads, HeadDim: spec.HeadDim})
+		p.layers = append(p.layers, device.KVLayer{DType: device.KVF32, K: bufs[0], V: bufs[1], Slots: slots, PageSize: spec.PageSize,
+			KVHeads: spec.KVHeads, HeadDim: spec.HeadDim, VHeadDim: spec.HeadDim})
 	}
 	p.initPages()
 	return p, nil
@@ -172,7 +174,8 @@ func (p *Pool) Close() {
 
 // Unshare gives table a private copy of its page i when another table holds
 // it too (copy-on-write before a write into a shared partial page). It
-// copies every layer's K and V rows with the device's kernels.
+// copies every layer's K and V rows (and their scales) with the device's
+// kernels, one page as one row of 32-bit words.
 func (p *Pool) Unshare(table []int32, i int, k device.Kernels) error {
 	if !p.Shared(table[i]) {
 		return nil
@@ -181,22 +184,40 @@ func (p *Pool) Unshare(table []int32, i int, k device.Kernels) error {
 	if err != nil {
 		return err
 	}
-	src, dst := int(table[i]), int(fresh[0])
-	row := p.spec.KVHeads * p.spec.HeadDim
-	ps := p.spec.PageSize
-	idx := make([]int32, ps)
-	for j := range idx {
-		idx[j] = int32(src*ps + j)
-	}
+	src, dst := table[i], fresh[0]
 	for _, l := range p.layers {
-		for _, b := range []device.Buf{l.K, l.V} {
-			if err := k.GatherRows(b.Slice(dst*ps*row, ps*row), b, row, idx); err != nil {
-				p.Release(fresh)
-				return fmt.Errorf("kv: copy page %d: %w", src, err)
-			}
+		if err := copyPage(k, l, src, dst); err != nil {
+			p.Release(fresh)
+			return fmt.Errorf("kv: copy page %d: %w", src, err)
 		}
 	}
 	p.Release(table[i : i+1])
 	table[i] = fresh[0]
+	return nil
+}
+
+// copyPage copies page src of every span of l to page dst.
+func copyPage(k device.Kernels, l device.KVLayer, src, dst int32) error {
+	spans := []struct {
+		s        device.Span
+		rowBytes int64
+	}{
+		{l.K, l.DType.RowBytes(l.KRowElems())}, {l.KScale, l.DType.ScaleBytes(l.KRowElems())},
+		{l.V, l.DType.RowBytes(l.VRowElems())}, {l.VScale, l.DType.ScaleBytes(l.VRowElems())},
+	}
+	for _, sp := range spans {
+		if sp.s.Ptr == 0 || sp.rowBytes == 0 {
+			continue
+		}
+		page := int64(l.PageSize) * sp.rowBytes
+		if page%4 != 0 {
+			return fmt.Errorf("kv: a page of %d bytes is not whole 32-bit words", page)
+		}
+		words := int(page / 4)
+		b := device.Buf{Ptr: sp.s.Ptr, N: int(sp.s.Bytes / 4)}
+		if err := k.GatherRows(b.Slice(int(dst)*words, words), b, words, []int32{src}); err != nil {
+			return err
+		}
+	}
 	return nil
 }

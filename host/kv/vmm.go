@@ -19,14 +19,16 @@ func NewFromArena(spec Spec, layers []device.KVLayer) (*Pool, error) {
 	if len(layers) != spec.Layers {
 		return nil, fmt.Errorf("kv: arena has %d layers, spec %d", len(layers), spec.Layers)
 	}
-	floats := spec.NumPages * spec.PageSize * spec.KVHeads * spec.HeadDim
 	for l, kl := range layers {
 		switch {
 		case kl.PageSize != spec.PageSize || kl.KVHeads != spec.KVHeads || kl.HeadDim != spec.HeadDim:
 			return nil, fmt.Errorf("kv: arena layer %d has page %d, %d heads × %d, spec page %d, %d heads × %d",
 				l, kl.PageSize, kl.KVHeads, kl.HeadDim, spec.PageSize, spec.KVHeads, spec.HeadDim)
-		case kl.K.Ptr == 0 || kl.V.Ptr == 0 || kl.K.N < floats || kl.V.N < floats:
-			return nil, fmt.Errorf("kv: arena layer %d holds K %d and V %d floats, the spec needs %d each", l, kl.K.N, kl.V.N, floats)
+		case kl.Slots < spec.NumPages*spec.PageSize:
+			return nil, fmt.Errorf("kv: arena layer %d holds %d slots, the spec needs %d", l, kl.Slots, spec.NumPages*spec.PageSize)
+		}
+		if err := kl.Validate(); err != nil {
+			return nil, fmt.Errorf("kv: arena layer %d: %w", l, err)
 		}
 	}
 	p := &Pool{spec: spec, layers: append([]device.KVLayer(nil), layers...)}

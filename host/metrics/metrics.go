@@ -60,13 +60,21 @@ type Sources struct {
 	// Plugins lists every loaded plugin version (configurators and
 	// samplers). It is called once per scrape and must not block.
 	Plugins func() []PluginStat
+	// ModelName, when set, is the model_name label of every kvhost_* and
+	// vllm:* series (vLLM labels its series so).
+	ModelName string
 }
 
-// ErrorEvent is one failed request, kept for the dashboard.
+// ErrorEvent is one failed request, kept for the dashboard: what kind of
+// failure, the status and message the client got, and the request id that
+// finds its log lines.
 type ErrorEvent struct {
-	Time  time.Time `json:"time"`
-	Route string    `json:"route"`
-	Kind  string    `json:"kind"`
+	Time      time.Time `json:"time"`
+	Route     string    `json:"route"`
+	Kind      string    `json:"kind"`
+	Status    int       `json:"status,omitempty"`
+	Message   string    `json:"message,omitempty"`
+	RequestID string    `json:"request_id,omitempty"`
 }
 
 const recentErrors = 32
@@ -86,6 +94,7 @@ type Metrics struct {
 	ttft      *prometheus.HistogramVec
 	itl       *prometheus.HistogramVec
 	swaps     *prometheus.CounterVec
+	vllm      *vllmMetrics
 
 	nRequests, nErrors, nIn, nOut atomic.Int64
 
@@ -135,10 +144,15 @@ func New(src Sources) *Metrics {
 	m.swaps = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvhost_sampler_swaps_total", Help: "Sampler admin operations (upload = swap to a new version, remove) by sampler, operation and result.",
 	}, []string{"sampler", "op", "result"})
-	m.reg.MustRegister(m.requests, m.inFlight, m.duration, m.errors, m.tokensIn, m.tokensOut, m.ttft, m.itl, m.swaps,
-		&stateCollector{src: src},
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.vllm = newVLLMMetrics()
+	var reg prometheus.Registerer = m.reg
+	if src.ModelName != "" {
+		reg = prometheus.WrapRegistererWith(prometheus.Labels{"model_name": src.ModelName}, m.reg)
+	}
+	reg.MustRegister(m.requests, m.inFlight, m.duration, m.errors, m.tokensIn, m.tokensOut, m.ttft, m.itl, m.swaps,
+		&stateCollector{src: src})
+	reg.MustRegister(m.vllm.collectors()...)
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
@@ -159,22 +173,32 @@ func (m *Metrics) RequestStart(route string) { m.inFlight.Inc() }
 // generated token.
 func (m *Metrics) FirstToken(route string, ttft time.Duration) {
 	m.ttft.WithLabelValues(route).Observe(ttft.Seconds())
+	m.vllm.vTTFT.Observe(ttft.Seconds())
 	m.tokensOut.WithLabelValues(route).Inc()
+	m.vllm.vGenTokens.Inc()
 	m.nOut.Add(1)
 }
 
 // NextToken implements server.Observer; every call is one generated token.
 func (m *Metrics) NextToken(route string, itl time.Duration) {
 	m.itl.WithLabelValues(route).Observe(itl.Seconds())
+	m.vllm.vITL.Observe(itl.Seconds())
+	m.vllm.vTPOT.Observe(itl.Seconds())
 	m.tokensOut.WithLabelValues(route).Inc()
+	m.vllm.vGenTokens.Inc()
 	m.nOut.Add(1)
 }
 
-// Error implements server.Observer and keeps the event for RecentErrors.
+// Error implements server.Observer: it counts the failure by kind.
 func (m *Metrics) Error(route string, kind string) {
 	m.errors.WithLabelValues(route, kind).Inc()
 	m.nErrors.Add(1)
-	ev := ErrorEvent{Time: time.Now(), Route: route, Kind: kind}
+}
+
+// ErrorDetail implements server.ErrorDetailObserver: it keeps the failed
+// request, with its status, message and request id, for RecentErrors.
+func (m *Metrics) ErrorDetail(route, kind string, status int, message, requestID string) {
+	ev := ErrorEvent{Time: time.Now(), Route: route, Kind: kind, Status: status, Message: message, RequestID: requestID}
 	m.mu.Lock()
 	if len(m.recent) < recentErrors {
 		m.recent = append(m.recent, ev)
@@ -190,6 +214,7 @@ func (m *Metrics) RequestEnd(route string, status int, elapsed time.Duration) {
 	m.inFlight.Dec()
 	m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
 	m.duration.WithLabelValues(route).Observe(elapsed.Seconds())
+	m.vllm.vE2E.Observe(elapsed.Seconds())
 	m.nRequests.Add(1)
 }
 
@@ -201,6 +226,7 @@ func (m *Metrics) TokensIn(route string, n int) {
 		return
 	}
 	m.tokensIn.WithLabelValues(route).Add(float64(n))
+	m.vllm.vPromptTokens.Add(float64(n))
 	m.nIn.Add(int64(n))
 }
 

@@ -295,7 +295,7 @@ func TestKVUsage(t *testing.T) {
 func TestRecentErrorsNewestFirstAndBounded(t *testing.T) {
 	m := New(Sources{})
 	for i := range recentErrors + 5 {
-		m.Error(fmt.Sprintf("/r%d", i), "internal")
+		m.ErrorDetail(fmt.Sprintf("/r%d", i), "internal", 500, "internal server error", fmt.Sprint(i))
 	}
 	got := m.RecentErrors()
 	if len(got) != recentErrors {
@@ -307,9 +307,10 @@ func TestRecentErrorsNewestFirstAndBounded(t *testing.T) {
 		}
 	}
 	m2 := New(Sources{})
-	m2.Error("/a", "x")
-	m2.Error("/b", "y")
-	if got := m2.RecentErrors(); len(got) != 2 || got[0].Route != "/b" || got[1].Route != "/a" {
+	m2.ErrorDetail("/a", "x", 400, "invalid max_tokens: -1 must be >= 0", "id-a")
+	m2.ErrorDetail("/b", "y", 429, "queue full", "id-b")
+	m2.Error("/c", "z") // counted, not kept: only ErrorDetail carries what the client was told
+	if got := m2.RecentErrors(); len(got) != 2 || got[0].Route != "/b" || got[1].Route != "/a" || got[1].Message != "invalid max_tokens: -1 must be >= 0" || got[1].Status != 400 || got[1].RequestID != "id-a" {
 		t.Fatalf("partial ring: %+v", got)
 	}
 }
@@ -322,10 +323,11 @@ func TestWork(t *testing.T) {
 	m.NextToken("/v1/completions", time.Millisecond)
 	m.Error("/v1/completions", "internal")
 	m.RequestEnd("/v1/completions", 500, time.Millisecond)
+	m.ErrorDetail("/v1/completions", "internal", 500, "internal server error", "rid")
 	h.load = Load{Running: 1, Waiting: 4, KVPagesTotal: 10, KVPagesFree: 5, Preemptions: 2}
 	w := m.Work()
 	if w.Running != 1 || w.Waiting != 4 || w.Preemptions != 2 || w.TokensIn != 5 || w.TokensOut != 2 ||
-		w.Requests != 1 || w.Errors != 1 || len(w.RecentErrors) != 1 || len(w.KVPools) != 1 || w.KVUsage == nil || *w.KVUsage != 0.5 {
+		w.Requests != 1 || w.Errors != 1 || len(w.RecentErrors) != 1 || w.RecentErrors[0].Message != "internal server error" || len(w.KVPools) != 1 || w.KVUsage == nil || *w.KVUsage != 0.5 {
 		t.Fatalf("work = %+v", w)
 	}
 }

@@ -26,6 +26,11 @@ type Seq struct {
 	Start     int
 	Pages     []int32
 	LogitRows int
+	// Hidden, when not nil, receives the final hidden state of every row of
+	// Tokens — after the output norm, what the LM head reads — as
+	// len(Tokens) × Config.Hidden floats (embeddings pool it). A batch with
+	// Hidden never runs as a captured decode graph.
+	Hidden []float32
 }
 
 // scope tracks the activations of one forward so an error anywhere frees
@@ -88,6 +93,9 @@ func (m *Model) Forward(pool *kv.Pool, seqs []Seq, logits []float32) error {
 		if end := s.Start + len(s.Tokens); end > c.ContextLen {
 			return fmt.Errorf("model: sequence %d reaches position %d past the context of %d", i, end, c.ContextLen)
 		}
+		if s.Hidden != nil && len(s.Hidden) != len(s.Tokens)*c.Hidden {
+			return fmt.Errorf("model: sequence %d has a hidden-state buffer of %d floats, needs %d", i, len(s.Hidden), len(s.Tokens)*c.Hidden)
+		}
 		total += len(s.Tokens)
 		rows += s.LogitRows
 	}
@@ -109,6 +117,9 @@ func (m *Model) Forward(pool *kv.Pool, seqs []Seq, logits []float32) error {
 		if err := m.block(&sc, pool, l, seqs, x, total); err != nil {
 			return fmt.Errorf("model: layer %d: %w", l, err)
 		}
+	}
+	if err := m.hiddenOut(&sc, x, seqs, total); err != nil {
+		return err
 	}
 	if rows == 0 {
 		return nil
@@ -149,7 +160,7 @@ func (m *Model) block(sc *scope, pool *kv.Pool, l int, seqs []Seq, x device.Buf,
 		if err := k.WriteKV(kvl, ks, vs, n, s.Pages, s.Start); err != nil {
 			return err
 		}
-		err := k.Attention(att.Slice(off*c.QRow(), n*c.QRow()), q.Slice(off*c.QRow(), n*c.QRow()), n, c.Heads, kvl, s.Pages, s.Start, scale, m.attnScratch)
+		err := k.Attention(att.Slice(off*c.QRow(), n*c.QRow()), q.Slice(off*c.QRow(), n*c.QRow()), n, c.Heads, kvl, s.Pages, s.Start, device.AttnOpts{Scale: scale}, m.attnScratch)
 		if err != nil {
 			return err
 		}
@@ -255,6 +266,40 @@ func (m *Model) attentionOutAndMLP(sc *scope, l int, x, h, q, kk, vv, att device
 		return err
 	}
 	sc.free(h)
+	return nil
+}
+
+// hiddenOut copies the output-normed hidden state of every row of the
+// sequences that asked for it (Seq.Hidden). It holds one extra activation
+// of total rows beside x, less than a layer's MLP holds, so it stays under
+// the forward's measured peak.
+func (m *Model) hiddenOut(sc *scope, x device.Buf, seqs []Seq, total int) error {
+	want := false
+	for _, s := range seqs {
+		want = want || s.Hidden != nil
+	}
+	if !want {
+		return nil
+	}
+	c, k := m.Config, m.k
+	hn, err := sc.buf(total * c.Hidden)
+	if err != nil {
+		return err
+	}
+	if err := k.RMSNorm(hn, x, m.outNorm, total, c.Hidden, c.RMSEps); err != nil {
+		return err
+	}
+	off := 0
+	for _, s := range seqs {
+		n := len(s.Tokens)
+		if s.Hidden != nil {
+			if err := k.CopyToHost(s.Hidden, hn.Slice(off*c.Hidden, n*c.Hidden)); err != nil {
+				return err
+			}
+		}
+		off += n
+	}
+	sc.free(hn)
 	return nil
 }
 

@@ -50,7 +50,7 @@ func (m *Model) decodeStep(sc *scope, pool *kv.Pool, in *decodeInputs, rows int,
 		if err := dk.WriteKVRows(kvl, kk, vv, pos, tables); err != nil {
 			return err
 		}
-		if err := dk.DecodeAttention(att, q, c.Heads, kvl, pos, tables, scale, m.attnScratch, c.ContextLen); err != nil {
+		if err := dk.DecodeAttention(att, q, c.Heads, kvl, pos, tables, device.AttnOpts{Scale: scale}, m.attnScratch, c.ContextLen); err != nil {
 			return err
 		}
 		if err := m.attentionOutAndMLP(sc, l, x, h, q, kk, vv, att, rows); err != nil {

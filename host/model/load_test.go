@@ -39,6 +39,9 @@ func writeTiny(t testing.TB, dtype string) string {
 // TestBatchEqualsSingle: sequences batched together (a prefill chunk next to
 // decodes) get the same logits as each run alone.
 func TestBatchEqualsSingle(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping in -short mode: batched-vs-alone logits for three weight types")
+	}
 	for _, dtype := range []string{"f32", "f16", "q8_0"} {
 		t.Run(dtype, func(t *testing.T) {
 			path := writeTiny(t, dtype)
@@ -267,6 +270,9 @@ func TestLoadOutOfDeviceMemory(t *testing.T) {
 // the way its converter builds it, in float32) and the HF copy the
 // rope_scaling rule: both must rotate alike, and differently from no scaling.
 func TestHFMatchesGGUF(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping in -short mode: HF-vs-GGUF logits over converted models")
+	}
 	// original 1024, low 1, high 8 puts the synthetic models' frequencies in
 	// all three of the rule's regions (kept, smoothed, divided).
 	const scaling = `{"rope_type":"llama3","factor":8,"low_freq_factor":1,"high_freq_factor":8,"original_max_position_embeddings":1024}`
@@ -280,13 +286,9 @@ func TestHFMatchesGGUF(t *testing.T) {
 		{"tiny", writeTiny(t, "f32"), ""},
 		{"tiny-llama3.1", writeTiny(t, "f32"), scaling},
 	}
-	if dir, ok := sharedDirIfPresent(); ok {
-		p := filepath.Join(dir, "models", "stories260K.gguf")
-		cases = append(cases, struct{ name, path, ropeScaling string }{"stories260K", p, ""},
-			struct{ name, path, ropeScaling string }{"stories260K-llama3.1", p, scaling})
-	} else {
-		t.Log("../shared is absent: the stories260K cases are skipped, the synthetic ones run")
-	}
+	p := storiesPath(t)
+	cases = append(cases, struct{ name, path, ropeScaling string }{"stories260K", p, ""},
+		struct{ name, path, ropeScaling string }{"stories260K-llama3.1", p, scaling})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			plain := load(t, tc.path, 16)

@@ -71,7 +71,7 @@ func maxDiff(a []float32, b []float64) float64 {
 // TestStories260KMatchesFloat64Reference checks every logit of a chunked
 // prefill and of 40 decode steps against the independent float64 forward.
 func TestStories260KMatchesFloat64Reference(t *testing.T) {
-	path := filepath.Join(sharedDir(t), "models", "stories260K.gguf")
+	path := storiesPath(t)
 	r := load(t, path, 64)
 	ref := newRefModel(t, path)
 	prompt, err := r.m.Tokenizer.Encode("Once upon a time", true)
@@ -118,7 +118,7 @@ func TestStories260KMatchesFloat64Reference(t *testing.T) {
 // story in testdata (produced by this test with -update and read by a person:
 // a coherent children's story).
 func TestStories260KGreedyStory(t *testing.T) {
-	path := filepath.Join(sharedDir(t), "models", "stories260K.gguf")
+	path := storiesPath(t)
 	r := load(t, path, 64)
 	ref := newRefModel(t, path)
 	prompt, _ := r.m.Tokenizer.Encode("Once upon a time", true)

@@ -3,9 +3,8 @@ package model
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/kvhost/kvhost/internal/testmodels"
 	"math"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/kvhost/kvhost/host/model/gguf"
@@ -124,6 +123,12 @@ func (r *refModel) rope(v []float64, nHeads, pos int) {
 
 // step consumes one token at the next position and returns its logits.
 func (r *refModel) step(tok int32) []float64 {
+	return matvec(r.w["output.weight"], r.stepHidden(tok), r.vocab)
+}
+
+// stepHidden consumes one token at the next position and returns its final
+// hidden state (after the output norm).
+func (r *refModel) stepHidden(tok int32) []float64 {
 	pos := len(r.kcache[0])
 	hd := r.dim / r.heads
 	x := append([]float64(nil), r.w["token_embd.weight"][int(tok)*r.dim:(int(tok)+1)*r.dim]...)
@@ -194,8 +199,7 @@ func (r *refModel) step(tok int32) []float64 {
 			x[i] += d[i]
 		}
 	}
-	x = rmsnorm(x, r.w["output_norm.weight"], r.eps)
-	return matvec(r.w["output.weight"], x, r.vocab)
+	return rmsnorm(x, r.w["output_norm.weight"], r.eps)
 }
 
 func argmax64(x []float64) int32 {
@@ -208,36 +212,5 @@ func argmax64(x []float64) int32 {
 	return int32(best)
 }
 
-// sharedDir finds ../shared beside the repository root, or skips.
-func sharedDir(t testing.TB) string {
-	t.Helper()
-	shared, ok := sharedDirIfPresent()
-	if !ok {
-		t.Skipf("skipping: ../shared/models/stories260K.gguf is absent; these tests need the shared test models")
-	}
-	return shared
-}
-
-// sharedDirIfPresent finds ../shared beside the repository root, for tests
-// whose other cases run without it.
-func sharedDirIfPresent() (string, bool) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", false
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", false
-		}
-		dir = parent
-	}
-	shared := filepath.Join(dir, "..", "shared")
-	if _, err := os.Stat(filepath.Join(shared, "models", "stories260K.gguf")); err != nil {
-		return "", false
-	}
-	return shared, true
-}
+// storiesPath is the repository's models/stories260K.gguf.
+func storiesPath(t testing.TB) string { return testmodels.MustStories260K(t) }

@@ -15,6 +15,7 @@ import (
 type reqInfo struct {
 	route string
 	start time.Time
+	kind  string // the last error kind observed (ErrKind*), "" if none
 }
 
 type reqInfoKey struct{}
@@ -42,6 +43,9 @@ func (s *server) inference(route string, h http.HandlerFunc) http.HandlerFunc {
 					status = http.StatusOK
 				}
 				obs.RequestEnd(route, status, time.Since(ri.start))
+				if d, ok := obs.(ErrorDetailObserver); ok && ri.kind != "" {
+					d.ErrorDetail(route, ri.kind, status, rec.reason, RequestID(r.Context()))
+				}
 			}()
 		}
 		if !s.checkKey(rec, r) {
@@ -123,6 +127,7 @@ func (s *server) observeError(r *http.Request, kind string) {
 		return
 	}
 	if ri := infoOf(r.Context()); ri != nil {
+		ri.kind = kind
 		s.opts.Observer.Error(ri.route, kind)
 	}
 }

@@ -1,11 +1,7 @@
 package server
 
 import (
-	"fmt"
 	"net/http"
-	"strings"
-
-	"github.com/kvhost/kvhost/host/model/chat"
 )
 
 // handleChatCompletions serves POST /v1/chat/completions.
@@ -24,20 +20,11 @@ func (s *server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 }
 
 // prepareChat validates a chat request, renders its messages with the
-// model's template (with the generation prompt) and tokenizes the result.
-// The template usually writes the BOS text itself; then the tokenizer must
-// not add a second BOS, so special tokens are added only when the rendered
-// text does not already start with the BOS text.
+// model's template (with the generation prompt) and tokenizes the result
+// (chatPrompt).
 func (s *server) prepareChat(req *chatRequest) (genParams, []int32, error) {
 	if len(req.Messages) == 0 {
 		return genParams{}, nil, badRequest("messages", "messages must contain at least one message")
-	}
-	msgs := make([]chat.Message, len(req.Messages))
-	for i, m := range req.Messages {
-		if m.Role == "" {
-			return genParams{}, nil, badRequest(fmt.Sprintf("messages[%d].role", i), "role is required")
-		}
-		msgs[i] = chat.Message{Role: m.Role, Content: m.Content.Text}
 	}
 	maxTokens, name := req.MaxCompletionTokens, "max_completion_tokens"
 	if maxTokens == nil {
@@ -61,15 +48,6 @@ func (s *server) prepareChat(req *chatRequest) (genParams, []int32, error) {
 	}
 	p.logprobs = wantLP
 
-	tmpl := s.b.Chat()
-	text, err := tmpl.Render(msgs, true)
-	if err != nil {
-		return p, nil, err
-	}
-	addSpecial := tmpl.BOS() == "" || !strings.HasPrefix(text, tmpl.BOS())
-	ids, err := s.b.Tokenizer().Encode(text, addSpecial)
-	if err != nil {
-		return p, nil, fmt.Errorf("server: tokenize rendered chat: %w", err)
-	}
-	return p, ids, nil
+	ids, err := s.chatPrompt(req.Messages, true, nil)
+	return p, ids, err
 }

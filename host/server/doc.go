@@ -9,7 +9,10 @@
 // Routes (chi v5); New returns a *Server, an http.Handler with Drain:
 //
 //	GET  /health               200 {"status":"ok"}; 503 while an optional HealthChecker fails or after Drain
-//	GET  /v1/models            the one model, with max_model_len
+//	GET  /ready                readiness: as /health (Gate answers 503 for both while the model loads)
+//	GET  /v1/models[/{id}]     the one model, with vLLM's fields (max_model_len, root, permission)
+//	POST /tokenize, /detokenize  vLLM's and llama.cpp's shapes (tokenize.go)
+//	POST /v1/embeddings        pooled, normalized final hidden states (Embedder capability)
 //	POST /v1/completions       prompt: string | [string] | [id] | [[id]] (a batch: n choices each)
 //	POST /v1/chat/completions  messages rendered by Backend.Chat()
 //	POST /generate             SGLang's native API (see native.go for the shape)
@@ -98,6 +101,14 @@
 // Options.Observer receives request start/end, time to first token,
 // inter-token gaps and errors by kind (the ErrKind constants) for metrics.
 //
-// Requests are logged with slog (method, path, status, duration, bytes); no
-// header or query string is ever logged, so Authorization never is.
+// Every request gets an id (X-Request-Id from the client when usable, else
+// generated), echoed in the response header and carried by every log line
+// of the request. Requests are logged with slog (method, path, status,
+// duration, bytes; a 4xx at warn and a 5xx at error, with the reason the
+// client got); no header or query string is ever logged, so Authorization
+// never is. CORS is off unless Options.AllowedOrigins names origins.
+//
+// Before the model is loaded the listener serves a Gate: every route answers
+// 503 "loading" with the startup phase, so the port is bound (and a busy one
+// fails) in the first second.
 package server

@@ -115,13 +115,14 @@ func errorResponse(err error) (status int, body apiError, internal bool) {
 func (s *server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status, body, internal := errorResponse(err)
 	if internal {
-		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		s.logFor(r).Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	s.observeError(r, errorKind(status, body))
 	writeAPIError(w, status, body)
 }
 
 func writeAPIError(w http.ResponseWriter, status int, e apiError) {
+	noteReason(w, e.Message)
 	writeJSON(w, status, errorBody{Error: e})
 }
 

@@ -7,13 +7,6 @@ import (
 	"time"
 )
 
-// HealthChecker is an optional Backend capability: when implemented, GET
-// /health and GET /ready answer 503 while Health returns an error
-// (loading, draining).
-type HealthChecker interface {
-	Health(ctx context.Context) error
-}
-
 // Liveness is an optional Backend capability: Stalled returns an error
 // while the engine has work but has not completed a step for longer than
 // threshold (Options.StallThreshold) — a forward or a plugin call that does
@@ -43,25 +36,15 @@ func (s *server) unhealthy(ctx context.Context) (apiError, bool) {
 	return apiError{}, false
 }
 
-// handleHealth is GET /health, the liveness probe: 200 {"status":"ok"},
-// or 503 naming why — the engine stalled with work pending (it will not
-// recover by itself), or the server draining (so load balancers that poll
-// /health stop routing here).
+// handleHealth is GET /health, the liveness probe, and (through
+// handleReady) GET /ready: 200 {"status":"ok"}, or 503 naming why — the
+// engine stalled with work pending (it will not recover by itself), the
+// server draining (so load balancers that poll /health stop routing here),
+// or the backend's HealthChecker failing.
 func (s *server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	if e, bad := s.unhealthy(r.Context()); bad {
 		writeAPIError(w, http.StatusServiceUnavailable, e)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-}
-
-// handleReady is GET /ready, the readiness probe: 200 {"status":"ready"}
-// when requests sent now would be served, else 503 with the reason
-// (draining, engine stalled, backend not ready).
-func (s *server) handleReady(w http.ResponseWriter, r *http.Request) {
-	if e, bad := s.unhealthy(r.Context()); bad {
-		writeAPIError(w, http.StatusServiceUnavailable, e)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"log/slog"
 	"net/http"
 	"runtime/debug"
 	"time"
@@ -14,6 +15,7 @@ type statusRecorder struct {
 	http.ResponseWriter
 	status int
 	bytes  int64
+	reason string // an error response's message (writeAPIError notes it)
 }
 
 func (w *statusRecorder) WriteHeader(code int) {
@@ -34,9 +36,26 @@ func (w *statusRecorder) Write(b []byte) (int, error) {
 
 func (w *statusRecorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// logRequests logs one line per request: method, path, status, duration and
-// response size. It logs no headers at all, so credentials (Authorization,
-// cookies) never reach the log; nor query strings, which may carry keys.
+// noteReason records an error response's message on every statusRecorder
+// in w's wrapper chain, for the access log line.
+func noteReason(w http.ResponseWriter, reason string) {
+	for w != nil {
+		if rec, ok := w.(*statusRecorder); ok {
+			rec.reason = reason
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return
+		}
+		w = u.Unwrap()
+	}
+}
+
+// logRequests logs one line per request: method, path, status, duration,
+// response size and the request id (the logger carries it); a 4xx is logged
+// at warn and a 5xx at error, each with the reason the client was given. It
+// logs no headers at all, so credentials (Authorization, cookies) never
+// reach the log; nor query strings, which may carry keys.
 func (s *server) logRequests(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -46,13 +65,24 @@ func (s *server) logRequests(next http.Handler) http.Handler {
 		if status == 0 {
 			status = http.StatusOK
 		}
-		s.log.Info("http request",
+		attrs := []any{
 			"method", r.Method,
 			"path", r.URL.Path,
 			"status", status,
 			"duration", time.Since(start),
 			"bytes", rec.bytes,
-		)
+		}
+		level := slog.LevelInfo
+		switch {
+		case status >= 500:
+			level = slog.LevelError
+		case status >= 400:
+			level = slog.LevelWarn
+		}
+		if rec.reason != "" {
+			attrs = append(attrs, "reason", rec.reason)
+		}
+		s.logFor(r).Log(r.Context(), level, "http request", attrs...)
 	})
 }
 
@@ -69,7 +99,7 @@ func (s *server) recoverPanics(next http.Handler) http.Handler {
 			if v == http.ErrAbortHandler {
 				panic(v)
 			}
-			s.log.Error("handler panicked", "method", r.Method, "path", r.URL.Path,
+			s.logFor(r).Error("handler panicked", "method", r.Method, "path", r.URL.Path,
 				"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 			writeAPIError(w, http.StatusInternalServerError, apiError{
 				Message: "internal server error", Type: "server_error", Code: "internal_error",

@@ -195,9 +195,10 @@ func (o *responder) fail(err error) {
 func (s *server) streamError(w http.ResponseWriter, r *http.Request, err error) {
 	status, body, internal := errorResponse(err)
 	if internal {
-		s.log.Error("generation failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		s.logFor(r).Error("generation failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	s.observeError(r, errorKind(status, body))
+	noteReason(w, body.Message)
 	if sendEvent(w, errorBody{Error: body}, s.opts.StreamWriteTimeout) == nil {
 		sendDone(w, s.opts.StreamWriteTimeout)
 	}

@@ -39,6 +39,13 @@ type Options struct {
 	// /health, /metrics, the Web UI and /admin (which checks its own key)
 	// stay open. Keys are compared in constant time and never logged.
 	APIKeys []string `json:"-"`
+	// AllowedOrigins enables CORS for these browser origins ("*" for any,
+	// or scheme://host[:port] each); empty (the default) sends no CORS
+	// headers, so pages on other origins cannot read responses.
+	AllowedOrigins []string `json:"allowed_origins"`
+	// EmbeddingPooling is how /v1/embeddings pools a prompt's final hidden
+	// states: "mean" (the default) or "last" (the last token's).
+	EmbeddingPooling string `json:"embedding_pooling"`
 
 	// Observer, when set, receives request lifecycle events (metrics).
 	Observer Observer `json:"-"`
@@ -95,8 +102,13 @@ func (o Options) Validate() error {
 		return fmt.Errorf("server: stream_write_timeout %v must be >= 0 (0 selects %v)", o.StreamWriteTimeout, defaultStreamWriteTimeout)
 	case o.StallThreshold < 0:
 		return fmt.Errorf("server: stall_threshold %v must be >= 0 (0 selects %v)", o.StallThreshold, defaultStallThreshold)
+	case o.EmbeddingPooling != "" && o.EmbeddingPooling != PoolingMean && o.EmbeddingPooling != PoolingLast:
+		return fmt.Errorf("server: embedding_pooling %q must be %q or %q", o.EmbeddingPooling, PoolingMean, PoolingLast)
 	case o.Sampler != nil && o.ApplySampler == nil:
 		return fmt.Errorf("server: a sampler validator needs ApplySampler to pass the policy to the engine")
+	}
+	if err := validOrigins(o.AllowedOrigins); err != nil {
+		return err
 	}
 	for i, k := range o.APIKeys {
 		if k == "" {
@@ -122,6 +134,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.StallThreshold == 0 {
 		o.StallThreshold = defaultStallThreshold
+	}
+	if o.EmbeddingPooling == "" {
+		o.EmbeddingPooling = PoolingMean
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -160,6 +175,14 @@ type Observer interface {
 // tokens: TokensIn is called once per admitted engine request.
 type PromptObserver interface {
 	TokensIn(route string, n int)
+}
+
+// ErrorDetailObserver is the optional Observer capability of learning what
+// a failed request was told: once per failed request, after RequestEnd, with
+// the last error kind, the HTTP status (200 for a stream that carried an
+// error event), the message the client got and the request id.
+type ErrorDetailObserver interface {
+	ErrorDetail(route, kind string, status int, message, requestID string)
 }
 
 // Error kinds passed to Observer.Error.

@@ -28,6 +28,7 @@ type run struct {
 	// engine sends them on choice 0's first event, which precedes every
 	// other choice's events: those fork from it).
 	promptLP []engine.PromptLogprob
+	ph       phases
 }
 
 type choiceEvent struct {
@@ -94,7 +95,7 @@ func (s *server) generate(w http.ResponseWriter, r *http.Request, p genParams, p
 				po.TokensIn(ri.route, len(req.Prompt))
 			}
 		}
-		rn := &run{ctx: ctx, cancel: cancel, events: st.Events, prompt: req.Prompt, base: total, open: p.n}
+		rn := &run{ctx: ctx, cancel: cancel, events: st.Events, prompt: req.Prompt, base: total, open: p.n, ph: phases{submitted: time.Now()}}
 		for range p.n {
 			rn.choices = append(rn.choices, newChoiceState(tok, p))
 		}
@@ -128,6 +129,7 @@ func (s *server) generate(w http.ResponseWriter, r *http.Request, p genParams, p
 			continue
 		}
 		ev := ce.ev
+		rn.ph.event(ev, time.Now())
 		if ev.Choice < 0 || ev.Choice >= len(rn.choices) {
 			out.fail(fmt.Errorf("server: engine sent an event for choice %d of a %d-choice request", ev.Choice, len(rn.choices)))
 			return
@@ -169,8 +171,12 @@ func (s *server) generate(w http.ResponseWriter, r *http.Request, p genParams, p
 		recs := st.takeLogprobs()
 		if st.finished {
 			active--
+			rn.ph.reasons = append(rn.ph.reasons, st.finishReason)
 			if rn.open--; rn.open == 0 {
 				rn.cancel() // a no-op unless a stop string cut the request short
+				if ri != nil {
+					rn.ph.report(obs, ri.route, len(rn.prompt))
+				}
 			}
 			err = out.finish(i, delta, recs, st)
 		} else {

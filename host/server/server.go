@@ -42,6 +42,12 @@ type Backend interface {
 	Submit(ctx context.Context, req engine.Request) (*engine.Stream, error)
 }
 
+// HealthChecker is an optional Backend capability: when implemented, GET
+// /health answers 503 while Health returns an error (loading, draining).
+type HealthChecker interface {
+	Health(ctx context.Context) error
+}
+
 // server holds what every handler needs; all but the drain state is
 // immutable after New.
 type server struct {
@@ -92,6 +98,10 @@ func New(b Backend, opts Options) *Server {
 	}
 
 	r := chi.NewRouter()
+	r.Use(s.requestIDs)
+	if len(opts.AllowedOrigins) > 0 {
+		r.Use(corsMiddleware(opts.AllowedOrigins))
+	}
 	r.Use(s.logRequests, s.recoverPanics)
 	notFound := func(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusNotFound, apiError{
@@ -109,6 +119,8 @@ func New(b Backend, opts Options) *Server {
 	r.Get("/health", s.handleHealth)
 	r.Get("/ready", s.handleReady)
 	r.With(s.authorize).Get("/v1/models", s.handleModels)
+	r.With(s.authorize).Get("/v1/models/*", s.handleModel)
+	s.extraRoutes(r)
 	r.Post("/v1/completions", s.inference("/v1/completions", s.handleCompletions))
 	r.Post("/v1/chat/completions", s.inference("/v1/chat/completions", s.handleChatCompletions))
 	r.Post("/generate", s.inference("/generate", s.handleGenerate))
@@ -133,27 +145,4 @@ func New(b Backend, opts Options) *Server {
 		r.Method(http.MethodGet, "/*", opts.Web)
 	}
 	return &Server{s: s, h: r}
-}
-
-type modelCard struct {
-	ID          string `json:"id"`
-	Object      string `json:"object"`
-	Created     int64  `json:"created"`
-	OwnedBy     string `json:"owned_by"`
-	MaxModelLen int    `json:"max_model_len"`
-}
-
-type modelList struct {
-	Object string      `json:"object"`
-	Data   []modelCard `json:"data"`
-}
-
-func (s *server) handleModels(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, modelList{
-		Object: "list",
-		Data: []modelCard{{
-			ID: s.b.ModelName(), Object: "model", Created: s.created,
-			OwnedBy: "kvhost", MaxModelLen: s.b.ContextLen(),
-		}},
-	})
 }

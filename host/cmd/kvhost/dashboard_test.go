@@ -21,6 +21,9 @@ import (
 // registries' configurators and samplers. Screenshots land in
 // $KVHOST_ARTIFACTS/real-server.
 func TestDashboardOnRealServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping in -short mode: end-to-end in Chromium against the real server")
+	}
 	bin := os.Getenv("KVHOST_CHROMIUM")
 	for _, n := range []string{"chromium", "chromium-browser", "google-chrome"} {
 		if bin != "" {

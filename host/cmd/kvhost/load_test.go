@@ -125,6 +125,9 @@ func streamOnce(url string, i int) streamResult {
 // one) in system_fingerprint. KVHOST_LOAD_SECONDS shortens or lengthens it
 // (default 30).
 func TestSamplerSwapUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping in -short mode: sampler swaps under load (soak-style)")
+	}
 	model := sharedModel(t)
 	seconds := 30
 	if v := os.Getenv("KVHOST_LOAD_SECONDS"); v != "" {

@@ -19,6 +19,10 @@ const pluginUsage = `Usage:
 `
 
 func pluginCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help" || args[len(args)-1] == "-h" || args[len(args)-1] == "--help") {
+		fmt.Fprint(stdout, pluginUsage)
+		return nil
+	}
 	if len(args) == 0 || args[0] != "check" {
 		fmt.Fprint(stderr, pluginUsage)
 		return errors.New("plugin: expected 'check FILE.wasm'")

@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 )
@@ -13,20 +15,69 @@ import (
 const usage = `kvhost — an LLM inference host that knows where every byte of device memory went.
 
 Usage:
-  kvhost serve     [flags]   serve a model over an OpenAI-compatible HTTP API
-  kvhost gen-model [flags]   write a deterministic demo model (GGUF)
-  kvhost version
+  kvhost serve --model MODEL [flags]   serve a model over an OpenAI-compatible HTTP API
+  kvhost chat  --model MODEL | --url URL
+                                       chat in the terminal, streaming
+  kvhost pull  ORG/NAME[:QUANT|:FILE]  download a model from the Hugging Face Hub into its cache
+  kvhost list                          list the models in the Hugging Face cache
+  kvhost rm    ORG/NAME...             remove models from the cache
+  kvhost plan  --model MODEL [flags]   the memory ledger serve would produce (CPU or GPU), no weights loaded
+  kvhost plugin check FILE.wasm        handshake and self-test a plugin
+  kvhost health [--url URL]            exit 0 when a running server's /health answers 200
+  kvhost gen-model [flags]             write a deterministic demo model (GGUF)
+  kvhost version                       print the version (also --version)
+  kvhost help                          this text (also --help, -h)
 
+MODEL is a GGUF file, a Hugging Face model directory, or a hub id
+(hf://ORG/NAME:Q4_K_M, or ORG/NAME when no such local path exists).
 Run "kvhost COMMAND -h" for a command's flags.
 `
 
+// version is stamped at build time: go build -ldflags "-X main.version=v1.2.3"
+// (make release does). Unstamped builds report "dev" and the VCS revision
+// the go command recorded, if any.
 var version = "dev"
+
+// versionString is what kvhost version prints.
+func versionString() string {
+	v := "kvhost " + version
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		rev, dirty := "", false
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				dirty = s.Value == "true"
+			}
+		}
+		if rev != "" {
+			v += " (" + rev[:min(12, len(rev))]
+			if dirty {
+				v += "+dirty"
+			}
+			v += ")"
+		}
+		v += " " + bi.GoVersion
+	}
+	return v + " " + runtime.GOOS + "/" + runtime.GOARCH
+}
 
 // extraCommands are commands compiled in only with some build tags (the
 // cuda build adds gpu-check); they register from init.
 var extraCommands = map[string]func(ctx context.Context, args []string, stdout, stderr io.Writer) error{}
 
+// run dispatches a command. A command's -h/--help prints its usage and is
+// not an error.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	err := dispatch(ctx, args, stdout, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	return err
+}
+
+func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return errors.New("no command given")
@@ -36,10 +87,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return serve(ctx, args[1:], stdout, stderr)
 	case "gen-model":
 		return genModel(args[1:], stdout, stderr)
-	case "version":
-		fmt.Fprintln(stdout, "kvhost", version)
+	case "version", "--version", "-version", "-v":
+		fmt.Fprintln(stdout, versionString())
 		return nil
-	case "-h", "--help", "help":
+	case "-h", "--help", "-help", "help":
+		if len(args) > 1 && args[0] == "help" {
+			return dispatch(ctx, []string{args[1], "-h"}, stdout, stderr)
+		}
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
@@ -47,7 +101,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmd(ctx, args[1:], stdout, stderr)
 	}
 	fmt.Fprint(stderr, usage)
-	return fmt.Errorf("unknown command %q", args[0])
+	return fmt.Errorf("unknown command %q (kvhost --help lists them)", args[0])
 }
 
 // byteSize is a flag.Value accepting "6GiB", "512MiB", "8G", "1048576".

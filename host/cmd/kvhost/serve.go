@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -30,6 +31,7 @@ import (
 )
 
 type serveFlags struct {
+	config         string
 	model          string
 	addr           string
 	dev            string
@@ -59,12 +61,34 @@ type serveFlags struct {
 	disableAfter   int
 	stallTimeout   time.Duration
 	shutdownWait   time.Duration
+	logFormat      string
+	origins        stringList
+	pooling        string
 }
 
-func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
+// stringList is a flag.Value of comma-separated strings.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+func (l *stringList) Set(s string) error {
+	*l = nil
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			*l = append(*l, p)
+		}
+	}
+	return nil
+}
+
+// parseServeFlags reads serve's settings: flags, then KVHOST_* variables,
+// then the config file (see settle). It returns the flag set and each
+// setting's source for the effective configuration printed at startup.
+func parseServeFlags(args []string, stderr io.Writer, getenv func(string) string) (serveFlags, *flag.FlagSet, map[string]string, error) {
 	var f serveFlags
 	fs := newFlagSet("serve", stderr)
-	fs.StringVar(&f.model, "model", "", "model to serve: a GGUF file or a Hugging Face directory (required)")
+	fs.StringVar(&f.config, "config", "", "YAML file of settings named like these flags (or KVHOST_CONFIG); flags and KVHOST_* variables override it")
+	fs.StringVar(&f.model, "model", "", "model to serve: a GGUF file, a Hugging Face directory, or a hub id (hf://ORG/NAME[:QUANT|:FILE], or a bare ORG/NAME that is not a local path), pulled into the Hugging Face cache (required)")
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "listen address")
 	fs.StringVar(&f.dev, "device", "cpu", "device kind: "+strings.Join(device.Kinds(), ", "))
 	fs.Var(&f.devMemory, "device-memory", "CPU device memory capacity, e.g. 6GiB (default: 8 GiB or half of RAM, whichever is smaller)")
@@ -93,20 +117,28 @@ func parseServeFlags(args []string, stderr io.Writer) (serveFlags, error) {
 	fs.IntVar(&f.disableAfter, "sampler-disable-after", 0, "consecutive failed steps after which a sampler policy is disabled and the default serves its requests (0: 3; -1: never)")
 	fs.DurationVar(&f.stallTimeout, "stall-timeout", 30*time.Second, "/health and /ready answer 503 \"engine stalled\" when the engine has work but completed no step for this long")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug | info | warn | error")
+	fs.StringVar(&f.logFormat, "log-format", "text", "text | json (one JSON object per line)")
 	fs.DurationVar(&f.shutdownWait, "shutdown-timeout", 30*time.Second, "how long running streams may finish on shutdown")
+	fs.Var(&f.origins, "allowed-origins", "browser origins allowed to call the API (CORS), comma-separated: https://app.example.com, or * for any (default: none)")
+	fs.StringVar(&f.pooling, "embeddings-pooling", server.PoolingMean, "how /v1/embeddings pools the final hidden states: mean | last")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: kvhost serve --model MODEL [flags]\n\nEvery flag can also be set as KVHOST_<FLAG> (--max-queue: KVHOST_MAX_QUEUE) or in the --config file (max-queue: 64); a flag beats the variable, which beats the file.\n\n")
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
-		return f, err
+		return f, fs, nil, err
+	}
+	if fs.NArg() > 0 {
+		return f, fs, nil, fmt.Errorf("serve: unexpected argument %q (flags only; the model is --model)", fs.Arg(0))
+	}
+	src, err := settle(fs, getenv)
+	if err != nil {
+		return f, fs, nil, fmt.Errorf("serve: %w", err)
 	}
 	if f.model == "" {
-		return f, errors.New("serve: --model is required (try: make run, which generates a demo model)")
+		return f, fs, nil, errors.New("serve: --model is required (try: make run, which serves models/stories260K.gguf; or --model hf://ORG/NAME:Q4_K_M)")
 	}
-	if f.apiKey == "" {
-		f.apiKey = os.Getenv("KVHOST_API_KEY")
-	}
-	if f.adminKey == "" {
-		f.adminKey = os.Getenv("KVHOST_ADMIN_KEY")
-	}
-	return f, nil
+	return f, fs, src, nil
 }
 
 // keys collects bearer keys from a flag value and a key file (one per line,
@@ -135,12 +167,19 @@ func keys(flagKey, file string) ([]string, error) {
 	return out, nil
 }
 
-func newLogger(level string, w io.Writer) (*slog.Logger, error) {
+func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+	o := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "", "text":
+		return slog.New(slog.NewTextHandler(w, o)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, o)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: use text or json", format)
 }
 
 // specialTokenizer recognises special-token text ("<|im_start|>") in
@@ -168,17 +207,38 @@ func (b backend) Submit(ctx context.Context, r engine.Request) (*engine.Stream, 
 	return b.s.Engine.Submit(ctx, r)
 }
 
+// EmbeddingSize and Embed make the model serve /v1/embeddings: an Embed
+// request through the engine, batched with generation.
+func (b backend) EmbeddingSize() int { return b.s.Model.Config.Hidden }
+func (b backend) Embed(ctx context.Context, prompt []int32) ([]float32, error) {
+	st, err := b.s.Engine.Submit(ctx, engine.Request{Prompt: prompt, Embed: true})
+	if err != nil {
+		return nil, err
+	}
+	return server.EmbedStream(st)
+}
+
+var _ server.Embedder = backend{}
+
 // Stalled is the liveness signal of /health and /ready.
 func (b backend) Stalled(threshold time.Duration) error { return b.s.Engine.Stalled(threshold) }
 
 var _ server.Liveness = backend{}
 
+// The metrics observe everything the server reports.
+var (
+	_ server.Observer            = (*metrics.Metrics)(nil)
+	_ server.PromptObserver      = (*metrics.Metrics)(nil)
+	_ server.PhaseObserver       = (*metrics.Metrics)(nil)
+	_ server.ErrorDetailObserver = (*metrics.Metrics)(nil)
+)
+
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f, err := parseServeFlags(args, stderr)
+	f, fs, src, err := parseServeFlags(args, stderr, os.Getenv)
 	if err != nil {
 		return err
 	}
-	log, err := newLogger(f.logLevel, stderr)
+	log, err := newLogger(f.logLevel, f.logFormat, stderr)
 	if err != nil {
 		return err
 	}
@@ -190,59 +250,31 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var allow []string
-	if f.allowlist != "" {
-		if allow, err = allowlist.ReadFile(f.allowlist); err != nil {
-			return err
-		}
-	}
-	// One plugin runtime and one registry for every plugin kind: the
-	// built-ins overlaid by --plugins, under one allow-list. The sampling
-	// policies come from it, and so does the KV configurator.
-	rt, err := plugin.NewRuntime(ctx, plugin.Config{Logger: log})
-	if err != nil {
-		return fmt.Errorf("serve: plugin runtime: %w", err)
-	}
-	defer rt.Close(context.Background())
-	preg, err := plugin.NewRegistryWith(rt, builtin.FS(), f.pluginsDir, plugin.RegistryOptions{AllowSHA256: allow, Logger: log})
-	if err != nil {
-		return fmt.Errorf("serve: plugins: %w", err)
-	}
-	defer preg.Close(context.Background())
-	sreg, err := sampling.NewRegistry(ctx, sampling.Options{Plugins: preg, Default: f.samplerDefault, Logger: log, DisableAfter: f.disableAfter})
-	if err != nil {
-		return fmt.Errorf("serve: sampling policies: %w", err)
-	}
-	defer sreg.Close(context.Background())
-	if len(sreg.List()) == 0 && f.pluginsDir == "" {
-		log.Warn("no sampling policy plugins are built in (make plugins needs clang: scripts/install-wasm-toolchain.sh); requests use the host-native sampler")
-		sreg = nil
-	}
-	if f.pluginsDir != "" && sreg != nil {
-		stop := sreg.Watch(ctx, f.pluginsDir, time.Second)
-		defer stop()
-	}
-	s, err := boot.Build(boot.Config{
-		Model: f.model, Device: f.dev, DeviceMemory: int64(f.devMemory), Threads: f.threads,
-		MaxRunning: f.maxRunning, MaxQueue: f.maxQueue, ChunkedPrefill: f.chunkedPrefill, MaxPrefillTokens: f.maxPrefill, LogprobChunk: f.logprobChunk,
-		PageSize: f.pageSize, MaxTotalTokens: f.maxTotalTokens,
-		MemFractionStatic: f.memFraction, SGLangCompat: f.sglangCompat, GraphMaxBS: f.graphMaxBS,
-		Configurators: preg, PluginsDir: f.pluginsDir, PluginAllowlist: allow, Samplers: sreg,
-	}, log, stdout)
-	if err != nil {
+	if err := (server.Options{AllowedOrigins: f.origins, EmbeddingPooling: f.pooling}).Validate(); err != nil {
 		return err
 	}
-	h, _ := assemble(f, s, sreg, apiKeys, adminKeys, log)
+	log.Info("effective configuration", effectiveConfig(fs, src))
+	// Bind first: a busy port fails now, not after the model loaded, and
+	// probes get 503 "loading" (not connection refused) meanwhile.
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
-		s.Close(context.Background())
-		return err
+		return fmt.Errorf("serve: --addr %s: %w", f.addr, err)
 	}
-	srv := server.NewHTTPServer(h, f.addr)
-	log.Info("ready", "url", "http://"+ln.Addr().String(), "model", s.Model.Name)
-	fmt.Fprintf(stdout, "kvhost is serving %s at http://%s (OpenAI API under /v1)\n", s.Model.Name, ln.Addr())
+	gate := server.NewGate()
+	srv := server.NewHTTPServer(gate, f.addr)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	log.Info("listening; /health answers 503 until the model is loaded", "url", "http://"+ln.Addr().String())
+	s, sreg, err := load(ctx, f, gate, log, stdout, stderr)
+	if err != nil {
+		_ = srv.Close()
+		return err
+	}
+	defer sreg.Close(context.Background())
+	h, _ := assemble(f, s, sreg.reg, apiKeys, adminKeys, log)
+	gate.Open(h)
+	log.Info("ready", "url", "http://"+ln.Addr().String(), "model", s.Model.Name)
+	fmt.Fprintf(stdout, "kvhost is serving %s at http://%s (OpenAI API under /v1)\n", s.Model.Name, ln.Addr())
 	select {
 	case err := <-errc:
 		s.Close(context.Background())
@@ -250,6 +282,86 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case <-ctx.Done():
 	}
 	return shutdown(h, srv, s, f.shutdownWait, log)
+}
+
+// samplers owns, for serve's lifetime, the plugin runtime and the one
+// registry of every plugin kind, and the sampler registry over it (reg is
+// nil when no policy plugin is available); Close is safe on any of them.
+type samplers struct {
+	reg     *sampling.Registry
+	stop    func()
+	plugins *plugin.Registry
+	rt      *plugin.Runtime
+}
+
+func (s samplers) Close(ctx context.Context) {
+	if s.stop != nil {
+		s.stop()
+	}
+	if s.reg != nil {
+		_ = s.reg.Close(ctx)
+	}
+	if s.plugins != nil {
+		_ = s.plugins.Close(ctx)
+	}
+	if s.rt != nil {
+		_ = s.rt.Close(ctx)
+	}
+}
+
+// load resolves the model (pulling a hub reference into the cache), builds
+// the sampler registry and boots the stack, saying what it does through the
+// gate's phase.
+func load(ctx context.Context, f serveFlags, gate *server.Gate, log *slog.Logger, stdout, stderr io.Writer) (*boot.Stack, samplers, error) {
+	var sm samplers
+	path, err := resolveModel(ctx, f.model, gate, log, stderr)
+	if err != nil {
+		return nil, sm, err
+	}
+	var allow []string
+	if f.allowlist != "" {
+		if allow, err = allowlist.ReadFile(f.allowlist); err != nil {
+			return nil, sm, err
+		}
+	}
+	gate.SetPhase("loading plugins")
+	// One plugin runtime and one registry for every plugin kind: the
+	// built-ins overlaid by --plugins, under one allow-list. The sampling
+	// policies come from it, and so does the KV configurator.
+	if sm.rt, err = plugin.NewRuntime(ctx, plugin.Config{Logger: log}); err != nil {
+		return nil, sm, fmt.Errorf("serve: plugin runtime: %w", err)
+	}
+	if sm.plugins, err = plugin.NewRegistryWith(sm.rt, builtin.FS(), f.pluginsDir, plugin.RegistryOptions{AllowSHA256: allow, Logger: log}); err != nil {
+		sm.Close(context.Background())
+		return nil, samplers{}, fmt.Errorf("serve: plugins: %w", err)
+	}
+	reg, err := sampling.NewRegistry(ctx, sampling.Options{Plugins: sm.plugins, Default: f.samplerDefault, Logger: log, DisableAfter: f.disableAfter})
+	if err != nil {
+		sm.Close(context.Background())
+		return nil, samplers{}, fmt.Errorf("serve: sampling policies: %w", err)
+	}
+	sm.reg = reg
+	if len(reg.List()) == 0 && f.pluginsDir == "" {
+		log.Warn("no sampling policy plugins are built in (make plugins needs clang: scripts/install-wasm-toolchain.sh); requests use the host-native sampler")
+		_ = reg.Close(context.Background())
+		sm.reg = nil
+	}
+	if f.pluginsDir != "" && sm.reg != nil {
+		sm.stop = sm.reg.Watch(ctx, f.pluginsDir, time.Second)
+	}
+	gate.SetPhase("loading model " + path)
+	s, err := boot.Build(boot.Config{
+		Model: path, Device: f.dev, DeviceMemory: int64(f.devMemory), Threads: f.threads,
+		MaxRunning: f.maxRunning, MaxQueue: f.maxQueue, ChunkedPrefill: f.chunkedPrefill, MaxPrefillTokens: f.maxPrefill, LogprobChunk: f.logprobChunk,
+		PageSize: f.pageSize, MaxTotalTokens: f.maxTotalTokens,
+		MemFractionStatic: f.memFraction, SGLangCompat: f.sglangCompat, GraphMaxBS: f.graphMaxBS,
+		Configurators: sm.plugins, PluginsDir: f.pluginsDir, PluginAllowlist: allow, Samplers: sm.reg,
+	}, log, stdout)
+	if err != nil {
+		sm.Close(context.Background())
+		return nil, samplers{}, err
+	}
+	return s, sm, nil
 }
 
 // shutdown stops admitting (new requests get 503), lets running streams
@@ -285,6 +397,7 @@ func shutdown(h *server.Server, srv *http.Server, s *boot.Stack, grace time.Dura
 func assemble(f serveFlags, s *boot.Stack, sreg *sampling.Registry, apiKeys, adminKeys []string, log *slog.Logger) (*server.Server, *metrics.Metrics) {
 	m := metrics.New(metrics.Sources{
 		Engine: func() metrics.Load { return metrics.Load(s.Engine.Stats()) }, Ledger: s.Ledger, Plugins: pluginStats(s, sreg),
+		ModelName: s.Model.Name,
 	})
 	adminKey := ""
 	if len(adminKeys) > 0 {
@@ -292,7 +405,8 @@ func assemble(f serveFlags, s *boot.Stack, sreg *sampling.Registry, apiKeys, adm
 	}
 	opts := server.Options{
 		MaxBodyBytes: int64(f.maxBody), MaxTokensCap: f.maxTokensCap, MaxPromptTokens: f.maxPrompt,
-		APIKeys: apiKeys, Logger: log, Memory: s.Ledger.Handler(), StallThreshold: f.stallTimeout,
+		APIKeys: apiKeys, Logger: log, Memory: s.Ledger.Handler(),
+		AllowedOrigins: f.origins, EmbeddingPooling: f.pooling, StallThreshold: f.stallTimeout,
 		Observer: m, Metrics: m.Handler(),
 	}
 	wo := web.Options{
@@ -308,6 +422,7 @@ func assemble(f serveFlags, s *boot.Stack, sreg *sampling.Registry, apiKeys, adm
 		opts.Sampler, opts.ApplySampler = hooks, hooks.Apply
 		opts.Admin = swapObserver(m, admin.Handler(sreg, adminKey, 0))
 		wo.DefaultSampler = sreg.Default()
+		wo.Admin = adminKey != ""
 	}
 	opts.Web = web.Handler(wo)
 	h := server.New(backend{s}, opts)

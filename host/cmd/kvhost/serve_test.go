@@ -6,13 +6,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/kvhost/kvhost/internal/testmodels"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -22,14 +21,8 @@ import (
 	"github.com/kvhost/kvhost/host/server"
 )
 
-func sharedModel(t *testing.T) string {
-	t.Helper()
-	p := filepath.Join("..", "..", "..", "..", "shared", "models", "stories260K.gguf")
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("skipping: %s is absent (the shared test models live beside the repository)", p)
-	}
-	return p
-}
+// sharedModel is the repository's models/stories260K.gguf.
+func sharedModel(t *testing.T) string { return testmodels.MustStories260K(t) }
 
 func startServer(t *testing.T, modelPath string) (*httptest.Server, *boot.Stack) {
 	t.Helper()
@@ -187,10 +180,14 @@ func TestGracefulShutdown(t *testing.T) {
 	url := "http://" + addr
 	deadline := time.Now().Add(20 * time.Second)
 	for {
+		// The port is bound before the model loads: /health answers 503
+		// "loading" until it is ready.
 		resp, err := http.Get(url + "/health")
 		if err == nil {
 			resp.Body.Close()
-			break
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("server did not start: %v", err)

@@ -35,6 +35,9 @@ import (
 // request the client did not abandon completed, KV pages and activation
 // memory back to idle, goroutines back to baseline.
 func TestSoak(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping in -short mode: a soak run (make soak runs it in full)")
+	}
 	model := sharedModel(t)
 	seconds := 20
 	if v := os.Getenv("KVHOST_SOAK_SECONDS"); v != "" {

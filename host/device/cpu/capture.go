@@ -86,7 +86,11 @@ func (k *kernels) DecodeAttentionScratch(maxLen int) int {
 	return kcpu.DecodeAttentionScratch(k.d.pool, maxLen)
 }
 
-func (k *kernels) DecodeAttention(out, q device.Buf, heads int, kv device.KVLayer, positions []int32, tables [][]int32, scale float32, scratch device.Buf, maxLen int) error {
+func (k *kernels) DecodeAttention(out, q device.Buf, heads int, kv device.KVLayer, positions []int32, tables [][]int32, opts device.AttnOpts, scratch device.Buf, maxLen int) error {
+	scale, err := attnOpts(opts)
+	if err != nil {
+		return err
+	}
 	if kv.KVHeads == 0 || heads%kv.KVHeads != 0 {
 		return fmt.Errorf("cpu device: %d query heads do not group over %d KV heads", heads, kv.KVHeads)
 	}

@@ -5,6 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/kvhost/kvhost/host/device"
+	"github.com/kvhost/kvhost/host/device/rotary"
 	kcpu "github.com/kvhost/kvhost/kernels/cpu"
 )
 
@@ -156,23 +157,8 @@ type rope struct {
 
 func (r *rope) Spec() device.RopeSpec { return r.spec }
 
-// RopeTable builds the host-side rotary table for a spec. Every device
-// takes its frequencies from here (the CUDA device uploads them), so a new
-// scaling field is wired in one place.
-func RopeTable(s device.RopeSpec) (*kcpu.Rope, error) {
-	style := kcpu.RopeNormal
-	if s.Neox {
-		style = kcpu.RopeNeox
-	}
-	return kcpu.NewRope(s.HeadDim, s.RotDim, s.Theta, kcpu.RopeScaling{
-		Type: s.Scaling, Factor: s.Factor, LowFreqFactor: s.LowFreqFactor,
-		HighFreqFactor: s.HighFreqFactor, OriginalMaxPos: s.OriginalMaxPos,
-		FreqFactors: s.FreqFactors,
-	}, style)
-}
-
 func (k *kernels) NewRope(s device.RopeSpec) (device.Rope, error) {
-	r, err := RopeTable(s)
+	r, err := rotary.Table(s)
 	if err != nil {
 		return nil, err
 	}
@@ -217,30 +203,49 @@ func (k *kernels) Embedding(out device.Buf, table device.Weight, ids []int32) er
 	return k.run(func() { kcpu.EmbeddingGather(o[:len(ids)*table.Cols], t, ids) })
 }
 
+// paged resolves a layer's cache to host views. The kernels store F32 rows
+// with equal K and V head dims; other encodings and shapes are refused.
 func (k *kernels) paged(kv device.KVLayer) (kcpu.PagedKV, error) {
-	ks, err := k.f32(kv.K)
+	if err := kv.Validate(); err != nil {
+		return kcpu.PagedKV{}, fmt.Errorf("cpu device: %w", err)
+	}
+	if kv.DType != device.KVF32 || kv.VInK || kv.VHeadDim != kv.HeadDim {
+		return kcpu.PagedKV{}, fmt.Errorf("cpu device: %s kv cache with head dims %d/%d (latent %v) is not supported", kv.DType, kv.HeadDim, kv.VHeadDim, kv.VInK)
+	}
+	n := kv.Slots * kv.KRowElems()
+	ks, err := k.f32(device.Buf{Ptr: kv.K.Ptr, N: n})
 	if err != nil {
 		return kcpu.PagedKV{}, err
 	}
-	vs, err := k.f32(kv.V)
+	vs, err := k.f32(device.Buf{Ptr: kv.V.Ptr, N: n})
 	if err != nil {
 		return kcpu.PagedKV{}, err
 	}
 	return kcpu.PagedKV{K: ks, V: vs, PageSize: kv.PageSize, KVHeads: kv.KVHeads, HeadDim: kv.HeadDim}, nil
 }
 
+// attnOpts refuses the options the kernels do not implement and returns
+// the scale.
+func attnOpts(o device.AttnOpts) (float32, error) {
+	if o.Window != 0 || o.SoftCap != 0 || o.Sinks.Ptr != 0 {
+		return 0, fmt.Errorf("cpu device: attention window %d, soft cap %v, sinks %v are not supported", o.Window, o.SoftCap, o.Sinks.Ptr != 0)
+	}
+	if !(o.Scale > 0) {
+		return 0, fmt.Errorf("cpu device: attention scale %v must be positive", o.Scale)
+	}
+	return o.Scale, nil
+}
+
 // checkPages verifies every page a range of positions touches is inside the
 // cache, so a corrupt page table is an error rather than a stray write.
 func checkPages(kv device.KVLayer, pageTable []int32, endPos int) error {
-	row := kv.KVHeads * kv.HeadDim
-	slots := kv.K.N / row
 	need := (endPos + kv.PageSize - 1) / kv.PageSize
 	if need > len(pageTable) {
 		return fmt.Errorf("cpu device: positions up to %d need %d pages, the table has %d", endPos, need, len(pageTable))
 	}
 	for _, p := range pageTable[:need] {
-		if p < 0 || (int(p)+1)*kv.PageSize > slots {
-			return fmt.Errorf("cpu device: page %d outside the KV cache of %d slots", p, slots)
+		if p < 0 || (int(p)+1)*kv.PageSize > kv.Slots {
+			return fmt.Errorf("cpu device: page %d outside the KV cache of %d slots", p, kv.Slots)
 		}
 	}
 	return nil
@@ -289,19 +294,23 @@ func (k *kernels) AttentionScratch(n, startPos int) int {
 	return kcpu.AttentionScratch(k.d.pool, n, startPos)
 }
 
-func (k *kernels) Attention(out, q device.Buf, n, heads int, kv device.KVLayer, pageTable []int32, startPos int, scale float32, scratch device.Buf) error {
+func (k *kernels) Attention(out, q device.Buf, n, heads int, kv device.KVLayer, pageTable []int32, startPos int, o device.AttnOpts, scratch device.Buf) error {
+	scale, err := attnOpts(o)
+	if err != nil {
+		return err
+	}
 	if err := checkPages(kv, pageTable, startPos+n); err != nil {
 		return err
 	}
 	if kv.KVHeads == 0 || heads%kv.KVHeads != 0 {
 		return fmt.Errorf("cpu device: %d query heads do not group over %d KV heads", heads, kv.KVHeads)
 	}
-	p, o, qs, sc, err := k.attentionBufs(kv, out, q, scratch)
+	p, os, qs, sc, err := k.attentionBufs(kv, out, q, scratch)
 	if err != nil {
 		return err
 	}
 	width := n * heads * kv.HeadDim
-	if err := need("attention output", len(o), width); err != nil {
+	if err := need("attention output", len(os), width); err != nil {
 		return err
 	}
 	if err := need("attention query", len(qs), width); err != nil {
@@ -310,7 +319,7 @@ func (k *kernels) Attention(out, q device.Buf, n, heads int, kv device.KVLayer, 
 	if err := need("attention scratch", len(sc), kcpu.AttentionScratch(k.d.pool, n, startPos)); err != nil {
 		return err
 	}
-	return k.run(func() { k.d.pool.Attention(o[:width], qs[:width], n, heads, p, pageTable, startPos, scale, sc) })
+	return k.run(func() { k.d.pool.Attention(os[:width], qs[:width], n, heads, p, pageTable, startPos, scale, sc) })
 }
 
 func (k *kernels) GatherRows(out, x device.Buf, dim int, idx []int32) error {

@@ -8,7 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/kvhost/kvhost/host/device"
-	cpudev "github.com/kvhost/kvhost/host/device/cpu"
+	"github.com/kvhost/kvhost/host/device/rotary"
 	kcpu "github.com/kvhost/kvhost/kernels/cpu"
 )
 
@@ -17,10 +17,10 @@ import (
 // surface at the next synchronising call (CopyToHost).
 type kernels struct{ d *Device }
 
-// cublasMinM is the row count from which a GEMM goes to cuBLAS (when it is
+// CublasMinM is the row count from which a GEMM goes to cuBLAS (when it is
 // loaded and the weight is f32, f16 or bf16); below it matvec reads each
 // weight once, which is what decode wants.
-const cublasMinM = 16
+const CublasMinM = 16
 
 func need(name string, have, want int) error {
 	if have < want {
@@ -63,7 +63,7 @@ func (k *kernels) MatMul(out, x device.Buf, m int, w device.Weight) error {
 	}
 	d := k.d
 	return d.do(func() error {
-		if m >= cublasMinM && d.blas != nil && w.Type != device.Q8_0 {
+		if m >= CublasMinM && d.blas != nil && w.Type != device.Q8_0 {
 			return d.gemm(out, x, m, w)
 		}
 		dims, err := matvecDims(m, w.Rows)
@@ -171,7 +171,7 @@ type rope struct {
 func (r *rope) Spec() device.RopeSpec { return r.spec }
 
 func (k *kernels) NewRope(s device.RopeSpec) (device.Rope, error) {
-	r, err := cpudev.RopeTable(s)
+	r, err := rotary.Table(s)
 	if err != nil {
 		return nil, err
 	}
@@ -243,11 +243,10 @@ func (k *kernels) Embedding(out device.Buf, table device.Weight, ids []int32) er
 // cache: an out-of-range slot would be an illegal address, which kills the
 // context.
 func checkPages(kv device.KVLayer, pageTable []int32, endPos int) (int, error) {
-	if kv.PageSize <= 0 || kv.KVHeads <= 0 || kv.HeadDim <= 0 {
-		return 0, fmt.Errorf("cuda device: page size %d, kv heads %d, head dim %d must be positive", kv.PageSize, kv.KVHeads, kv.HeadDim)
+	if err := checkKV(kv); err != nil {
+		return 0, err
 	}
-	row := kv.KVHeads * kv.HeadDim
-	slots := min(kv.K.N, kv.V.N) / row
+	slots := kv.Slots
 	need := (endPos + kv.PageSize - 1) / kv.PageSize
 	if need > len(pageTable) {
 		return 0, fmt.Errorf("cuda device: positions up to %d need %d pages, the table has %d", endPos, need, len(pageTable))
@@ -283,10 +282,38 @@ func (k *kernels) WriteKV(kv device.KVLayer, key, val device.Buf, n int, pageTab
 	})
 }
 
+// checkKV refuses the caches the kernels do not implement: they store F32
+// rows with equal K and V head dims.
+func checkKV(kv device.KVLayer) error {
+	if err := kv.Validate(); err != nil {
+		return fmt.Errorf("cuda device: %w", err)
+	}
+	if kv.DType != device.KVF32 || kv.VInK || kv.VHeadDim != kv.HeadDim {
+		return fmt.Errorf("cuda device: %s kv cache with head dims %d/%d (latent %v) is not supported", kv.DType, kv.HeadDim, kv.VHeadDim, kv.VInK)
+	}
+	return nil
+}
+
+// attnScale refuses the attention options the kernels do not implement and
+// returns the scale.
+func attnScale(o device.AttnOpts) (float32, error) {
+	if o.Window != 0 || o.SoftCap != 0 || o.Sinks.Ptr != 0 {
+		return 0, fmt.Errorf("cuda device: attention window %d, soft cap %v, sinks %v are not supported", o.Window, o.SoftCap, o.Sinks.Ptr != 0)
+	}
+	if !(o.Scale > 0) {
+		return 0, fmt.Errorf("cuda device: attention scale %v must be positive", o.Scale)
+	}
+	return o.Scale, nil
+}
+
 // AttentionScratch is 1: the kernel keeps its scores in shared memory.
 func (k *kernels) AttentionScratch(n, startPos int) int { return 1 }
 
-func (k *kernels) Attention(out, q device.Buf, n, heads int, kv device.KVLayer, pageTable []int32, startPos int, scale float32, scratch device.Buf) error {
+func (k *kernels) Attention(out, q device.Buf, n, heads int, kv device.KVLayer, pageTable []int32, startPos int, o device.AttnOpts, scratch device.Buf) error {
+	scale, err := attnScale(o)
+	if err != nil {
+		return err
+	}
 	pages, err := checkPages(kv, pageTable, startPos+n)
 	if err != nil {
 		return err
@@ -447,8 +474,8 @@ func (k *kernels) WriteKVRows(kv device.KVLayer, key, val device.Buf, positions 
 	if len(tables) < len(positions) {
 		return fmt.Errorf("cuda device: %d positions, %d page tables", len(positions), len(tables))
 	}
-	if kv.PageSize <= 0 || kv.KVHeads <= 0 || kv.HeadDim <= 0 {
-		return fmt.Errorf("cuda device: page size %d, kv heads %d, head dim %d must be positive", kv.PageSize, kv.KVHeads, kv.HeadDim)
+	if err := checkKV(kv); err != nil {
+		return err
 	}
 	row := kv.KVHeads * kv.HeadDim
 	rows := len(positions)
@@ -474,12 +501,16 @@ func (k *kernels) DecodeAttentionScratch(maxLen int) int { return 1 }
 
 // DecodeAttention: row i of q attends to positions 0..positions[i] of
 // tables[i]; every positions[i] must be below maxLen.
-func (k *kernels) DecodeAttention(out, q device.Buf, heads int, kv device.KVLayer, positions []int32, tables [][]int32, scale float32, scratch device.Buf, maxLen int) error {
+func (k *kernels) DecodeAttention(out, q device.Buf, heads int, kv device.KVLayer, positions []int32, tables [][]int32, opts device.AttnOpts, scratch device.Buf, maxLen int) error {
 	if len(tables) < len(positions) {
 		return fmt.Errorf("cuda device: %d positions, %d page tables", len(positions), len(tables))
 	}
-	if kv.PageSize <= 0 || kv.KVHeads <= 0 || kv.HeadDim <= 0 {
-		return fmt.Errorf("cuda device: page size %d, kv heads %d, head dim %d must be positive", kv.PageSize, kv.KVHeads, kv.HeadDim)
+	scale, err := attnScale(opts)
+	if err != nil {
+		return err
+	}
+	if err := checkKV(kv); err != nil {
+		return err
 	}
 	if heads <= 0 || heads%kv.KVHeads != 0 {
 		return fmt.Errorf("cuda device: %d query heads do not group over %d KV heads", heads, kv.KVHeads)

@@ -189,7 +189,7 @@ func (d *Device) stageDecode(kv device.KVLayer, positions []int32, tables [][]in
 	for _, t := range tables[:rows] {
 		stride = max(stride, len(t))
 	}
-	geo := decodeGeometry{pageSize: kv.PageSize, slots: min(kv.K.N, kv.V.N) / (kv.KVHeads * kv.HeadDim), stride: stride, maxLen: maxLen}
+	geo := decodeGeometry{pageSize: kv.PageSize, slots: kv.Slots, stride: stride, maxLen: maxLen}
 	k := stageKey{kind: keyDecode, p1: uintptr(unsafe.Pointer(&positions[0])), p2: uintptr(unsafe.Pointer(&tables[0])), n: rows, geo: geo}
 	meta, err = d.stageOnce(k, int64(4*(rows+rows*stride)), func(b []byte) error {
 		return geo.encode(unsafe.Slice((*int32)(unsafe.Pointer(&b[0])), rows+rows*stride), positions, tables[:rows])

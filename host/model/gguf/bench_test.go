@@ -1,14 +1,14 @@
 package gguf
 
 import (
+	"github.com/kvhost/kvhost/internal/testmodels"
 	"io"
 	"os"
-	"path/filepath"
 	"testing"
 )
 
 func BenchmarkParseStories260K(b *testing.B) {
-	path := filepath.Join(repoShared(b), "models", "stories260K.gguf")
+	path := testmodels.MustStories260K(b)
 	data, err := os.ReadFile(path)
 	if err != nil {
 		b.Skipf("skipping: %s not available: %v", path, err)
@@ -23,7 +23,7 @@ func BenchmarkParseStories260K(b *testing.B) {
 }
 
 func BenchmarkWriteStories260K(b *testing.B) {
-	path := filepath.Join(repoShared(b), "models", "stories260K.gguf")
+	path := testmodels.MustStories260K(b)
 	data, err := os.ReadFile(path)
 	if err != nil {
 		b.Skipf("skipping: %s not available: %v", path, err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"github.com/kvhost/kvhost/internal/testmodels"
 	"math"
 	"os"
 	"path/filepath"
@@ -12,17 +13,13 @@ import (
 
 func openStories(t *testing.T) (*File, string) {
 	t.Helper()
-	dir := filepath.Join(repoShared(t), "models")
-	path := filepath.Join(dir, "stories260K.gguf")
-	if _, err := os.Stat(path); err != nil {
-		t.Skipf("skipping: %s not available (%v); it lives in the shared directory next to the repository", path, err)
-	}
+	path := testmodels.MustStories260K(t)
 	f, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = f.Close() })
-	return f, dir
+	return f, filepath.Join(repoShared(t), "models")
 }
 
 // TestStories260K checks the reader against a file written by the Python
@@ -106,7 +103,7 @@ func TestStories260KWeightsMatchCheckpoint(t *testing.T) {
 	f, dir := openStories(t)
 	bin, err := os.ReadFile(filepath.Join(dir, "stories260K.bin"))
 	if err != nil {
-		t.Skipf("skipping: stories260K.bin not available: %v", err)
+		t.Skipf("skipping: ../shared/models/stories260K.bin (the llama2.c checkpoint this GGUF was converted from) is absent: %v", err)
 	}
 	const dim, hidden, layers, kvDim, vocab = 64, 172, 5, 32, 512
 	off := 28 // seven int32 config values
@@ -150,8 +147,8 @@ func TestStories260KWeightsMatchCheckpoint(t *testing.T) {
 // TestStories260KRewrite writes the parsed file back with Write; the bytes
 // must equal those the Python gguf writer produced.
 func TestStories260KRewrite(t *testing.T) {
-	f, dir := openStories(t)
-	orig, err := os.ReadFile(filepath.Join(dir, "stories260K.gguf"))
+	f, _ := openStories(t)
+	orig, err := os.ReadFile(testmodels.MustStories260K(t))
 	if err != nil {
 		t.Fatal(err)
 	}

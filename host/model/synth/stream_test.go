@@ -77,6 +77,9 @@ func small(dtype string) Spec {
 }
 
 func TestStreamMatchesInMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping in -short mode: streamed-vs-in-memory writes of large synthetic models")
+	}
 	parallel := Spec{Name: "par", Hidden: 64, Layers: 1, Heads: 4, KVHeads: 2, Intermediate: 192, Vocab: 20000, ContextLen: 256, DType: "bf16", Seed: 7, Parallel: true}
 	cases := []struct {
 		name string

@@ -4,10 +4,10 @@ import (
 	"bufio"
 	"encoding/binary"
 	"fmt"
+	"github.com/kvhost/kvhost/internal/testmodels"
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 )
@@ -97,29 +97,6 @@ func readGGUFMetadata(path string) (map[string]any, error) {
 	return md, g.err
 }
 
-// sharedDir finds ../shared relative to the directory holding go.mod.
-func sharedDir(t testing.TB) string {
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("go.mod not found above the test directory; cannot locate ../shared")
-		}
-		dir = parent
-	}
-	shared := filepath.Join(dir, "..", "shared")
-	if _, err := os.Stat(filepath.Join(shared, "models", "stories260K.gguf")); err != nil {
-		t.Skipf("skipping: %s/models/stories260K.gguf is absent (the shared test models are not checked out)", shared)
-	}
-	return shared
-}
-
 var (
 	storiesOnce sync.Once
 	storiesCfg  SPMConfig
@@ -128,7 +105,7 @@ var (
 
 // storiesConfig reads the stories260K vocabulary as an SPMConfig.
 func storiesConfig(t testing.TB) SPMConfig {
-	path := filepath.Join(sharedDir(t), "models", "stories260K.gguf")
+	path := testmodels.MustStories260K(t)
 	storiesOnce.Do(func() {
 		md, err := readGGUFMetadata(path)
 		if err != nil {

@@ -1,34 +1,16 @@
 package tokenizer
 
 import (
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
+	"github.com/kvhost/kvhost/internal/testmodels"
 	"sort"
 	"strings"
 	"testing"
 )
 
-// findShared reports whether ../shared is present without skipping.
-func findShared() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			p := filepath.Join(dir, "..", "shared", "models", "stories260K.gguf")
-			_, err := os.Stat(p)
-			return p, err
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("go.mod not found")
-		}
-		dir = parent
-	}
-}
+// findShared finds the repository's models/stories260K.gguf (the name is
+// historical: it used to live in ../shared).
+func findShared() (string, error) { return testmodels.Stories260K() }
 
 // synthSPM is a SentencePiece vocabulary that needs no files: specials, all
 // 256 byte tokens, and pieces of common English with descending scores.

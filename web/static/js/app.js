@@ -27,8 +27,16 @@ function selectTab(name) {
 
 async function main() {
   for (const btn of document.querySelectorAll('#tabs button')) btn.addEventListener('click', () => selectTab(btn.dataset.tab));
-  const first = window.location.hash.slice(1);
-  selectTab(document.getElementById(first)?.classList.contains('tab') ? first : 'memory');
+  const fromHash = () => {
+    const name = window.location.hash.slice(1);
+    return document.getElementById(name)?.classList.contains('tab') ? name : null;
+  };
+  selectTab(fromHash() ?? 'memory');
+  // Links, back/forward and typed #tab URLs switch tabs after load too.
+  window.addEventListener('hashchange', () => {
+    const name = fromHash();
+    if (name) selectTab(name);
+  });
   let cfg;
   try {
     cfg = await getJSON('/ui/api/config');

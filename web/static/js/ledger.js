@@ -12,6 +12,21 @@ const remainders = ['cached', 'rounding'];
 const bytesAxis = { ticks: { callback: (v) => bytes(v) } };
 const tooltipBytes = { callbacks: { label: (c) => `${c.dataset.label}: ${bytes(c.raw)} (${int(c.raw)} B)` } };
 
+// wrapLabel breaks a long axis label into lines of at most n characters
+// (Chart.js draws an array as lines), so narrow screens never cut it.
+export function wrapLabel(text, n = 22) {
+  const lines = [];
+  let line = '';
+  for (const word of text.split(' ')) {
+    if (line && line.length + 1 + word.length > n) {
+      lines.push(line);
+      line = word;
+    } else line = line ? `${line} ${word}` : word;
+  }
+  if (line) lines.push(line);
+  return lines.length > 1 ? lines : text;
+}
+
 function upsertChart(canvas, config) {
   const existing = Chart.getChart(canvas);
   if (existing) {
@@ -84,7 +99,8 @@ function renderAllocators(prefix, snap) {
     options: {
       animation: false, maintainAspectRatio: false,
       scales: { x: { stacked: true }, y: { stacked: true, ...bytesAxis } },
-      plugins: { tooltip: tooltipBytes, legend: { position: 'right', labels: { boxWidth: 12 } } },
+      // Below the chart, where a long category name has the whole width.
+      plugins: { tooltip: tooltipBytes, legend: { position: 'bottom', labels: { boxWidth: 12 } } },
     },
   });
   const colTotals = Object.fromEntries(cols.map((c) => [c, allocs.reduce((s, a) => s + valueOf(a, c), 0)]));
@@ -141,11 +157,11 @@ function renderSlack(prefix, snap) {
   }
   upsertChart(document.getElementById(`${prefix}-slack`), {
     type: 'bar',
-    data: { labels, datasets: [{ label: 'bytes', data, backgroundColor: colors }] },
+    data: { labels: labels.map((l) => wrapLabel(l)), datasets: [{ label: 'bytes', data, backgroundColor: colors }] },
     options: {
       indexAxis: 'y', animation: false, maintainAspectRatio: false,
       scales: { x: { ...bytesAxis, beginAtZero: true } },
-      plugins: { legend: { display: false }, tooltip: { callbacks: { label: (c) => `${bytes(c.raw)} (${int(c.raw)} B)` } } },
+      plugins: { legend: { display: false }, tooltip: { callbacks: { title: (items) => labels[items[0].dataIndex], label: (c) => `${bytes(c.raw)} (${int(c.raw)} B)` } } },
     },
   });
   const peak = rt ? Math.max(aboveReserved, aboveAlloc) : Math.max(0, ...(snap.peaks ?? []).map((p) => p.bytes));

@@ -1,17 +1,46 @@
 // The Plan tab: `kvhost plan` in the page — a bundled model config and a
 // GPU preset in, the predicted ledger out.
-import { getJSON } from './api.js';
 import { renderLedger } from './ledger.js';
 import { bytes, el, int, status } from './format.js';
+
+// explain turns a plan that does not fit (the host's 422 with the budget's
+// numbers) into what ran out and which value to change.
+function explain(model, gpu, e) {
+  const box = document.getElementById('plan-failure');
+  const short = e.need_bytes - e.have_bytes;
+  // Knobs are serve flags ("--device-memory") or SGLang's names
+  // ("mem_fraction_static", kvhost's --mem-fraction-static).
+  const knob = !e.knob ? '' : e.knob.startsWith('--') ? e.knob : `--${e.knob.replaceAll('_', '-')}`;
+  box.replaceChildren(
+    el('b', { text: `${model} does not fit on ${gpu}. ` }),
+    `The ${e.phase} step needs ${bytes(e.need_bytes)} and has ${bytes(e.have_bytes)}: ${bytes(short)} short. `,
+    knob ? el('span', {}, 'To make it fit, set ', el('code', { text: knob }), ' to ', el('b', { text: e.suggest }),
+      knob === '--device-memory' ? ' (a GPU with at least that much memory: pick a larger preset, or serve with tensor parallelism)' : '', '.') : 'No setting makes it fit: it needs more memory.',
+  );
+  box.hidden = false;
+}
 
 async function run(ev) {
   ev.preventDefault();
   const st = document.getElementById('plan-status');
   const model = document.getElementById('plan-model').value;
   const gpu = document.getElementById('plan-gpu').value;
+  document.getElementById('plan-failure').hidden = true;
   status(st, 'planning…');
   try {
-    const rep = await getJSON(`/ui/api/plan?model=${encodeURIComponent(model)}&gpu=${encodeURIComponent(gpu)}`);
+    // A plain fetch: a failed plan's body carries the numbers to explain.
+    const resp = await fetch(`/ui/api/plan?model=${encodeURIComponent(model)}&gpu=${encodeURIComponent(gpu)}`, { cache: 'no-store' });
+    const body = await resp.json().catch(() => ({}));
+    if (!resp.ok) {
+      if (body?.error?.type === 'insufficient_memory') {
+        explain(model, gpu, body.error);
+        document.getElementById('plan-summary').replaceChildren();
+        status(st, 'does not fit', 'err');
+        return;
+      }
+      throw new Error(`${resp.status}: ${body?.error?.message ?? resp.statusText}`);
+    }
+    const rep = body;
     // A plan.Report wraps the ledger; its budget and peaks sit beside it.
     const ledger = rep.ledger ?? rep;
     const snap = { ...ledger, budget: ledger.budget ?? rep.budget, peaks: rep.peaks ?? ledger.peaks };

@@ -22,20 +22,26 @@ export function validateUpload(name, header, size, adminKey) {
 }
 
 const short = (s) => (s ? `${s.slice(0, 12)}…` : '–');
+// One spelling in the page: the registries say "builtin", people read
+// "built-in".
+const source = (s) => (s === 'builtin' ? 'built-in' : s);
+// adminOn is false when the host runs without an admin key: nothing can be
+// uploaded or removed, and the page says so instead of failing on submit.
+let adminOn = true;
 
 function samplerRows(list, refresh) {
   const head = el('tr', {}, ...['name', 'version', 'ABI', 'source', 'sha256', 'calls', 'failures', 'parameters', ''].map((h) => el('th', { text: h })));
   const rows = list.map((p) => el('tr', { 'data-name': p.name },
     el('td', { text: p.name }), el('td', { class: 'version', text: p.version }), el('td', { text: String(p.abi ?? '–') }),
-    el('td', { class: 'mono', text: p.source }), el('td', { class: 'mono', title: p.sha256, text: short(p.sha256) }),
+    el('td', { class: 'mono', text: source(p.source) }), el('td', { class: 'mono', title: p.sha256, text: short(p.sha256) }),
     el('td', { text: int(p.calls) }), el('td', { text: int(p.failures) }),
     el('td', { class: 'mono', text: (p.params ?? []).map((x) => x.name).join(', ') || '–' }),
     el('td', {},
-      el('button', { class: 'small ghost', type: 'button', onclick: () => {
+      el('button', { class: 'small ghost', type: 'button', disabled: !adminOn, title: adminOn ? undefined : 'the admin API is off', onclick: () => {
         document.getElementById('upload-name').value = p.name;
         document.getElementById('upload-file').click();
       }, text: 'swap…' }), ' ',
-      el('button', { class: 'small danger', type: 'button', onclick: () => removeSampler(p.name, refresh), text: 'remove' }))));
+      el('button', { class: 'small danger', type: 'button', disabled: !adminOn, title: adminOn ? undefined : 'the admin API is off', onclick: () => removeSampler(p.name, refresh), text: 'remove' }))));
   return [el('thead', {}, head), el('tbody', {}, ...(rows.length ? rows : [el('tr', {}, el('td', { colspan: 9, class: 'sub', text: 'no samplers loaded' }))]))];
 }
 
@@ -43,7 +49,7 @@ function configuratorRows(list) {
   const head = el('tr', {}, ...['name', 'version', 'ABI', 'source', 'sha256', 'calls', 'failures'].map((h) => el('th', { text: h })));
   const rows = list.map((p) => el('tr', { 'data-name': p.name },
     el('td', { text: p.name }), el('td', { text: p.version || '–' }), el('td', { text: String(p.abi ?? '–') }),
-    el('td', { class: 'mono', text: p.source }), el('td', { class: 'mono', title: p.sha256, text: short(p.sha256) }),
+    el('td', { class: 'mono', text: source(p.source) }), el('td', { class: 'mono', title: p.sha256, text: short(p.sha256) }),
     el('td', { text: int(p.calls) }), el('td', { text: int(p.failures) })));
   return [el('thead', {}, head), el('tbody', {}, ...rows)];
 }
@@ -110,6 +116,11 @@ export function startPlugins(cfg, onError) {
     }
   };
   document.getElementById('upload-form').addEventListener('submit', (ev) => upload(ev, refresh));
+  adminOn = cfg.admin !== false;
+  if (!adminOn) {
+    document.getElementById('upload-off').hidden = false;
+    for (const e of document.querySelectorAll('#upload-form input, #upload-form button')) e.disabled = true;
+  }
   if (!cfg.plugins) {
     document.getElementById('plugins-samplers').replaceChildren(el('tr', {}, el('td', { class: 'sub', text: 'This host does not list its plugins to the dashboard.' })));
   }

@@ -56,10 +56,15 @@ export function renderWork(w) {
   push(queueChart, label, [w.running, w.waiting]);
   const errs = w.recent_errors ?? [];
   const table = document.getElementById('work-errors');
+  // What the client was told, and the request id that finds the log lines.
   table.replaceChildren(
-    el('thead', {}, el('tr', {}, el('th', { text: 'time' }), el('th', { text: 'route' }), el('th', { text: 'kind' }))),
-    el('tbody', {}, ...(errs.length ? errs.map((e) => el('tr', {}, el('td', { text: new Date(e.time).toLocaleTimeString('en-GB') }), el('td', { text: e.route }), el('td', { text: e.kind })))
-      : [el('tr', {}, el('td', { colspan: 3, class: 'sub', text: 'no errors since start' }))])),
+    el('thead', {}, el('tr', {}, ...['time', 'route', 'status', 'message', 'request id', 'kind'].map((h) => el('th', { text: h })))),
+    el('tbody', {}, ...(errs.length ? errs.map((e) => el('tr', {},
+      el('td', { text: new Date(e.time).toLocaleTimeString('en-GB') }), el('td', { text: e.route }),
+      el('td', { text: e.status ? String(e.status) : '–' }), el('td', { class: 'wrap msg', text: e.message || '–' }),
+      el('td', { class: 'mono', title: e.request_id ?? '', text: e.request_id ? `${e.request_id.slice(0, 12)}${e.request_id.length > 12 ? '…' : ''}` : '–' }),
+      el('td', { text: e.kind })))
+      : [el('tr', {}, el('td', { colspan: 6, class: 'sub', text: 'no errors since start' }))])),
   );
 }
 

@@ -207,6 +207,25 @@ func (r *Registry) Plugin(ctx context.Context, name string) (*Plugin, error) {
 	return p, nil
 }
 
+// Loaded returns the named configurator if it is loaded, loading nothing
+// (listings must not compile).
+func (r *Registry) Loaded(name string) (*Plugin, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.loaded[name]
+	return p, ok
+}
+
+// Recorded returns the named plugin's kind and descriptor from the record
+// of an earlier load or Describe of the same bytes, running nothing.
+func (r *Registry) Recorded(name string) (kind string, raw []byte, ok bool) {
+	src, found := r.sources[name]
+	if !found {
+		return "", nil, false
+	}
+	return r.rt.recorded(src.Wasm)
+}
+
 // describe returns the named configurator's descriptor without compiling
 // it (Runtime.Describe: a record of the same bytes, or the interpreter),
 // after the allow-list. ok is false for a plugin of another kind.

@@ -64,9 +64,12 @@ func startProcess(t *testing.T, args ...string) *process {
 		}
 	})
 	for {
+		// The port answers 503 "loading" until the model is up.
 		if resp, err := http.Get(p.url + "/health"); err == nil {
 			resp.Body.Close()
-			break
+			if resp.StatusCode == 200 {
+				break
+			}
 		}
 		select {
 		case err := <-p.done:

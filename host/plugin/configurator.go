@@ -32,7 +32,7 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Plugin, 
 		m.release(inst)
 		return nil, m.refuse(ctx, "describe", &ContractError{Plugin: name, Call: sdk.ExportDescribe, Detail: err.Error()})
 	}
-	m.accept(inst, m.rec != nil && m.rec.SelfTested)
+	m.accept(inst, m.selfTested())
 	return &Plugin{m: m, desc: desc}, nil
 }
 
@@ -62,7 +62,7 @@ func (p *Plugin) Close(ctx context.Context) error { return p.m.close(ctx) }
 
 // selfTested reports whether this version's self-test passed before (on
 // this machine, by its bytes).
-func (p *Plugin) selfTested() bool { return p.m.rec != nil && p.m.rec.SelfTested }
+func (p *Plugin) selfTested() bool { return p.m.selfTested() }
 
 // markSelfTested records a passed self-test for the next start.
 func (p *Plugin) markSelfTested() { p.m.accept(nil, true) }

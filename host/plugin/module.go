@@ -30,9 +30,12 @@ type module struct {
 	raw  []byte // the descriptor JSON
 
 	compiled wazero.CompiledModule
-	files    []string // compiled code in the cache
-	fresh    bool     // compiled now, never accepted before: a refusal deletes files
-	rec      *record  // the record of an earlier acceptance, if any
+	// recMu guards the cache bookkeeping, which accept updates while the
+	// version serves.
+	recMu sync.Mutex
+	files []string // compiled code in the cache
+	fresh bool     // compiled now, never accepted before: a refusal deletes files
+	rec   *record  // the record of an earlier acceptance (or Describe), if any
 	// setup runs on every new instance after the handshake (a sampler's
 	// kvhost_sampler_init); its error discards the instance.
 	setup func(context.Context, *instance) error
@@ -153,6 +156,8 @@ func (m *module) handshake(ctx context.Context, inst *instance) error {
 // accept records the version as accepted (its descriptor and compiled
 // files, for the next start) and pools its first instance.
 func (m *module) accept(inst *instance, selfTested bool) {
+	m.recMu.Lock()
+	defer m.recMu.Unlock()
 	if d := m.rt.disk; d != nil && (m.rec == nil || !m.rec.Accepted || !slices.Equal(m.rec.Files, m.files) || selfTested && !m.rec.SelfTested) {
 		rec := record{Kind: m.kind.name, Descriptor: m.raw, Accepted: true, SelfTested: selfTested || m.rec != nil && m.rec.SelfTested, Files: m.files}
 		d.put(m.sha, rec)
@@ -164,14 +169,24 @@ func (m *module) accept(inst *instance, selfTested bool) {
 	}
 }
 
+// selfTested reports whether a record says this version passed its
+// kind's self-test.
+func (m *module) selfTested() bool {
+	m.recMu.Lock()
+	defer m.recMu.Unlock()
+	return m.rec != nil && m.rec.SelfTested
+}
+
 // refuse closes a version that was not accepted (its instances released
 // first), deletes the compiled code it wrote, and returns the
 // *RefusedError.
 func (m *module) refuse(ctx context.Context, stage string, err error) error {
 	_ = m.close(ctx)
+	m.recMu.Lock()
 	if m.fresh && m.rt.disk != nil {
 		m.rt.disk.remove(m.files)
 	}
+	m.recMu.Unlock()
 	return refused(m.name, stage, err)
 }
 

@@ -182,18 +182,23 @@ func (r *Runtime) prepare(ctx context.Context, k *kindSpec, name string, wasm []
 		return nil, &KindError{Plugin: name, Want: k.name, Found: found.name}
 	}
 	m := &module{rt: r, kind: k, name: name, sha: sum, size: len(wasm), key: k.name + "/" + sum}
+	var rec record
+	var known bool
+	if r.disk != nil {
+		rec, known = r.disk.get(sum)
+	}
 	r.mu.Lock()
 	if e, ok := r.compiled[m.key]; ok {
+		// Loaded before in this process: the compiled module is shared,
+		// and so is what the record says of it.
 		e.refs++
 		m.compiled = e.mod
 		r.mu.Unlock()
+		if known && rec.Accepted {
+			m.rec, m.files = &rec, rec.Files
+		}
 	} else {
 		r.mu.Unlock()
-		var rec record
-		var known bool
-		if r.disk != nil {
-			rec, known = r.disk.get(sum)
-		}
 		cm, files, err := r.compile(ctx, name, wasm, code, !known)
 		if err != nil {
 			return nil, err

@@ -35,15 +35,21 @@ type Config struct {
 	// Load limits (issue 12): a module over one is refused before it is
 	// compiled. MaxModuleBytes (default 16 MiB) is also the upload and
 	// plugins-folder size cap; MaxFunctions (default 65536), MaxCodeBytes
-	// (8 MiB), MaxBodyBytes (1 MiB), MaxLocals per function (50,000). A
-	// compile that takes longer than CompileTimeout (default 60s) is
-	// abandoned by its caller; one compile runs at a time.
-	MaxModuleBytes int
-	MaxFunctions   uint32
-	MaxCodeBytes   int
-	MaxBodyBytes   int
-	MaxLocals      uint32
-	CompileTimeout time.Duration
+	// (8 MiB), MaxBodyBytes (1 MiB), MaxLocals per function (50,000): they
+	// bound what a compile costs. One compile runs at a time; a caller
+	// stops waiting for it after CompileTimeout (default 5 min, generous:
+	// a 3.4 MB Go configurator compiles in ~0.5 s on an idle core, ~5 s on
+	// a loaded 2-core machine, over a minute under the race detector) or
+	// when its context ends, and the worker discards the result.
+	// DescribeTimeout bounds Describe's interpreted run of a module's
+	// start-up and handshake (default 30 s; a Go guest takes ~0.2 s there).
+	MaxModuleBytes  int
+	MaxFunctions    uint32
+	MaxCodeBytes    int
+	MaxBodyBytes    int
+	MaxLocals       uint32
+	CompileTimeout  time.Duration
+	DescribeTimeout time.Duration
 
 	// InitFuel bounds instantiation (a Go guest's runtime start-up), the
 	// handshake and a sampler's kvhost_sampler_init, each (default 2^28,
@@ -86,7 +92,8 @@ const (
 	DefaultMaxCodeBytes            = 8 << 20
 	DefaultMaxBodyBytes            = 1 << 20
 	DefaultMaxLocals               = 50_000
-	DefaultCompileTimeout          = 60 * time.Second
+	DefaultCompileTimeout          = 5 * time.Minute
+	DefaultDescribeTimeout         = 30 * time.Second
 	DefaultMaxCacheBytes           = 256 << 20
 	DefaultInitFuel                = 1 << 28
 	DefaultCallFuel                = 1 << 28
@@ -150,6 +157,9 @@ func (c Config) withDefaults() Config {
 	if c.CompileTimeout == 0 {
 		c.CompileTimeout = DefaultCompileTimeout
 	}
+	if c.DescribeTimeout == 0 {
+		c.DescribeTimeout = DefaultDescribeTimeout
+	}
 	if c.CallTimeout == 0 {
 		c.CallTimeout = DefaultCallTimeout
 	}
@@ -200,6 +210,7 @@ func (c Config) Validate() error {
 		nonNeg("FuelBase", c.FuelBase, DefaultFuelBase),
 		nonNeg("FuelPerCandidate", c.FuelPerCandidate, DefaultFuelPerCandidate),
 		dur("CompileTimeout", c.CompileTimeout, DefaultCompileTimeout),
+		dur("DescribeTimeout", c.DescribeTimeout, DefaultDescribeTimeout),
 		dur("CallTimeout", c.CallTimeout, DefaultCallTimeout),
 		dur("StepDeadline", c.StepDeadline, DefaultStepDeadline),
 	} {

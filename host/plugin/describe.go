@@ -16,7 +16,7 @@ import (
 // else by the load limits (package fuel), then — in the compile worker —
 // wazero's interpreter validating the original and running its start
 // functions, kvhost_abi_version and kvhost_describe under
-// Config.CallTimeout (the interpreter honours the deadline, and a guest
+// Config.DescribeTimeout (the interpreter honours the deadline, and a guest
 // running in it is ordinary Go code the scheduler and collector can stop).
 // The answer is recorded, so the next start reads it from disk. A registry
 // decides which configurator claims a model this way and compiles only the
@@ -37,10 +37,8 @@ func (r *Runtime) Describe(ctx context.Context, name string, wasm []byte) (kind 
 	if _, _, err := fuel.Instrument(wasm, r.fuelOptions(k)); err != nil {
 		return "", nil, refusal(name, err)
 	}
-	select {
-	case r.compiling <- struct{}{}:
-	case <-ctx.Done():
-		return "", nil, refused(name, "describe", fmt.Errorf("abandoned while waiting for the compile worker: %w", ctx.Err()))
+	if err := r.acquireWorker(ctx, name, "describe"); err != nil {
+		return "", nil, err
 	}
 	defer func() { <-r.compiling }()
 	r.interprets.Add(1)
@@ -57,7 +55,7 @@ func (r *Runtime) Describe(ctx context.Context, name string, wasm []byte) (kind 
 // interpret validates wasm with the interpreter and asks it for its
 // descriptor.
 func (r *Runtime) interpret(ctx context.Context, k *kindSpec, name string, wasm []byte) ([]byte, string, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.CallTimeout)
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.DescribeTimeout)
 	defer cancel()
 	cm, err := r.validator.CompileModule(ctx, wasm)
 	if err != nil {
@@ -117,7 +115,7 @@ func (r *Runtime) interpret(ctx context.Context, k *kindSpec, name string, wasm 
 
 func (r *Runtime) interpretError(ctx context.Context, name, call string, stderr *tailBuffer, err error) error {
 	if ctx.Err() != nil {
-		return &DeadlineError{Plugin: name, Call: call, Timeout: r.cfg.CallTimeout, Elapsed: r.cfg.CallTimeout}
+		return &DeadlineError{Plugin: name, Call: call, Timeout: r.cfg.DescribeTimeout, Elapsed: r.cfg.DescribeTimeout}
 	}
 	out := stderr.String()
 	return &TrapError{Plugin: name, Call: call, Reason: guestReason(out), Stderr: out, Err: err}

@@ -29,7 +29,10 @@ type Runtime struct {
 	cache     wazero.CompilationCache
 	disk      *diskCache // nil with NoCache
 	dog       *watchdog
-	compiling chan struct{} // one compile at a time
+	compiling chan struct{}  // one compile at a time
+	workers   sync.WaitGroup // compile goroutines, waited for by Close
+	closeOnce sync.Once
+	closeErr  error
 
 	mu       sync.Mutex
 	compiled map[string]*compiledEntry // by kind/sha256 of the original bytes
@@ -37,6 +40,7 @@ type Runtime struct {
 	// compiles and interprets count compiler runs and Describe's
 	// interpreter runs (tests check what a start compiles).
 	compiles, interprets atomic.Int64
+	closed               atomic.Bool
 }
 
 type compiledEntry struct {
@@ -97,17 +101,47 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 func (r *Runtime) Config() Config { return r.cfg }
 
 // Close closes every plugin's modules, the runtime and the cache handle
-// (the cache directory stays). Calls must have finished.
+// (the cache directory stays). Calls must have finished; a compile a
+// caller abandoned is waited for (it cannot be interrupted).
 func (r *Runtime) Close(ctx context.Context) error {
-	err := r.rt.Close(ctx)
-	err = errors.Join(err, r.validator.Close(ctx))
-	if r.cache != nil {
-		err = errors.Join(err, r.cache.Close(ctx))
+	r.closeOnce.Do(func() {
+		// Hold the worker for good: no compile or Describe is in flight,
+		// and later ones fail (acquire sees closed).
+		r.compiling <- struct{}{}
+		r.closed.Store(true)
+		r.workers.Wait()
+		err := r.rt.Close(ctx)
+		err = errors.Join(err, r.validator.Close(ctx))
+		if r.cache != nil {
+			err = errors.Join(err, r.cache.Close(ctx))
+		}
+		if r.dog != nil {
+			r.dog.close()
+		}
+		r.closeErr = err
+	})
+	return r.closeErr
+}
+
+// errClosed is what loading into a closed runtime gets.
+var errClosed = errors.New("plugin: the runtime is closed")
+
+// acquireWorker takes the compile worker, or fails when ctx ends or the
+// runtime closes.
+func (r *Runtime) acquireWorker(ctx context.Context, name, stage string) error {
+	if r.closed.Load() {
+		return refused(name, stage, errClosed)
 	}
-	if r.dog != nil {
-		r.dog.close()
+	select {
+	case r.compiling <- struct{}{}:
+		if r.closed.Load() {
+			<-r.compiling
+			return refused(name, stage, errClosed)
+		}
+		return nil
+	case <-ctx.Done():
+		return refused(name, stage, fmt.Errorf("abandoned while waiting for the compile worker: %w", ctx.Err()))
 	}
-	return err
 }
 
 func sum256(b []byte) string {
@@ -267,12 +301,11 @@ type compileJob struct {
 // what it wrote to the compilation cache. It returns the compiled module
 // and the compiled-code files this compile added.
 func (r *Runtime) compile(ctx context.Context, name string, orig, code []byte, validate bool) (wazero.CompiledModule, []string, error) {
-	select {
-	case r.compiling <- struct{}{}:
-	case <-ctx.Done():
-		return nil, nil, refused(name, "compile", fmt.Errorf("abandoned while waiting for the compile worker: %w", ctx.Err()))
+	if err := r.acquireWorker(ctx, name, "compile"); err != nil {
+		return nil, nil, err
 	}
 	j := &compileJob{done: make(chan struct{})}
+	r.workers.Add(1)
 	go r.runCompile(j, orig, code, validate)
 	timer := time.NewTimer(r.cfg.CompileTimeout)
 	defer timer.Stop()
@@ -297,6 +330,7 @@ func (r *Runtime) compile(ctx context.Context, name string, orig, code []byte, v
 }
 
 func (r *Runtime) runCompile(j *compileJob, orig, code []byte, validate bool) {
+	defer r.workers.Done()
 	defer func() { <-r.compiling }()
 	ctx := context.Background()
 	var before map[string]bool

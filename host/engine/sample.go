@@ -111,7 +111,7 @@ func (e *Engine) sampleAndEmit() error {
 
 // hostFallback logs rows the host sampler serves because no plugin policy
 // could. The registry logs and counts (Info.Fallbacks, the
-// kvhost_sampler_fallbacks metric) the plugin failures itself; what is
+// kvhost_sampler_fallbacks_total metric) the plugin failures itself; what is
 // left to log here is any other cause (a policy removed while its
 // requests ran).
 func (e *Engine) hostFallback(policy string, rows int, err error) {

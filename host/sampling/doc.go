@@ -48,7 +48,7 @@
 //   - Runaway guests are bounded by fuel and a step deadline, memory- and
 //     table-hungry ones by their caps (package plugin): a step that fails
 //     fails that step only. It is logged and counted (Info.Failures,
-//     Info.Fallbacks; the kvhost_sampler_fallbacks metric), and its rows are
+//     Info.Fallbacks; the kvhost_sampler_fallbacks_total metric), and its rows are
 //     served at once by the default policy; if the default cannot
 //     (it is the policy, is disabled or fails too) SampleBatch answers
 //     ErrHostFallback and the engine samples them with its host Sampler. No

@@ -302,8 +302,9 @@ type Info struct {
 	LastError           string    `json:"last_error,omitempty"`
 	ConsecutiveFailures int64     `json:"consecutive_failures"`
 	// Fallbacks counts rows of this name served by a fallback (the default
-	// policy, or the host sampler after a *PolicyDisabledError) since the
-	// name was first loaded; metrics export it as kvhost_sampler_fallbacks.
+	// policy, or the host sampler when it cannot) after a failed step or
+	// while disabled, since the name was first loaded; metrics export it
+	// as kvhost_sampler_fallbacks_total.
 	Fallbacks int64 `json:"fallbacks"`
 }
 

@@ -126,7 +126,7 @@ func TestAllowList(t *testing.T) {
 // refused it).
 func TestMemoryCap(t *testing.T) {
 	ctx := context.Background()
-	r := newRegistry(t, Options{NoBuiltins: true, Runtime: plugin.Config{SamplerMemoryLimitPages: 64}})
+	r := newRegistry(t, Options{NoBuiltins: true, Runtime: plugin.Config{SamplerMemoryLimitPages: 64, StepDeadline: time.Minute}})
 	if err := r.Swap(ctx, "membomb", hostile(t, "membomb"), SourceUpload); err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestMemoryCap(t *testing.T) {
 	if !errors.As(err, &re) || re.Stage != "limits" || !strings.Contains(err.Error(), "is over the limit of 64") {
 		t.Fatalf("bigmem under a 64-page cap: %v", err)
 	}
-	roomy := newRegistry(t, Options{NoBuiltins: true, Runtime: plugin.Config{SamplerMemoryLimitPages: 2048}})
+	roomy := newRegistry(t, Options{NoBuiltins: true, Runtime: plugin.Config{SamplerMemoryLimitPages: 2048, StepDeadline: time.Minute}})
 	if err := roomy.Swap(ctx, "bigmem", big, SourceUpload); err != nil {
 		t.Fatalf("bigmem under a 2048-page cap: %v", err)
 	}

@@ -55,22 +55,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod above the test directory")
-		}
-		dir = parent
-	}
-}
+// repoRoot is the repository root (the directory holding go.mod).
+func repoRoot() (string, error) { return wasmtest.Root() }
 
 // newestSource returns the newest modification time of the .go files the
 // plugins are built from.

@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 type process struct {
 	cmd  *exec.Cmd
 	url  string
-	log  *bytes.Buffer
+	log  *syncBuf // written by the process's output copier
 	done chan error
 }
 
@@ -48,7 +48,7 @@ func startProcess(t *testing.T, args ...string) *process {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	p := &process{url: "http://" + addr, log: &bytes.Buffer{}, done: make(chan error, 1)}
+	p := &process{url: "http://" + addr, log: &syncBuf{}, done: make(chan error, 1)}
 	p.cmd = exec.Command(os.Args[0], append([]string{"serve", "--addr", addr}, args...)...)
 	p.cmd.Env = append(os.Environ(), "KVHOST_TEST_AS_MAIN=1")
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log

@@ -22,7 +22,9 @@ import (
 	"github.com/kvhost/kvhost/host/model/chat"
 	"github.com/kvhost/kvhost/host/model/tokenizer"
 	"github.com/kvhost/kvhost/host/plan"
+	"github.com/kvhost/kvhost/host/plugin"
 	"github.com/kvhost/kvhost/host/plugin/allowlist"
+	"github.com/kvhost/kvhost/host/plugin/builtin"
 	"github.com/kvhost/kvhost/host/sampling"
 	"github.com/kvhost/kvhost/host/sampling/admin"
 	"github.com/kvhost/kvhost/host/server"
@@ -59,6 +61,7 @@ type serveFlags struct {
 	samplerDefault string
 	allowlist      string
 	disableAfter   int
+	stallTimeout   time.Duration
 	shutdownWait   time.Duration
 	logFormat      string
 	origins        stringList
@@ -114,6 +117,7 @@ func parseServeFlags(args []string, stderr io.Writer, getenv func(string) string
 	fs.StringVar(&f.samplerDefault, "sampler-default", "standard", "sampling policy of requests that name none (temperature 0 stays a host-side argmax)")
 	fs.StringVar(&f.allowlist, "plugin-allowlist", "", "file of sha256 pins (one per line, optional name); when set, only listed plugins (and the built-ins) load")
 	fs.IntVar(&f.disableAfter, "sampler-disable-after", 0, "consecutive failed steps after which a sampler policy is disabled and the default serves its requests (0: 3; -1: never)")
+	fs.DurationVar(&f.stallTimeout, "stall-timeout", 30*time.Second, "/health and /ready answer 503 \"engine stalled\" when the engine has work but completed no step for this long")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug | info | warn | error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text | json (one JSON object per line)")
 	fs.DurationVar(&f.shutdownWait, "shutdown-timeout", 30*time.Second, "how long running streams may finish on shutdown")
@@ -224,6 +228,11 @@ func (b backend) Embed(ctx context.Context, prompt []int32) ([]float32, error) {
 
 var _ server.Embedder = backend{}
 
+// Stalled is the liveness signal of /health and /ready.
+func (b backend) Stalled(threshold time.Duration) error { return b.s.Engine.Stalled(threshold) }
+
+var _ server.Liveness = backend{}
+
 // The metrics observe everything the server reports.
 var (
 	_ server.Observer            = (*metrics.Metrics)(nil)
@@ -283,11 +292,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return shutdown(h, srv, s, f.shutdownWait, log)
 }
 
-// samplers owns the sampler registry for serve's lifetime (nil when no
-// policy plugin is available); Close is safe on either.
+// samplers owns, for serve's lifetime, the plugin runtime and the one
+// registry of every plugin kind, and the sampler registry over it (reg is
+// nil when no policy plugin is available); Close is safe on any of them.
 type samplers struct {
-	reg  *sampling.Registry
-	stop func()
+	reg     *sampling.Registry
+	stop    func()
+	plugins *plugin.Registry
+	rt      *plugin.Runtime
 }
 
 func (s samplers) Close(ctx context.Context) {
@@ -296,6 +308,12 @@ func (s samplers) Close(ctx context.Context) {
 	}
 	if s.reg != nil {
 		_ = s.reg.Close(ctx)
+	}
+	if s.plugins != nil {
+		_ = s.plugins.Close(ctx)
+	}
+	if s.rt != nil {
+		_ = s.rt.Close(ctx)
 	}
 }
 
@@ -315,9 +333,20 @@ func load(ctx context.Context, f serveFlags, gate *server.Gate, log *slog.Logger
 		}
 	}
 	gate.SetPhase("loading plugins")
-	reg, err := sampling.NewRegistry(ctx, sampling.Options{Default: f.samplerDefault, Logger: log, AllowSHA256: allow, DisableAfter: f.disableAfter})
+	// One plugin runtime and one registry for every plugin kind: the
+	// built-ins overlaid by --plugins, under one allow-list. The sampling
+	// policies come from it, and so does the KV configurator.
+	if sm.rt, err = plugin.NewRuntime(ctx, plugin.Config{Logger: log}); err != nil {
+		return nil, sm, fmt.Errorf("serve: plugin runtime: %w", err)
+	}
+	if sm.plugins, err = plugin.NewRegistryWith(sm.rt, builtin.FS(), f.pluginsDir, plugin.RegistryOptions{AllowSHA256: allow, Logger: log}); err != nil {
+		sm.Close(context.Background())
+		return nil, samplers{}, fmt.Errorf("serve: plugins: %w", err)
+	}
+	reg, err := sampling.NewRegistry(ctx, sampling.Options{Plugins: sm.plugins, Default: f.samplerDefault, Logger: log, DisableAfter: f.disableAfter})
 	if err != nil {
-		return nil, sm, fmt.Errorf("serve: sampling policies: %w", err)
+		sm.Close(context.Background())
+		return nil, samplers{}, fmt.Errorf("serve: sampling policies: %w", err)
 	}
 	sm.reg = reg
 	if len(reg.List()) == 0 && f.pluginsDir == "" {
@@ -334,7 +363,7 @@ func load(ctx context.Context, f serveFlags, gate *server.Gate, log *slog.Logger
 		MaxRunning: f.maxRunning, MaxQueue: f.maxQueue, ChunkedPrefill: f.chunkedPrefill, MaxPrefillTokens: f.maxPrefill, LogprobChunk: f.logprobChunk,
 		PageSize: f.pageSize, MaxTotalTokens: f.maxTotalTokens,
 		MemFractionStatic: f.memFraction, SGLangCompat: f.sglangCompat, GraphMaxBS: f.graphMaxBS,
-		PluginsDir: f.pluginsDir, PluginAllowlist: allow, Samplers: sm.reg,
+		Configurators: sm.plugins, PluginsDir: f.pluginsDir, PluginAllowlist: allow, Samplers: sm.reg,
 		Constraints: constraints,
 	}, log, stdout)
 	if err != nil {
@@ -386,7 +415,7 @@ func assemble(f serveFlags, s *boot.Stack, sreg *sampling.Registry, apiKeys, adm
 	opts := server.Options{
 		MaxBodyBytes: int64(f.maxBody), MaxTokensCap: f.maxTokensCap, MaxPromptTokens: f.maxPrompt,
 		APIKeys: apiKeys, Logger: log, Memory: s.Ledger.Handler(),
-		AllowedOrigins: f.origins, EmbeddingPooling: f.pooling,
+		AllowedOrigins: f.origins, EmbeddingPooling: f.pooling, StallThreshold: f.stallTimeout,
 		Observer: m, Metrics: m.Handler(),
 	}
 	wo := web.Options{

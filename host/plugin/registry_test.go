@@ -16,7 +16,7 @@ import (
 func TestRegistryOverrideAndLookup(t *testing.T) {
 	t.Parallel()
 	builtin := fstest.MapFS{"README.md": {Data: []byte("x")}}
-	for _, k := range kinds {
+	for _, k := range configuratorNames {
 		builtin[k+".wasm"] = &fstest.MapFile{Data: readWasm(t, k)}
 	}
 	dir := t.TempDir()
@@ -79,7 +79,7 @@ func TestRegistryBadDir(t *testing.T) {
 
 func TestCheckFile(t *testing.T) {
 	t.Parallel()
-	for _, k := range kinds {
+	for _, k := range configuratorNames {
 		rep, err := testRT.Check(context.Background(), k, readWasm(t, k))
 		if err != nil {
 			t.Fatalf("%s: %v", k, err)

@@ -60,6 +60,11 @@ type Options struct {
 	Admin   http.Handler `json:"-"`
 	Web     http.Handler `json:"-"`
 
+	// StallThreshold is how long the engine may go without completing a
+	// step while it has work before GET /health and /ready answer 503
+	// "engine stalled" (a Backend implementing Liveness). Default 30s.
+	StallThreshold time.Duration `json:"stall_threshold"`
+
 	// Logger receives request logs and internal errors; nil discards them.
 	Logger *slog.Logger `json:"-"`
 }
@@ -69,6 +74,7 @@ const (
 	defaultMaxPrompts         = 16
 	defaultMaxN               = 16
 	defaultStreamWriteTimeout = 30 * time.Second
+	defaultStallThreshold     = 30 * time.Second
 	engineMaxN                = 64 // the engine's own bound on Request.N
 )
 
@@ -87,6 +93,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("server: max_n %d is out of range [0, %d] (0 selects %d)", o.MaxN, engineMaxN, defaultMaxN)
 	case o.StreamWriteTimeout < 0:
 		return fmt.Errorf("server: stream_write_timeout %v must be >= 0 (0 selects %v)", o.StreamWriteTimeout, defaultStreamWriteTimeout)
+	case o.StallThreshold < 0:
+		return fmt.Errorf("server: stall_threshold %v must be >= 0 (0 selects %v)", o.StallThreshold, defaultStallThreshold)
 	case o.Sampler != nil && o.ApplySampler == nil:
 		return fmt.Errorf("server: a sampler validator needs ApplySampler to pass the policy to the engine")
 	}
@@ -111,6 +119,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.StreamWriteTimeout == 0 {
 		o.StreamWriteTimeout = defaultStreamWriteTimeout
+	}
+	if o.StallThreshold == 0 {
+		o.StallThreshold = defaultStallThreshold
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -42,12 +42,6 @@ type Backend interface {
 	Submit(ctx context.Context, req engine.Request) (*engine.Stream, error)
 }
 
-// HealthChecker is an optional Backend capability: when implemented, GET
-// /health answers 503 while Health returns an error (loading, draining).
-type HealthChecker interface {
-	Health(ctx context.Context) error
-}
-
 // server holds what every handler needs; all but the drain state is
 // immutable after New.
 type server struct {
@@ -113,6 +107,7 @@ func New(b Backend, opts Options) *Server {
 		})
 	})
 	r.Get("/health", s.handleHealth)
+	r.Get("/ready", s.handleReady)
 	r.With(s.authorize).Get("/v1/models", s.handleModels)
 	r.Post("/v1/completions", s.inference("/v1/completions", s.handleCompletions))
 	r.Post("/v1/chat/completions", s.inference("/v1/chat/completions", s.handleChatCompletions))
@@ -138,23 +133,6 @@ func New(b Backend, opts Options) *Server {
 		r.Method(http.MethodGet, "/*", opts.Web)
 	}
 	return &Server{s: s, h: r}
-}
-
-func (s *server) handleHealth(w http.ResponseWriter, r *http.Request) {
-	if reason := s.drained.Load(); reason != nil {
-		writeAPIError(w, http.StatusServiceUnavailable, drainError(*reason))
-		return
-	}
-	if hc, ok := s.b.(HealthChecker); ok {
-		if err := hc.Health(r.Context()); err != nil {
-			writeAPIError(w, http.StatusServiceUnavailable, apiError{
-				Message: fmt.Sprintf("not ready: %v", err),
-				Type:    "service_unavailable", Code: "not_ready",
-			})
-			return
-		}
-	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 type modelCard struct {

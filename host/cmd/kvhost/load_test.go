@@ -19,7 +19,7 @@ import (
 
 	"github.com/kvhost/kvhost/host/boot"
 	"github.com/kvhost/kvhost/host/sampling"
-	"github.com/kvhost/kvhost/host/sampling/builtin"
+	"github.com/kvhost/kvhost/host/plugin/builtin"
 	"github.com/kvhost/kvhost/host/sampling/samplertest"
 )
 

@@ -1,20 +1,24 @@
-// Package testwasm builds the C sampler plugins for tests: the built-in
-// policies (plugins/<name>/<name>.c into host/sampling/builtin/wasm) and the
+package wasmtest
+
+// This file builds the C sampler plugins for tests: the built-in
+// policies (plugins/<name>/<name>.c into host/plugin/builtin/wasm, beside the
+// configurators) and the
 // hostile test samplers (host/sampling/testdata/c into
 // host/sampling/testdata/wasm), by running scripts/build-samplers.sh when
 // any output is missing or older than its sources, so go test works on a
 // fresh checkout with the toolchain installed
 // (scripts/install-wasm-toolchain.sh) and fails with that advice without it.
-package testwasm
 
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"testing/fstest"
 )
 
 var (
@@ -35,7 +39,7 @@ func Root() (string, error) {
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("testwasm: no go.mod above the working directory")
+			return "", errors.New("wasmtest: no go.mod above the working directory")
 		}
 		dir = parent
 	}
@@ -59,7 +63,7 @@ func pairs(root string) ([][2]string, error) {
 		if strings.TrimSuffix(filepath.Base(s), ".c") != name {
 			continue
 		}
-		out = append(out, [2]string{s, filepath.Join(root, "host/sampling/builtin/wasm", name+".wasm")})
+		out = append(out, [2]string{s, filepath.Join(root, builtinDir, name+".wasm")})
 	}
 	tests, err := filepath.Glob(filepath.Join(root, "host/sampling/testdata/c", "*.c"))
 	if err != nil {
@@ -107,16 +111,44 @@ func ensure() error {
 	cmd := exec.Command(filepath.Join(root, "scripts/build-samplers.sh"))
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("testwasm: scripts/build-samplers.sh (install the toolchain with scripts/install-wasm-toolchain.sh): %v\n%s", err, out)
+		return fmt.Errorf("wasmtest: scripts/build-samplers.sh (install the toolchain with scripts/install-wasm-toolchain.sh): %v\n%s", err, out)
 	}
 	return nil
 }
 
 // Builtin returns the bytes of plugins/<name> as built.
-func Builtin(name string) ([]byte, error) { return read("host/sampling/builtin/wasm", name) }
+func Builtin(name string) ([]byte, error) { return read(builtinDir, name) }
 
-// Hostile returns the bytes of host/sampling/testdata/c/<name>.c as built.
-func Hostile(name string) ([]byte, error) { return read("host/sampling/testdata/wasm", name) }
+// builtinDir is where the built-in plugins of every kind are built.
+const builtinDir = "host/plugin/builtin/wasm"
+
+// BuiltinSamplers returns the built-in sampling policies as built (not as
+// embedded when the test binary was compiled, which may predate them), as
+// a file system of <name>.wasm files.
+func BuiltinSamplers() (fs.FS, error) {
+	if err := Ensure(); err != nil {
+		return nil, err
+	}
+	ps, err := pairs(rootPath)
+	if err != nil {
+		return nil, err
+	}
+	out := fstest.MapFS{}
+	for _, p := range ps {
+		if filepath.Dir(p[1]) != filepath.Join(rootPath, builtinDir) {
+			continue
+		}
+		b, err := os.ReadFile(p[1])
+		if err != nil {
+			return nil, err
+		}
+		out[filepath.Base(p[1])] = &fstest.MapFile{Data: b}
+	}
+	return out, nil
+}
+
+// HostileC returns the bytes of host/sampling/testdata/c/<name>.c as built.
+func HostileC(name string) ([]byte, error) { return read("host/sampling/testdata/wasm", name) }
 
 func read(dir, name string) ([]byte, error) {
 	if err := Ensure(); err != nil {

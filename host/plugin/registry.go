@@ -32,13 +32,13 @@ func (s Source) Builtin() bool { return s.Origin == "builtin" }
 // registry takes its sampler sources, its runtime and its allow-list from
 // it. Safe for concurrent use.
 type Registry struct {
-	rt      *Runtime
-	log     *slog.Logger
-	dir     string
+	rt       *Runtime
+	log      *slog.Logger
+	dir      string
 	sources  map[string]Source
 	builtins map[string]Source // the embedded set, even where the folder overrides a name
 	trusted  map[string]bool   // sha256 of the built-ins' bytes
-	allow   *allowlist.List
+	allow    *allowlist.List
 
 	mu      sync.Mutex
 	loaded  map[string]*Plugin

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/kvhost/kvhost/host/boot"
 	"github.com/kvhost/kvhost/host/constraint"
+	cbuiltin "github.com/kvhost/kvhost/host/constraint/builtin"
+	"github.com/kvhost/kvhost/host/plugin"
 	"github.com/kvhost/kvhost/host/device"
 	_ "github.com/kvhost/kvhost/host/device/cpu" // the embedded default device
 	"github.com/kvhost/kvhost/host/engine"
@@ -155,10 +158,19 @@ func (t specialTokenizer) Encode(text string, addSpecial bool) ([]int32, error) 
 	return t.Tokenizer.Encode(text, addSpecial)
 }
 
-// constraints builds the output-constraint runner over the model's
-// vocabulary: the built-in grammar engine.
-func constraints(tok constraint.Tokens, vocab int) (constraint.Runner, error) {
-	return constraint.NewNativeFor(tok, vocab, grammar.Options{})
+// constraintRunner returns boot's factory of the output-constraint runner:
+// the built-in constraint-grammar plugin on the plugin runtime (fuel,
+// deadlines, memory caps), or, in a binary built without plugins (no
+// clang/Go wasm build), the same engine linked natively, with a warning.
+func constraintRunner(ctx context.Context, log *slog.Logger) func(constraint.Tokens, int) (constraint.Runner, error) {
+	return func(tok constraint.Tokens, vocab int) (constraint.Runner, error) {
+		wasm, err := fs.ReadFile(cbuiltin.FS(), "grammar.wasm")
+		if err != nil {
+			log.Warn("the constraint-grammar plugin is not built in (make plugins); structured output runs the grammar engine linked natively")
+			return constraint.NewNativeFor(tok, vocab, grammar.Options{})
+		}
+		return constraint.NewPluginRuntime(ctx, plugin.Config{Logger: log}, "grammar", wasm, tok, vocab)
+	}
 }
 
 // backend adapts the stack to the server's Backend interface.
@@ -214,7 +226,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		PageSize: f.pageSize, MaxTotalTokens: f.maxTotalTokens,
 		MemFractionStatic: f.memFraction, SGLangCompat: f.sglangCompat, GraphMaxBS: f.graphMaxBS,
 		PluginsDir: f.pluginsDir, PluginAllowlist: allow, Samplers: sreg,
-		Constraints: constraints,
+		Constraints: constraintRunner(ctx, log),
 	}, log, stdout)
 	if err != nil {
 		return err

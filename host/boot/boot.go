@@ -108,6 +108,9 @@ type Stack struct {
 	Graphs  *model.DecodeGraphs
 	// Configurators is the registry the KV configurator came from.
 	Configurators *plugin.Registry
+	// Constraints is the engine's output-constraint runner (nil: none);
+	// Close closes it when it can be closed.
+	Constraints constraint.Runner
 
 	kv     plan.KVConfig // the configurator that sized the pool
 	out    io.Writer     // progress lines for slow steps
@@ -119,6 +122,9 @@ type Stack struct {
 func (s *Stack) Close(ctx context.Context) {
 	if s.Engine != nil {
 		_ = s.Engine.Close(ctx)
+	}
+	if c, ok := s.Constraints.(interface{ Close(context.Context) error }); ok {
+		_ = c.Close(ctx)
 	}
 	if s.Graphs != nil {
 		s.Graphs.Close()
@@ -247,6 +253,7 @@ func Build(f Config, log *slog.Logger, stdout io.Writer) (*Stack, error) {
 		if ecfg.Constraints, err = f.Constraints(m.Tokenizer, c.Vocab); err != nil {
 			return fail(fmt.Errorf("boot: output constraints: %w", err))
 		}
+		s.Constraints = ecfg.Constraints
 		log.Info("output constraints ready", "runner", ecfg.Constraints.Name())
 	}
 	eng, err := engine.New(ecfg, m, s.Pool, c, m.Tokenizer.EOG)

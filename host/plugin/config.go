@@ -28,6 +28,10 @@ type Config struct {
 	// SamplerMemoryLimitPages a sampler's (default 1024 = 64 MiB).
 	MemoryLimitPages        uint32
 	SamplerMemoryLimitPages uint32
+	// ConstraintMemoryLimitPages caps an output-constraint instance
+	// (default 4096 = 256 MiB: it holds the vocabulary's token trie and
+	// the masks it caches, 16 KiB each for a 128k vocabulary).
+	ConstraintMemoryLimitPages uint32
 	// MaxTableElements caps every table (default 65536 entries, 512 KiB of
 	// host memory; a Go guest's function table has ~6,000).
 	MaxTableElements uint32
@@ -71,9 +75,20 @@ type Config struct {
 	CallTimeout  time.Duration
 	StepDeadline time.Duration
 
-	// MaxBatch is the rows a sampler instance's I/O region holds (default
-	// 256); larger batches are split by the caller.
+	// MaxBatch is the rows a sampler or constraint instance's I/O region
+	// holds (default 256); larger batches are split by the caller.
 	MaxBatch int
+
+	// Output constraints: ConstraintInitFuel bounds init (building the
+	// token trie), open, fork and close (default 2^33); a step gets
+	// ConstraintFuelBase + rows × vocabulary × ConstraintFuelPerToken
+	// (defaults 2^24 and 256: a cold mask walks the token trie once) and
+	// ConstraintStepDeadline (default 5s). MaxConstraintInstances bounds
+	// the instances a constraint plugin spreads its sequences over
+	// (default 4).
+	ConstraintInitFuel, ConstraintFuelBase, ConstraintFuelPerToken int64
+	ConstraintStepDeadline                                         time.Duration
+	MaxConstraintInstances                                         int
 	// MaxIdle is how many idle instances each plugin version keeps
 	// (default 2 × GOMAXPROCS, at least 4).
 	MaxIdle int
@@ -130,6 +145,18 @@ func (c Config) withDefaults() Config {
 	def(&c.CallFuel, DefaultCallFuel)
 	def(&c.FuelBase, DefaultFuelBase)
 	def(&c.FuelPerCandidate, DefaultFuelPerCandidate)
+	def(&c.ConstraintInitFuel, 1<<33)
+	def(&c.ConstraintFuelBase, 1<<24)
+	def(&c.ConstraintFuelPerToken, 256)
+	if c.ConstraintMemoryLimitPages == 0 {
+		c.ConstraintMemoryLimitPages = 4096
+	}
+	if c.ConstraintStepDeadline == 0 {
+		c.ConstraintStepDeadline = 5 * time.Second
+	}
+	if c.MaxConstraintInstances == 0 {
+		c.MaxConstraintInstances = 4
+	}
 	if c.MemoryLimitPages == 0 {
 		c.MemoryLimitPages = DefaultMemoryLimitPages
 	}

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/kvhost/kvhost/sdk"
+	sdkc "github.com/kvhost/kvhost/sdk/constraint"
 	"github.com/kvhost/kvhost/sdk/sampler"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
@@ -67,14 +68,32 @@ var (
 		pages:         func(c Config) uint32 { return c.SamplerMemoryLimitPages },
 	}
 
+	constraintKind = &kindSpec{
+		name: sdkc.Kind, abi: sdkc.ABIVersion, marker: sdkc.ExportStep,
+		exports: []exportSig{
+			{sdk.ExportMalloc, []api.ValueType{i32}, []api.ValueType{i32}},
+			{sdk.ExportFree, []api.ValueType{i32}, nil},
+			{sdk.ExportLastError, nil, []api.ValueType{i64}},
+			{sdkc.ExportInit, []api.ValueType{i32, i32, i32}, []api.ValueType{i32}},
+			{sdkc.ExportOpen, []api.ValueType{i32, i32}, []api.ValueType{i32}},
+			{sdkc.ExportFork, []api.ValueType{i32}, []api.ValueType{i32}},
+			{sdkc.ExportClose, []api.ValueType{i32}, []api.ValueType{i32}},
+			{sdkc.ExportStep, []api.ValueType{i32}, []api.ValueType{i32}},
+		},
+		imports:       []string{wasi_snapshot_preview1.ModuleName},
+		maxDescriptor: sdkc.MaxDescriptorSize,
+		pages:         func(c Config) uint32 { return c.ConstraintMemoryLimitPages },
+	}
+
 	// kinds lists every kind the runtime serves.
-	kinds = []*kindSpec{configuratorKind, samplerKind}
+	kinds = []*kindSpec{configuratorKind, samplerKind, constraintKind}
 )
 
 // Kind names, as in descriptors.
 const (
 	KindConfigurator = sdk.KindConfigurator
 	KindSampler      = sampler.Kind
+	KindConstraint   = sdkc.Kind
 )
 
 // kindOf identifies a module's kind by its exported functions: the kind

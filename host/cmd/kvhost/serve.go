@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/kvhost/kvhost/host/boot"
 	"github.com/kvhost/kvhost/host/constraint"
+	cbuiltin "github.com/kvhost/kvhost/host/constraint/builtin"
 	"github.com/kvhost/kvhost/host/device"
 	_ "github.com/kvhost/kvhost/host/device/cpu" // the embedded default device
 	"github.com/kvhost/kvhost/host/engine"
@@ -198,10 +200,25 @@ func (t specialTokenizer) Encode(text string, addSpecial bool) ([]int32, error) 
 	return t.Tokenizer.Encode(text, addSpecial)
 }
 
-// constraints builds the output-constraint runner over the model's
-// vocabulary: the built-in grammar engine.
-func constraints(tok constraint.Tokens, vocab int) (constraint.Runner, error) {
-	return constraint.NewNativeFor(tok, vocab, grammar.Options{})
+// constraintRunner returns boot's factory of the output-constraint runner:
+// the built-in constraint-grammar plugin on the plugin runtime (fuel,
+// deadlines, memory caps), or, in a binary built without plugins (no
+// clang/Go wasm build), the same engine linked natively, with a warning.
+//
+// rt is the server's one plugin runtime (samplers and configurators run on
+// it too); nil gives the plugin a runtime of its own (tests).
+func constraintRunner(ctx context.Context, rt *plugin.Runtime, log *slog.Logger) func(constraint.Tokens, int) (constraint.Runner, error) {
+	return func(tok constraint.Tokens, vocab int) (constraint.Runner, error) {
+		wasm, err := fs.ReadFile(cbuiltin.FS(), "grammar.wasm")
+		if err != nil {
+			log.Warn("the constraint-grammar plugin is not built in (make plugins); structured output runs the grammar engine linked natively")
+			return constraint.NewNativeFor(tok, vocab, grammar.Options{})
+		}
+		if rt != nil {
+			return constraint.NewPlugin(ctx, rt, "grammar", wasm, tok, vocab)
+		}
+		return constraint.NewPluginRuntime(ctx, plugin.Config{Logger: log}, "grammar", wasm, tok, vocab)
+	}
 }
 
 // backend adapts the stack to the server's Backend interface.
@@ -364,7 +381,7 @@ func load(ctx context.Context, f serveFlags, gate *server.Gate, log *slog.Logger
 		PageSize: f.pageSize, MaxTotalTokens: f.maxTotalTokens,
 		MemFractionStatic: f.memFraction, SGLangCompat: f.sglangCompat, GraphMaxBS: f.graphMaxBS,
 		Configurators: sm.plugins, PluginsDir: f.pluginsDir, PluginAllowlist: allow, Samplers: sm.reg,
-		Constraints: constraints,
+		Constraints: constraintRunner(ctx, sm.rt, log),
 	}, log, stdout)
 	if err != nil {
 		sm.Close(context.Background())

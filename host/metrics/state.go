@@ -35,7 +35,7 @@ var (
 	descPlFail      = prometheus.NewDesc("kvhost_plugin_failures_total", "Failed calls into a plugin version (trap, deadline, bad answer).", pluginLabels, nil)
 	descPlSeconds   = prometheus.NewDesc("kvhost_plugin_call_seconds_total", "Time spent in calls into a plugin version.", pluginLabels, nil)
 	descPlDisabled  = prometheus.NewDesc("kvhost_sampler_disabled", "1 while a sampler policy version is disabled after repeated failures (the default policy serves its requests).", pluginLabels, nil)
-	descPlFallbacks = prometheus.NewDesc("kvhost_sampler_fallbacks_total", "Rows another policy sampled because this sampler version was disabled.", pluginLabels, nil)
+	descPlFallbacks = prometheus.NewDesc("kvhost_sampler_fallbacks_total", "Rows another policy (the default, or the host sampler) sampled because this sampler version failed a step or was disabled.", pluginLabels, nil)
 	descPlInfo      = prometheus.NewDesc("kvhost_plugin_info", "A loaded plugin version (value 1), with its sha256 and source.", []string{"kind", "plugin", "version", "sha256", "source"}, nil)
 
 	// Aliases under the names the Gateway API inference extension's

@@ -40,9 +40,9 @@ func goodCall(t *testing.T) {
 }
 
 func idle(p *Plugin) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.idle)
+	p.m.mu.Lock()
+	defer p.m.mu.Unlock()
+	return len(p.m.idle)
 }
 
 func llamaInput(t *testing.T) sdk.ConfigureInput {
@@ -70,7 +70,7 @@ func TestHostileHandshake(t *testing.T) {
 		t.Fatalf("noexport: %v", err)
 	}
 	_, err = testRT.Load(context.Background(), "garbage", []byte("\x00asm\x01\x00\x00\x00garbage"))
-	if err == nil || !strings.Contains(err.Error(), "garbage: compile") {
+	if err == nil || !strings.Contains(err.Error(), "garbage: refused at instrument") {
 		t.Fatalf("garbage: %v", err)
 	}
 	goodCall(t)

@@ -79,4 +79,13 @@
 //     gpt-oss's clamped SwiGLU and soft-capping (act.go), MXFP4 decoding
 //     (mxfp4.go). Route, ScatterAdd and the activations allocate nothing per
 //     call; ExpertGroups is sized once.
+//
+// The Mamba-2 kernels (mamba.go, mamba_scan.go, mamba_norm.go: the causal
+// convolution with its rolling state, the selective scan — the chunked SSD
+// form for prefill, the recurrence for decode — and the grouped gated
+// RMSNorm) run over batches of sequences that each carry their own conv and
+// SSM states, updated in place. They allocate nothing per call (a Pool
+// grows its per-sequence index slices on the first call of a batch size)
+// and the scan takes caller scratch (MambaScanScratch). The model side is
+// docs/architectures/mamba2-hybrids.md.
 package cpu

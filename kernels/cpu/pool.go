@@ -35,6 +35,7 @@ type Pool struct {
 	closed  atomic.Bool
 	workers []*poolWorker  // threads-1 of them
 	exited  sync.WaitGroup // the workers, until Close has stopped them
+	mb      mambaTask      // every Mamba-2 kernel (mamba_scan.go)
 
 	cur     task          // the call being dispatched; set before gen moves
 	gen     atomic.Uint64 // dispatch generation; workers watch it

@@ -21,6 +21,7 @@ var Modules = map[string][]string{
 	"experts":     {"route_f32", "group_experts", "scatter_add_f32"},
 	"gather":      {"embedding", "gather_rows_f32"},
 	"kv":          {"write_kv", "write_kv_rows"},
+	"mamba":       {"mamba_conv", "mamba_ssm_update", "mamba_chunk_scan", "mamba_gated_norm", "relu_sq_f32", "scale_f32", "add_scaled_f32"},
 	"matvec":      {"matvec"},
 	"norm":        {"rmsnorm_f32"},
 	"pointwise":   {"geglu_tanh_f32", "swiglu_oai_f32", "softcap_f32", "scale_f32"},

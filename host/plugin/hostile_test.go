@@ -60,7 +60,7 @@ func TestHostileHandshake(t *testing.T) {
 	// declare_buffer have ABI 1's signatures) is refused by version, with
 	// the message that says what to do.
 	_, err = testRT.Load(context.Background(), "hostile-abi1", readWasm(t, "hostile-abi1"))
-	const want = "plugin: hostile-abi1: built against ABI 1, this host needs 2: rebuild with the current sdk"
+	const want = "plugin: hostile-abi1: refused at imports: built against ABI 1, this host needs 2: rebuild with the current sdk"
 	if !errors.As(err, &abi) || abi.Found != 1 || err.Error() != want {
 		t.Fatalf("abi1: %v, want %q", err, want)
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/kvhost/kvhost/sdk"
 	"github.com/kvhost/kvhost/sdk/sampler"
 )
 
@@ -189,18 +190,19 @@ func Sampler(name string, a Attack, always bool) []byte {
 	return m.Bytes()
 }
 
-// Configurator returns a configurator named name (ABI 1) claiming
+// Configurator returns a configurator named name (the current ABI,
+// sdk.ABIVersion) claiming
 // LlamaForCausalLM whose kvhost_configure performs the attack and then
 // reports a guest error ("hostile"), as does kvhost_size.
 func Configurator(name string, a Attack) []byte {
 	m := &Module{}
 	memoryAndTable(m, a, 2)
-	desc := fmt.Sprintf(`{"name":%q,"version":"0.0.1","kind":"configurator","abi":1,"architectures":["LlamaForCausalLM"]}`, name)
+	desc := fmt.Sprintf(`{"name":%q,"version":"0.0.1","kind":"configurator","abi":%d,"architectures":["LlamaForCausalLM"]}`, name, sdk.ABIVersion)
 	const errAddr, inputAddr = 512, 16384
 	m.Data(descAddr, []byte(desc))
 	m.Data(errAddr, []byte("hostile"))
 	i32, i64 := []byte{I32}, []byte{I64}
-	abi := m.Func(nil, i32, nil, I32Const(1))
+	abi := m.Func(nil, i32, nil, I32Const(sdk.ABIVersion))
 	describe := m.Func(nil, i64, nil, I64Const(int64(descAddr)<<32|int64(len(desc))))
 	malloc := m.Func(i32, i32, nil,
 		LocalGet(0), I32Const(2*65536-inputAddr), Op(0x4b), If(I32Const(0), Return), I32Const(inputAddr))

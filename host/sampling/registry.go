@@ -46,6 +46,14 @@ type Options struct {
 	// built-ins (the embedded set, or Builtins) are always trusted: their
 	// bytes are exempt whatever the source label.
 	AllowSHA256 []string
+	// AllowlistFile is the file AllowSHA256 was read from, if any. Watch
+	// re-reads it whenever it changes, before scanning the folder, so a
+	// plugin and its pin can arrive together (one ConfigMap update); a
+	// folder file refused under the old list is tried again under the new
+	// one. A file that no longer parses is logged and the previous list
+	// stays. A new list governs loads from then on: versions already
+	// serving are not unloaded by losing their pin (remove the file).
+	AllowlistFile string
 	// DisableAfter is how many consecutive failed steps (guest faults:
 	// traps, fuel, contract breaches; not cancelled contexts) disable a
 	// policy version (default DefaultDisableAfter; negative: never). A
@@ -108,7 +116,7 @@ type Registry struct {
 	log      *slog.Logger
 	builtins map[string][]byte
 	trusted  map[string]bool // sha256 of the built-ins' bytes
-	allow    *allowlist.List
+	allow    atomic.Pointer[allowlist.List]
 
 	mu       sync.Mutex // serialises writers (Swap, Remove)
 	policies atomic.Pointer[map[string]*entry]
@@ -134,7 +142,8 @@ func NewRegistry(ctx context.Context, opts Options) (*Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Registry{rt: rt, opts: opts, log: opts.Logger, builtins: map[string][]byte{}, trusted: map[string]bool{}, allow: allow}
+	r := &Registry{rt: rt, opts: opts, log: opts.Logger, builtins: map[string][]byte{}, trusted: map[string]bool{}}
+	r.allow.Store(allow)
 	r.policies.Store(&map[string]*entry{})
 	r.scratch = make(chan *batchScratch, 64)
 	if !opts.NoBuiltins {
@@ -161,6 +170,19 @@ func NewRegistry(ctx context.Context, opts Options) (*Registry, error) {
 		}
 	}
 	return r, nil
+}
+
+// SetAllowSHA256 replaces the sha256 allow-list (entries as
+// Options.AllowSHA256) for every later Swap; Watch calls it when
+// Options.AllowlistFile changes. On a bad entry the list in force stays.
+// Built-ins stay trusted whatever the list.
+func (r *Registry) SetAllowSHA256(entries []string) error {
+	l, err := allowlist.New(entries)
+	if err != nil {
+		return fmt.Errorf("sampling: allow-list: %w", err)
+	}
+	r.allow.Store(l)
+	return nil
 }
 
 // Close closes every policy and the runtime. Steps must have finished.
@@ -211,9 +233,9 @@ func (r *Registry) Swap(ctx context.Context, name string, wasm []byte, source st
 	if !sampler.ValidName(name) {
 		return fmt.Errorf("sampling: sampler name %q: want lowercase letters, digits, '.', '_' or '-' (1–64 bytes)", name)
 	}
-	if r.allow.Enabled() {
+	if allow := r.allow.Load(); allow.Enabled() {
 		if sum := allowlist.Sum(wasm); !r.trusted[sum] {
-			if err := r.allow.Check(name, sum); err != nil {
+			if err := allow.Check(name, sum); err != nil {
 				return fmt.Errorf("sampling: %s from %s: %w", name, source, err)
 			}
 		}

@@ -110,7 +110,7 @@ func parseServeFlags(args []string, stderr io.Writer, getenv func(string) string
 	fs.StringVar(&f.adminKeyFile, "admin-key-file", "", "file holding the admin bearer key")
 	fs.StringVar(&f.pluginsDir, "plugins", "", "folder of .wasm plugins (KV configurators, samplers); a file named like a built-in overrides it")
 	fs.StringVar(&f.samplerDefault, "sampler-default", "standard", "sampling policy of requests that name none (temperature 0 stays a host-side argmax)")
-	fs.StringVar(&f.allowlist, "plugin-allowlist", "", "file of sha256 pins (one per line, optional name); when set, only listed plugins (and the built-ins) load")
+	fs.StringVar(&f.allowlist, "plugin-allowlist", "", "file of sha256 pins (one per line, optional name); when set, only listed plugins (and the built-ins) load; re-read when it changes for samplers in --plugins")
 	fs.IntVar(&f.disableAfter, "sampler-disable-after", 0, "consecutive failed steps after which a sampler policy is disabled and the default serves its requests (0: 3; -1: never)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug | info | warn | error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text | json (one JSON object per line)")
@@ -307,7 +307,7 @@ func load(ctx context.Context, f serveFlags, gate *server.Gate, log *slog.Logger
 		}
 	}
 	gate.SetPhase("loading plugins")
-	reg, err := sampling.NewRegistry(ctx, sampling.Options{Default: f.samplerDefault, Logger: log, AllowSHA256: allow, DisableAfter: f.disableAfter})
+	reg, err := sampling.NewRegistry(ctx, sampling.Options{Default: f.samplerDefault, Logger: log, AllowSHA256: allow, AllowlistFile: f.allowlist, DisableAfter: f.disableAfter})
 	if err != nil {
 		return nil, sm, fmt.Errorf("serve: sampling policies: %w", err)
 	}
@@ -368,7 +368,7 @@ func shutdown(h *server.Server, srv *http.Server, s *boot.Stack, grace time.Dura
 func assemble(f serveFlags, s *boot.Stack, sreg *sampling.Registry, apiKeys, adminKeys []string, log *slog.Logger) (*server.Server, *metrics.Metrics) {
 	m := metrics.New(metrics.Sources{
 		Engine: func() metrics.Load { return metrics.Load(s.Engine.Stats()) }, Ledger: s.Ledger, Plugins: pluginStats(s, sreg),
-		ModelName: s.Model.Name,
+		ModelName: s.Model.Name, KVPageSize: f.pageSize,
 	})
 	adminKey := ""
 	if len(adminKeys) > 0 {

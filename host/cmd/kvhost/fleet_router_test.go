@@ -61,6 +61,7 @@ func readPickerSettings(root string) (pickerSettings, error) {
 type endpoint struct {
 	name, url string
 	ready     atomic.Bool
+	failures  int // consecutive failed readiness probes (refresh goroutine only)
 	load      atomic.Pointer[endpointLoad]
 	picked    atomic.Int64
 }
@@ -112,32 +113,45 @@ func (r *router) refresh(ctx context.Context) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ep.ready.Store(r.probe(ctx, ep) == nil)
+			// As a readiness probe with failureThreshold 2: one slow
+			// answer on a loaded machine does not take a replica out.
+			if r.ready(ctx, ep) {
+				ep.failures = 0
+				ep.ready.Store(true)
+			} else if ep.failures++; ep.failures >= 2 {
+				ep.ready.Store(false)
+			}
+			// A failed scrape keeps the last load (the picker, too, uses
+			// metrics until they are stale).
+			_ = r.scrape(ctx, ep)
 		}()
 	}
 	wg.Wait()
 }
 
-func (r *router) probe(ctx context.Context, ep *endpoint) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
+func (r *router) get(ctx context.Context, ep *endpoint, path string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	get := func(path string) ([]byte, error) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ep.url+path, nil)
-		resp, err := r.client.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			return nil, fmt.Errorf("%s: %d", path, resp.StatusCode)
-		}
-		return b, err
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ep.url+path, nil)
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return nil, err
 	}
-	if _, err := get("/ready"); err != nil {
-		return err
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %d", path, resp.StatusCode)
 	}
-	b, err := get("/metrics")
+	return b, err
+}
+
+func (r *router) ready(ctx context.Context, ep *endpoint) bool {
+	_, err := r.get(ctx, ep, "/ready")
+	return err == nil
+}
+
+func (r *router) scrape(ctx context.Context, ep *endpoint) error {
+	b, err := r.get(ctx, ep, "/metrics")
 	if err != nil {
 		return err
 	}

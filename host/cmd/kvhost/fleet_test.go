@@ -233,7 +233,7 @@ func startFleet(t *testing.T, extra func(i int) []string) ([]*replica, *router, 
 	t.Cleanup(rt.stop)
 	front := httptest.NewServer(rt)
 	t.Cleanup(front.Close)
-	waitFor(t, "the router to see every replica", 30*time.Second, func() string {
+	waitFor(t, "the router to see every replica", 120*time.Second, func() string {
 		for _, ep := range eps {
 			if !ep.ready.Load() || ep.load.Load() == nil {
 				return ""

@@ -206,9 +206,17 @@ type lockedBuf struct {
 	b  bytes.Buffer
 }
 
-func newBuf() *lockedBuf                         { return &lockedBuf{mu: make(chan struct{}, 1)} }
-func (l *lockedBuf) Write(p []byte) (int, error) { l.mu <- struct{}{}; defer func() { <-l.mu }(); return l.b.Write(p) }
-func (l *lockedBuf) String() string              { l.mu <- struct{}{}; defer func() { <-l.mu }(); return l.b.String() }
+func newBuf() *lockedBuf { return &lockedBuf{mu: make(chan struct{}, 1)} }
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu <- struct{}{}
+	defer func() { <-l.mu }()
+	return l.b.Write(p)
+}
+func (l *lockedBuf) String() string {
+	l.mu <- struct{}{}
+	defer func() { <-l.mu }()
+	return l.b.String()
+}
 
 func httpDo(t *testing.T, method, url, key, body string) (int, string) {
 	t.Helper()

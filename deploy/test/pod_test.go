@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -201,22 +202,14 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
+// lockedBuf is a goroutine-safe buffer for the process's output.
 type lockedBuf struct {
-	mu chan struct{}
+	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func newBuf() *lockedBuf { return &lockedBuf{mu: make(chan struct{}, 1)} }
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu <- struct{}{}
-	defer func() { <-l.mu }()
-	return l.b.Write(p)
-}
-func (l *lockedBuf) String() string {
-	l.mu <- struct{}{}
-	defer func() { <-l.mu }()
-	return l.b.String()
-}
+func (l *lockedBuf) Write(p []byte) (int, error) { l.mu.Lock(); defer l.mu.Unlock(); return l.b.Write(p) }
+func (l *lockedBuf) String() string              { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
 func httpDo(t *testing.T, method, url, key, body string) (int, string) {
 	t.Helper()
@@ -280,7 +273,7 @@ serve: {device: cpu, device-memory: 256MiB, max-running-requests: 4, max-queue: 
 	bin := kvhostBinary(t)
 	p := layOut(t, r, spec, c, img)
 	cmd := p.command(t, bin, c, img)
-	out := newBuf()
+	out := &lockedBuf{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -59,7 +59,8 @@ func TestFleetPluginRollout(t *testing.T) {
 		return b
 	}
 	v1, v2, v3 := variant("1.0.1"), variant("1.0.2"), variant("1.0.3")
-	fp1, fp2 := samplertest.Version(v1, "1.0.1"), samplertest.Version(v2, "1.0.2")
+	// system_fingerprint is "<policy>@<version>" (the engine names the policy).
+	fp1, fp2 := "typical@"+samplertest.Version(v1, "1.0.1"), "typical@"+samplertest.Version(v2, "1.0.2")
 	pin := func(b []byte) []byte { return []byte(allowlist.Sum(b) + "  typical\n") }
 	volumes := make([]*samplertest.ConfigMapDir, 3)
 	for i := range volumes {
@@ -186,6 +187,6 @@ func TestFleetPluginRollout(t *testing.T) {
 			t.Errorf("%s answers with %q (%v), want %s", r.name, out.SystemFingerprint, err, fp2)
 		}
 	}
-	t.Logf("%d requests, 0 failed, during a rollout of typical %s → %s over 3 replicas; requests on the new version after each switch: %v",
+	t.Logf("%d requests, 0 failed, during a rollout of %s → %s over 3 replicas; requests on the new version after each switch: %v",
 		len(results), fp1, fp2, fmt.Sprint(newOn))
 }

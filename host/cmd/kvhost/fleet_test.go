@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -320,10 +319,23 @@ func TestFleetDrainUnderLoad(t *testing.T) {
 	if victim.err != nil {
 		t.Fatalf("%s exited with %v after SIGTERM", victim.name, victim.err)
 	}
-	// The survivors keep serving a while.
-	time.Sleep(time.Second)
+	// The survivors keep serving: wait for 16 requests begun after the
+	// exit to finish (seconds here; longer under -race on a loaded machine).
 	after := time.Now()
-	time.Sleep(time.Second)
+	waitFor(t, "requests after the drain", 120*time.Second, func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, r := range results {
+			if r.started.After(after) {
+				n++
+			}
+		}
+		if n >= 16 {
+			return "ok"
+		}
+		return ""
+	})
 	stopClients()
 
 	failed, servedAfter := 0, map[string]int{}
@@ -349,14 +361,14 @@ func TestFleetDrainUnderLoad(t *testing.T) {
 	if servedAfter[victim.name] > 0 {
 		t.Errorf("%d requests started after %s exited were served by it", servedAfter[victim.name], victim.name)
 	}
-	var survivors []string
+	served := 0
 	for _, r := range reps {
 		if r != victim {
-			survivors = append(survivors, r.name)
-			if servedAfter[r.name] == 0 {
-				t.Errorf("%s served nothing after the drain", r.name)
-			}
+			served += servedAfter[r.name]
 		}
+	}
+	if served < 16 {
+		t.Errorf("the survivors served %d requests begun after the drain (%v)", served, servedAfter)
 	}
 	if !strings.Contains(victim.log.String(), "shutting down: draining") || strings.Contains(victim.log.String(), "grace period over") {
 		t.Errorf("%s did not drain cleanly:\n%s", victim.name, victim.log.String())
@@ -365,7 +377,6 @@ func TestFleetDrainUnderLoad(t *testing.T) {
 	for _, ep := range rt.eps {
 		picked[ep.name] = ep.picked.Load()
 	}
-	slices.Sort(survivors)
-	t.Logf("%d requests by %d clients, 0 failed; %s drained %d open streams in %v and exited 0; %d requests retried on another replica; picks %v",
-		len(results), clients, victim.name, len(open), victim.stopped.Sub(sigterm).Round(time.Millisecond), rt.retries.Load(), picked)
+	t.Logf("%d requests by %d clients, 0 failed; %s drained %d open streams in %v and exited 0; %d requests retried on another replica; picks %v; after the exit %v",
+		len(results), clients, victim.name, len(open), victim.stopped.Sub(sigterm).Round(time.Millisecond), rt.retries.Load(), picked, servedAfter)
 }

@@ -127,7 +127,7 @@ build-cuda: plugins
 # running them (gorgonia.org/cu exits at init without a GPU), and fail when
 # the committed PTX has drifted from the sources.
 check-cuda:
-	CGO_ENABLED=1 $(GO) vet -tags cuda ./host/device/cuda/... ./host/cmd/kvhost/... ./kernels/cuda/...
+	CGO_ENABLED=1 $(GO) vet -tags cuda ./host/device/... ./host/gpucheck/... ./host/cmd/kvhost/... ./kernels/cuda/...
 	CGO_ENABLED=1 $(GO) test -tags cuda -c -o /dev/null ./host/device/cuda/
 	scripts/build-kernels.sh --check
 

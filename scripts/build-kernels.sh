@@ -21,13 +21,23 @@ case "${1:-}" in
 esac
 command -v "$NVCC" >/dev/null || { echo "build-kernels: $NVCC not found (run scripts/install-cuda.sh)" >&2; exit 1; }
 release="$("$NVCC" --version | grep -o 'release [0-9.]*' | head -1)"
+# CUDA 11.8 refuses gcc newer than 11. Where the default gcc is newer, hand
+# nvcc a host compiler it accepts (NVCC_CCBIN, else clang-14): only device
+# code reaches the PTX and cubins, so the artifacts (and kernels.sum) do
+# not change.
+HOSTCC=()
+if [ -n "${NVCC_CCBIN:-}" ]; then
+	HOSTCC=(-ccbin "$NVCC_CCBIN")
+elif [ "$(gcc -dumpversion 2>/dev/null | cut -d. -f1)" -gt 11 ] 2>/dev/null && command -v clang-14 >/dev/null; then
+	HOSTCC=(-ccbin clang-14)
+fi
 cd "$src" # relative paths only, so nothing machine-specific lands in the output
 for cu in *.cu; do
 	mod="${cu%.cu}"
 	for sm in 80 90; do
-		"$NVCC" "${FLAGS[@]}" -ptx -arch=compute_$sm -o "$out/$mod.sm_$sm.ptx" "$cu"
+		"$NVCC" "${FLAGS[@]}" "${HOSTCC[@]}" -ptx -arch=compute_$sm -o "$out/$mod.sm_$sm.ptx" "$cu"
 	done
-	"$NVCC" "${FLAGS[@]}" -fatbin \
+	"$NVCC" "${FLAGS[@]}" "${HOSTCC[@]}" -fatbin \
 		-gencode arch=compute_80,code=sm_80 \
 		-gencode arch=compute_90,code='[sm_90,compute_90]' \
 		-o "$out/$mod.fatbin" "$cu"

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Builds every configurator plugin into host/plugin/builtin/wasm/<kind>.wasm
-# (embedded into the kvhost binary) and every hostile test plugin into
-# host/plugin/testdata/wasm/hostile-<name>.wasm (used by tests only).
+# and every output-constraint plugin plugins/constraint-<name> into
+# host/constraint/builtin/wasm/<name>.wasm (both embedded into the kvhost
+# binary), and every hostile test plugin into
+# host/plugin/testdata/wasm/hostile-<name>.wasm or, for the constraint
+# kind, host/constraint/testdata/wasm/hostile-constraint.wasm (tests only).
 # Run from anywhere; uses the repository's go toolchain.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -18,8 +21,16 @@ for dir in configurators/*/; do
 	[ -f "$dir/main.go" ] || continue
 	build "$builtin/$kind.wasm" "./configurators/$kind"
 done
+# Output-constraint plugins (Go, wasip1) into host/constraint/builtin/wasm.
+constraints="host/constraint/builtin/wasm"
+mkdir -p "$constraints" host/constraint/testdata/wasm
+for dir in plugins/constraint-*/; do
+	[ -f "$dir/main.go" ] || continue
+	build "$constraints/$(basename "$dir" | sed 's/^constraint-//').wasm" "./$dir"
+done
+build host/constraint/testdata/wasm/hostile-constraint.wasm ./plugins/hostile/constraint
 for dir in plugins/hostile/*/; do
 	name="$(basename "$dir")"
-	[ -f "$dir/main.go" ] || continue
+	[ -f "$dir/main.go" ] && [ "$name" != constraint ] || continue
 	build "$hostile/hostile-$name.wasm" "./plugins/hostile/$name"
 done

@@ -123,7 +123,24 @@ type HostFacts struct {
 	// DraftLayers is the number of EAGLE/MTP draft layers whose KV shares the
 	// pool (0 without speculative decoding).
 	DraftLayers int64 `json:"draft_layers"`
+	// SWAFullTokensRatio is SGLang's swa_full_tokens_ratio: a hybrid
+	// sliding-window model's window pool holds this share of the full
+	// pool's tokens (spec §3 "Hybrid SWA"); 0 means the default 0.8.
+	SWAFullTokensRatio float64 `json:"swa_full_tokens_ratio,omitempty"`
+	// MambaFullMemoryRatio is SGLang's mamba_full_memory_ratio m: without a
+	// request cap a hybrid Mamba model's state takes rest·m/(1+m) of the KV
+	// budget (spec §3 "Mamba state"); 0 means the default 0.9.
+	MambaFullMemoryRatio float64 `json:"mamba_full_memory_ratio,omitempty"`
 }
+
+// Defaults of the sizing ratios a host may leave at 0 (spec §3).
+const (
+	DefaultSWAFullTokensRatio   = 0.8
+	DefaultMambaFullMemoryRatio = 0.9
+	// MaxMambaFullMemoryRatio bounds mamba_full_memory_ratio; at 100 the
+	// state already takes 99% of the budget.
+	MaxMambaFullMemoryRatio = 100
+)
 
 // WithDefaults returns a copy with zero fields filled: bf16, page 1, TP 1,
 // context 8192.
@@ -139,6 +156,12 @@ func (h HostFacts) WithDefaults() HostFacts {
 	}
 	if h.ContextLength == 0 {
 		h.ContextLength = 8192
+	}
+	if h.SWAFullTokensRatio == 0 {
+		h.SWAFullTokensRatio = DefaultSWAFullTokensRatio
+	}
+	if h.MambaFullMemoryRatio == 0 {
+		h.MambaFullMemoryRatio = DefaultMambaFullMemoryRatio
 	}
 	return h
 }
@@ -159,6 +182,12 @@ func (h HostFacts) Validate() error {
 	}
 	if h.DraftLayers < 0 || h.DraftLayers > 64 {
 		return fmt.Errorf("sdk: host draft_layers %d: want 0..64", h.DraftLayers)
+	}
+	if !(h.SWAFullTokensRatio > 0 && h.SWAFullTokensRatio <= 1) {
+		return fmt.Errorf("sdk: host swa_full_tokens_ratio %v: want (0, 1]", h.SWAFullTokensRatio)
+	}
+	if !(h.MambaFullMemoryRatio > 0 && h.MambaFullMemoryRatio <= MaxMambaFullMemoryRatio) {
+		return fmt.Errorf("sdk: host mamba_full_memory_ratio %v: want (0, %d]", h.MambaFullMemoryRatio, MaxMambaFullMemoryRatio)
 	}
 	return nil
 }

@@ -34,7 +34,7 @@ func TestParseConfigureInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if in.Host != (HostFacts{KVDType: "fp8_e4m3", PageSize: 1, TPSize: 1, ContextLength: 8192}) {
+	if in.Host != (HostFacts{KVDType: "fp8_e4m3", PageSize: 1, TPSize: 1, ContextLength: 8192, SWAFullTokensRatio: 0.8, MambaFullMemoryRatio: 0.9}) {
 		t.Fatalf("defaults not filled: %+v", in.Host)
 	}
 	for _, bad := range []string{
@@ -43,6 +43,10 @@ func TestParseConfigureInput(t *testing.T) {
 		`{"model":{},"host":{"kv_dtype":"int4"}}`,
 		`{"model":{},"host":{"page_size":-1}}`,
 		`{"model":{},"host":{"tp_size":2000}}`,
+		`{"model":{},"host":{"swa_full_tokens_ratio":1.5}}`,
+		`{"model":{},"host":{"swa_full_tokens_ratio":-0.1}}`,
+		`{"model":{},"host":{"mamba_full_memory_ratio":-1}}`,
+		`{"model":{},"host":{"mamba_full_memory_ratio":101}}`,
 		`{"model":{},"host":{"draft_layers":65}}`,
 		`not json`,
 	} {

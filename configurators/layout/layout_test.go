@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -177,6 +178,37 @@ func TestV7SWA(t *testing.T) {
 		}
 		if used := u[PoolFull]*full.BytesPerUnit + u[PoolSWA]*swa.BytesPerUnit; used > 53687091200 {
 			t.Fatalf("uses %d bytes of 53687091200", used)
+		}
+	}
+}
+
+// TestSizingRatios checks that swa_full_tokens_ratio and
+// mamba_full_memory_ratio from the host facts reach the sizing, against the
+// spec §3 formulas written out here in float64.
+func TestSizingRatios(t *testing.T) {
+	const budget = 53687091200
+	for _, r := range []float64{0.5, 0.25} {
+		p := plan(t, "swa", "gpt-oss-20b", sdk.HostFacts{SWAFullTokensRatio: r})
+		u, err := p.Size(budget, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		full := int64(math.Floor(budget / (12*2048 + r*12*2048)))
+		if u[PoolFull] != full || u[PoolSWA] != int64(float64(full)*r) {
+			t.Errorf("ratio %v: full %d swa %d, want %d / %d", r, u[PoolFull], u[PoolSWA], full, int64(float64(full)*r))
+		}
+	}
+	for _, m := range []float64{1, 0.25} {
+		p := plan(t, "mamba", "qwen3-next-80b-a3b", sdk.HostFacts{TPSize: 4, MambaFullMemoryRatio: m})
+		u, err := p.Size(30<<30, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const per = 19316736
+		k := int64(math.Floor((30*m/(1+m)*(1<<30) - per) / per))
+		rest := int64((30 - float64(k+1)*per/(1<<30)) * (1 << 30))
+		if u[PoolState] != k+1 || u[PoolKV] != rest/12288 {
+			t.Errorf("m %v: slots %d tokens %d, want %d / %d", m, u[PoolState], u[PoolKV], k+1, rest/12288)
 		}
 	}
 }

@@ -7,9 +7,10 @@ import (
 	"github.com/kvhost/kvhost/sdk/guest"
 )
 
-// MambaFullMemoryRatio is mamba_full_memory_ratio m: without an explicit
-// request cap the state takes rest·m/(1+m) (spec §3 "Mamba state").
-const MambaFullMemoryRatio = 0.9
+// MambaFullMemoryRatio is mamba_full_memory_ratio's default m: without an
+// explicit request cap the state takes rest·m/(1+m) (spec §3 "Mamba
+// state"); the host may pass another in HostFacts.MambaFullMemoryRatio.
+const MambaFullMemoryRatio = sdk.DefaultMambaFullMemoryRatio
 
 // Mamba configures hybrid Mamba2 / gated-delta-net models: a request-scoped
 // state pool (conv + SSM/temporal state per linear layer) plus token KV for
@@ -249,8 +250,12 @@ func (Mamba) Plan(in sdk.ConfigureInput) (*Plan, error) {
 		pools = append(pools, kp)
 	}
 	page := in.Host.PageSize
+	ratio := in.Host.MambaFullMemoryRatio
+	if ratio == 0 {
+		ratio = MambaFullMemoryRatio
+	}
 	return &Plan{pools: pools, size: func(avail, tokenCap, requestCap int64) (map[string]int64, error) {
-		return mambaSize(sp.BytesPerUnit, kvBytes, page, avail, tokenCap, requestCap)
+		return mambaSize(sp.BytesPerUnit, kvBytes, ratio, page, avail, tokenCap, requestCap)
 	}}, nil
 }
 
@@ -261,14 +266,14 @@ const gib = 1 << 30
 // one padding slot, then tokens from what is left. A request cap (> 0)
 // replaces the ratio: K+1 = min(K+1, request_cap) and the rest goes to KV.
 // The state pool's units are K+1 (slot 0 is the padding slot).
-func mambaSize(perReq, cell, page, avail, tokenCap, requestCap int64) (map[string]int64, error) {
+func mambaSize(perReq, cell int64, m float64, page, avail, tokenCap, requestCap int64) (map[string]int64, error) {
 	pr := float64(perReq)
 	rest := float64(avail) / gib
 	var k int64
 	if cell == 0 {
 		k = avail/perReq - 1 // no attention: every byte is state
 	} else {
-		budget := rest * MambaFullMemoryRatio / (1 + MambaFullMemoryRatio)
+		budget := rest * m / (1 + m)
 		k = int64(pyFloorDiv(budget*gib-pr, pr))
 	}
 	if requestCap > 0 && k+1 > requestCap {

@@ -8,9 +8,10 @@ import (
 	"github.com/kvhost/kvhost/sdk/guest"
 )
 
-// SWARatio is swa_full_tokens_ratio, the window pool's share of the full
-// pool's tokens (spec §3 "Hybrid SWA", default 0.8).
-const SWARatio = 0.8
+// SWARatio is swa_full_tokens_ratio's default, the window pool's share of
+// the full pool's tokens (spec §3 "Hybrid SWA"); the host may pass another
+// in HostFacts.SWAFullTokensRatio.
+const SWARatio = sdk.DefaultSWAFullTokensRatio
 
 // SWA configures sliding-window models: a full-attention pool and a window
 // pool, layers assigned from layer_types, sliding_window_pattern or
@@ -135,21 +136,25 @@ func (SWA) Plan(in sdk.ConfigureInput) (*Plan, error) {
 		return tokenPlan(swa, page)
 	}
 	pools := []sdk.Pool{fp, sp}
+	ratio := in.Host.SWAFullTokensRatio
+	if ratio == 0 {
+		ratio = SWARatio
+	}
 	return &Plan{pools: pools, size: func(avail, tokenCap, _ int64) (map[string]int64, error) {
-		return swaSize(fp.BytesPerUnit, sp.BytesPerUnit, window, page, avail, tokenCap)
+		return swaSize(fp.BytesPerUnit, sp.BytesPerUnit, ratio, window, page, avail, tokenCap)
 	}}, nil
 }
 
 // swaSize is spec §3's hybrid rule: cell = F·(nf+draft) + r·S·ns (float),
 // full = page_floor(floor(budget/cell)), swa = page_floor(int(full·r)).
-func swaSize(fullBytes, swaBytes, window, page, avail, tokenCap int64) (map[string]int64, error) {
-	cell := float64(fullBytes) + SWARatio*float64(swaBytes)
+func swaSize(fullBytes, swaBytes int64, ratio float64, window, page, avail, tokenCap int64) (map[string]int64, error) {
+	cell := float64(fullBytes) + ratio*float64(swaBytes)
 	t := int64(math.Floor(float64(avail) / cell))
 	if tokenCap > 0 && t > tokenCap {
 		t = tokenCap
 	}
 	fullT := t / page * page
-	swaT := int64(float64(fullT)*SWARatio) / page * page
+	swaT := int64(float64(fullT)*ratio) / page * page
 	if fullT == 0 {
 		return nil, fmt.Errorf("layout: not enough memory: %d bytes at %.1f bytes per token hold no page of %d tokens", avail, cell, page)
 	}

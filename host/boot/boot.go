@@ -10,6 +10,7 @@ import (
 
 	"github.com/kvhost/kvhost/host/alloc"
 	"github.com/kvhost/kvhost/host/budget"
+	"github.com/kvhost/kvhost/host/constraint"
 	"github.com/kvhost/kvhost/host/device"
 	"github.com/kvhost/kvhost/host/engine"
 	"github.com/kvhost/kvhost/host/kv"
@@ -60,6 +61,9 @@ type Config struct {
 	PluginAllowlist []string
 	// Samplers, when set, gives the engine its sampling policy plugins.
 	Samplers *sampling.Registry
+	// Constraints, when set, builds the engine's output-constraint runner
+	// over the loaded model's vocabulary (vocab: the logit row width).
+	Constraints func(tok constraint.Tokens, vocab int) (constraint.Runner, error)
 }
 
 // Validate names the bad field.
@@ -104,6 +108,9 @@ type Stack struct {
 	Graphs  *model.DecodeGraphs
 	// Configurators is the registry the KV configurator came from.
 	Configurators *plugin.Registry
+	// Constraints is the engine's output-constraint runner (nil: none);
+	// Close closes it when it can be closed.
+	Constraints constraint.Runner
 
 	kv     plan.KVConfig // the configurator that sized the pool
 	out    io.Writer     // progress lines for slow steps
@@ -115,6 +122,9 @@ type Stack struct {
 func (s *Stack) Close(ctx context.Context) {
 	if s.Engine != nil {
 		_ = s.Engine.Close(ctx)
+	}
+	if c, ok := s.Constraints.(interface{ Close(context.Context) error }); ok {
+		_ = c.Close(ctx)
 	}
 	if s.Graphs != nil {
 		s.Graphs.Close()
@@ -238,6 +248,13 @@ func Build(f Config, log *slog.Logger, stdout io.Writer) (*Stack, error) {
 	if s.Graphs != nil {
 		ecfg.Graphs = s.Graphs
 		log.Info("decode graphs captured", "buckets", s.Graphs.Buckets(), "pool_bytes", s.Graphs.PoolBytes())
+	}
+	if f.Constraints != nil {
+		if ecfg.Constraints, err = f.Constraints(m.Tokenizer, c.Vocab); err != nil {
+			return fail(fmt.Errorf("boot: output constraints: %w", err))
+		}
+		s.Constraints = ecfg.Constraints
+		log.Info("output constraints ready", "runner", ecfg.Constraints.Name())
 	}
 	eng, err := engine.New(ecfg, m, s.Pool, c, m.Tokenizer.EOG)
 	if err != nil {

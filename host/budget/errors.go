@@ -38,8 +38,11 @@ func (e *InsufficientMemoryError) Error() string {
 	if e.Knob == "" {
 		return msg
 	}
-	if e.SuggestValue >= 1 && e.Knob == "mem_fraction_static" {
+	if e.SuggestValue >= 1 && (e.Knob == "mem_fraction_static" || e.Knob == "--mem-fraction-static") {
 		return msg + fmt.Sprintf("; no %s below 1 fits (minimum %.4f): free memory or load smaller weights", e.Knob, e.Minimum)
+	}
+	if e.Minimum == e.SuggestValue { // a count: the suggestion is the threshold
+		return msg + fmt.Sprintf("; set %s to %s", e.Knob, e.Suggest)
 	}
 	return msg + fmt.Sprintf("; set %s to %s (minimum %.4f)", e.Knob, e.Suggest, e.Minimum)
 }

@@ -73,3 +73,34 @@ func MoECache(tokens, topK, n, hidden, elemBytes int) int64 {
 	mk := m * int64(topK)
 	return mk*int64(max(n, hidden))*int64(elemBytes) + mk*int64(n/2)*int64(elemBytes)
 }
+
+// SamplingTemporaries are the device tensors one sampling step of rows
+// decode rows allocates over a [rows, V] logits tensor (§4 "Sampler", §8.8):
+// the same-size FP32 temporary torch.softmax materialises even when it
+// writes back in place, and for top-k/top-p the sort's FP32 values and
+// int64 indices plus the FP32 cumulative sum of the sorted probabilities.
+// They are live together with the FP32 logits themselves.
+type SamplingTemporaries struct {
+	Softmax     int64 `json:"softmax_fp32"`
+	SortValues  int64 `json:"sort_values_fp32"`
+	SortIndices int64 `json:"sort_indices_int64"`
+	CumSum      int64 `json:"top_p_cumsum_fp32"`
+}
+
+// Sampling returns the temporaries of one sampling step over rows rows of a
+// vocab-wide distribution: 4 + 4 + 8 + 4 = 20 bytes per row and entry.
+func Sampling(rows, vocab int) SamplingTemporaries {
+	n := int64(rows) * int64(vocab)
+	return SamplingTemporaries{Softmax: 4 * n, SortValues: 4 * n, SortIndices: 8 * n, CumSum: 4 * n}
+}
+
+// Total is the sum of the temporaries.
+func (s SamplingTemporaries) Total() int64 {
+	return s.Softmax + s.SortValues + s.SortIndices + s.CumSum
+}
+
+// PenaltyBuffers is the per-batch state of the frequency/presence penalties:
+// two FP32 [rows, V] accumulators, allocated for the whole running batch as
+// soon as one request asks for a penalty and alive as long as the batch
+// runs, so they are live in every forward and sampling moment.
+func PenaltyBuffers(rows, vocab int) int64 { return 2 * 4 * int64(rows) * int64(vocab) }

@@ -71,3 +71,22 @@ func sumBuckets(bs []int, vocab int) int64 {
 	}
 	return s
 }
+
+// TestSamplingAndPenalties checks the decode-side buffers against their
+// tensor shapes written out: softmax FP32, sort values FP32 and indices
+// int64, cumsum FP32; two FP32 penalty accumulators.
+func TestSamplingAndPenalties(t *testing.T) {
+	const rows = 4096
+	n := int64(rows) * llamaV
+	s := Sampling(rows, llamaV)
+	if s.Softmax != n*4 || s.SortValues != n*4 || s.SortIndices != n*8 || s.CumSum != n*4 || s.Total() != n*20 {
+		t.Fatalf("sampling %+v total %d, want 4/4/8/4 bytes per entry of %d", s, s.Total(), n)
+	}
+	// 4096 rows of a 128k vocabulary: 10.5 GB of sampler temporaries.
+	if s.Total() != 10506731520 {
+		t.Fatalf("total %d", s.Total())
+	}
+	if PenaltyBuffers(rows, llamaV) != 2*n*4 {
+		t.Fatalf("penalties %d", PenaltyBuffers(rows, llamaV))
+	}
+}

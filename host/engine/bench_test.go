@@ -1,15 +1,23 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/kvhost/kvhost/host/alloc"
+	"github.com/kvhost/kvhost/host/constraint"
+	"github.com/kvhost/kvhost/host/constraint/compile"
 	"github.com/kvhost/kvhost/host/device"
 	"github.com/kvhost/kvhost/host/device/cpu"
 	"github.com/kvhost/kvhost/host/kv"
 	"github.com/kvhost/kvhost/host/model"
+	"github.com/kvhost/kvhost/host/model/synth"
+	"github.com/kvhost/kvhost/sdk/constraint/grammar"
 )
 
 // nullForward does no model work, so a benchmark over it measures the
@@ -116,5 +124,103 @@ func BenchmarkDecodeGraphsVsEager(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.N*8*tokens)/b.Elapsed().Seconds(), "tok/s")
 		})
+	}
+}
+
+var smallOnce struct {
+	sync.Once
+	path string
+	err  error
+}
+
+// smallModel writes gen-model's small preset (random weights, f32) once.
+func smallModel(b *testing.B) string {
+	smallOnce.Do(func() {
+		spec, err := synth.Preset("small", "f32")
+		if err != nil {
+			smallOnce.err = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "kvhost-engine-bench")
+		if err != nil {
+			smallOnce.err = err
+			return
+		}
+		var buf bytes.Buffer
+		if smallOnce.err = synth.Write(&buf, spec, nil); smallOnce.err == nil {
+			smallOnce.path = filepath.Join(dir, "small.gguf")
+			smallOnce.err = os.WriteFile(smallOnce.path, buf.Bytes(), 0o644)
+		}
+	})
+	if smallOnce.err != nil {
+		b.Fatal(smallOnce.err)
+	}
+	return smallOnce.path
+}
+
+// BenchmarkDecodeConstrained is issue 19's throughput benchmark: decode
+// tokens/s of `batch` concurrent sampled requests (temperature 1, 64 new
+// tokens) on gen-model small, unconstrained and under a JSON Schema
+// (native grammar engine, warm after the first iteration). "strings" is
+// an object of two free strings, which a random model fills until the
+// token budget closes them: every sequence runs its 64 tokens, as the
+// unconstrained ones do, so the rates compare like for like. "ten-props"
+// is testdata/schemas/19-ten-properties.json, whose bounded fields end
+// the object sooner (shorter sequences: a cheaper attention per token).
+func BenchmarkDecodeConstrained(b *testing.B) {
+	doc, err := os.ReadFile("../constraint/testdata/schemas/19-ten-properties.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	specs := map[string]*constraint.Spec{"none": nil}
+	for name, d := range map[string][]byte{"ten-props": doc,
+		"strings": []byte(`{"type":"object","properties":{"name":{"type":"string"},"bio":{"type":"string"}},"required":["name","bio"],"additionalProperties":false}`)} {
+		g, err := compile.JSONSchema(d)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if specs[name], err = constraint.NewSpec("json_schema", d, g); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, batch := range []int{1, 16} {
+		for _, schema := range []string{"none", "strings", "ten-props"} {
+			spec := specs[schema]
+			b.Run(fmt.Sprintf("batch=%d/schema=%s", batch, schema), func(b *testing.B) {
+				r := newRigModel(b, smallModel(b), 4096, Config{MaxRunning: batch, MaxQueue: batch, ChunkedPrefill: 256})
+				if spec != nil {
+					vocab, eog, err := constraint.Vocab(r.m.Tokenizer, r.m.Config.Vocab)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if r.e.cfg.Constraints, err = constraint.NewNative(vocab, eog, grammar.Options{}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				tokens := 0
+				b.ResetTimer()
+				for n := 0; n < b.N; n++ {
+					var streams []*Stream
+					for i := range batch {
+						req := Request{Prompt: []int32{1, int32(20 + i), int32(30 + n)}, MaxTokens: 64, IgnoreEOS: spec == nil,
+							Sampling: SamplingParams{Temperature: 1}, Constraint: spec}
+						s, err := r.e.Submit(context.Background(), req)
+						if err != nil {
+							b.Fatal(err)
+						}
+						streams = append(streams, s)
+					}
+					for _, s := range streams {
+						res := collect(s)
+						if res.err != nil {
+							b.Fatal(res.err)
+						}
+						tokens += len(res.tokens)
+					}
+				}
+				b.ReportMetric(float64(tokens)/b.Elapsed().Seconds(), "tok/s")
+				b.ReportMetric(float64(tokens)/float64(b.N*batch), "tokens/seq")
+			})
+		}
 	}
 }

@@ -9,6 +9,15 @@
 // running sequence, which is recomputed later from its tokens; nothing is
 // dropped. Cancelling a request's context frees its pages at the next step.
 //
+// A request with an output constraint (Request.Constraint, package
+// constraint) opens its state at Submit (a spec the runner refuses is an
+// *InvalidRequestError); each step, before anything samples, every
+// constrained row consumes its sequence's last token and gets the mask
+// applied to its logits in place, so the host sampler, the argmax and
+// every policy plugin see only allowed tokens. Logprobs are those of the
+// masked distribution. n > 1 choices fork the state before their first
+// token.
+//
 // Invariants: a sequence's pages cover exactly the tokens whose K/V were
 // written; when the engine is idle every page is back on the pool's free
 // list; each request's event channel receives tokens in order and is closed

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kvhost/kvhost/host/constraint"
 	"github.com/kvhost/kvhost/host/device"
 	"github.com/kvhost/kvhost/host/kv"
 	"github.com/kvhost/kvhost/host/model"
@@ -36,6 +37,8 @@ type Config struct {
 	// Samplers, when set, runs every non-greedy (or explicitly named)
 	// policy as a plugin, batched per policy per step.
 	Samplers *sampling.Registry
+	// Constraints, when set, runs requests' output constraints.
+	Constraints constraint.Runner
 	// AllocatorState, when set, is recorded in out-of-memory diagnoses.
 	AllocatorState func() any
 	Logger         *slog.Logger
@@ -100,6 +103,10 @@ type seq struct {
 	policy  string
 	state   sampling.SeqState
 	sampled bool // chosen this step (scratch for sampleAndEmit)
+	// con is the output constraint's state; conFed counts the generated
+	// tokens it has consumed (it consumes each at the next step).
+	con    constraint.Seq
+	conFed int
 	// submitted and scheduled time the queue: Submit, then the first admit.
 	submitted, scheduled time.Time
 	// hidden receives an Embed request's hidden states, row by row.
@@ -156,6 +163,9 @@ type Engine struct {
 	states  []sampling.SeqState
 	choices []sampling.Choice
 	group   []pendingRow
+	// per-step constraint scratch
+	conRows   []constraint.Row
+	conOwners []pendingRow
 
 	stop chan struct{}
 	done chan struct{}
@@ -202,6 +212,17 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	if err := e.validate(req); err != nil {
 		return nil, err
 	}
+	// The constraint opens outside the lock (it may compile a grammar).
+	con, err := e.openConstraint(ctx, req.Constraint)
+	if err != nil {
+		return nil, err
+	}
+	admitted := false
+	defer func() {
+		if !admitted && con != nil {
+			con.Close()
+		}
+	}()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
@@ -227,6 +248,7 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	if err := e.resolvePolicy(s); err != nil {
 		return nil, err
 	}
+	s.con, admitted = con, true
 	e.waiting = append(e.waiting, s)
 	select {
 	case e.wake <- struct{}{}:
@@ -404,6 +426,7 @@ func (e *Engine) finish(s *seq, ev Event) {
 		return
 	}
 	s.done = true
+	s.closeConstraint()
 	e.pool.Release(s.pages)
 	s.pages = nil
 	ev.PromptTokens, ev.CompletionTokens = s.prompt, len(s.tokens)-s.prompt
@@ -696,6 +719,16 @@ func (e *Engine) fork(s *seq, row []float32) {
 			e.finish(child, Event{Done: true, Err: err})
 			continue
 		}
+		if s.con != nil {
+			// s has not consumed its first token yet (it does so next
+			// step): the fork starts where the children start.
+			c, err := s.con.Fork(s.ctx)
+			if err != nil {
+				e.finish(child, Event{Done: true, Err: fmt.Errorf("engine: constraint: %w", err)})
+				continue
+			}
+			child.con = c
+		}
 		e.pending = append(e.pending, pendingRow{child, row})
 	}
 }
@@ -776,6 +809,9 @@ func (e *Engine) sampleAndEmit() error {
 	pend := append(e.work[:0], e.pending...)
 	e.pending = e.pending[:0]
 	defer func() { e.work = pend[:0] }()
+	if e.cfg.Constraints != nil {
+		pend = e.constrain(pend)
+	}
 	for i := 0; i < len(pend); i++ {
 		p := pend[i]
 		if p.s.policy != "" {

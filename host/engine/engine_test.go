@@ -66,12 +66,18 @@ type rig struct {
 
 func newRig(t testing.TB, pages int, cfg Config) *rig {
 	t.Helper()
+	return newRigModel(t, tinyModel(t), pages, cfg)
+}
+
+// newRigModel is newRig over the model file at path.
+func newRigModel(t testing.TB, path string, pages int, cfg Config) *rig {
+	t.Helper()
 	dev, err := cpu.New(device.Options{MemoryBytes: 1 << 30, Threads: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := &rig{dev: dev, act: alloc.New("caching", dev)}
-	r.m, err = model.Load(tinyModel(t), model.Options{Device: dev, Weights: alloc.NewDirect("weights", dev), Activations: r.act})
+	r.m, err = model.Load(path, model.Options{Device: dev, Weights: alloc.NewDirect("weights", dev), Activations: r.act})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kvhost/kvhost/host/constraint"
 	"github.com/kvhost/kvhost/host/sampling"
 )
 
@@ -57,6 +58,10 @@ type Request struct {
 	// policy named is an argmax on the host.
 	Sampler       string
 	SamplerParams *sampling.Compiled
+	// Constraint, when set, restricts the output to what it allows
+	// (structured output, tool calls): Config.Constraints runs it, and
+	// its mask applies before any sampling step reads the logits.
+	Constraint *constraint.Spec
 
 	// N is the number of choices (0 means 1). They share the prompt's KV
 	// pages, copy-on-write, and each samples with its own stream (seed+i).

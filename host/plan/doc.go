@@ -14,7 +14,25 @@
 // equal what host/boot measures, to the byte. The profile forward is
 // predicted by replaying host/model's allocation sequence (forwardTrace)
 // through the real caching allocator; host/boot's tests fail if the two
-// drift apart. GPU presets are described, not measured: their constants
-// (Presets, LoadOverhead, FlashInferWorkspace) are assumptions taken from
-// the spec's vectors and stated in the help.
+// drift apart.
+//
+// GPU plans (PlanGPU, gpu*.go) need only a model's config.json: the
+// configurator plugin that claims its architecture declares the pools
+// (any number, token- or request-scoped) under the GPU's host facts, and
+// HFModel reads the shapes of the runtime peaks and estimates the weights
+// for every architecture a configurator knows, served by kvhost or not.
+// The device is a preset (Presets: memory.total and an assumed context,
+// constants taken from the spec's vectors and stated in the help) or the
+// free-memory figures a user reads from their own server's log (P and A
+// per rank, their world minimum; SGLang's view goes through float32).
+// Invariants of a GPU plan:
+//   - SGLang's figures (SGLangGPU) reproduce spec §2–§5 bit for bit, every
+//     §7 vector included, from the command line.
+//   - kvhost's headroom holds the largest set of tensors live at one
+//     moment (summed, never the largest tensor alone) for the batch the
+//     plan admits, plus the batch's persistent penalty buffers; the
+//     request table, workspaces and graph memory are reserved apart; the
+//     pools are mapped in whole granules without over-commit.
+//   - A plan that does not fit fails with an *AdviceError whose every Fix
+//     was planned again and fits.
 package plan

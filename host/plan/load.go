@@ -2,7 +2,10 @@ package plan
 
 import (
 	"embed"
+	"encoding/binary"
+	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -103,4 +106,85 @@ func loadGGUF(path string) (string, model.Config, []Tensor, error) {
 		}
 	}
 	return name, c, ts, err
+}
+
+// LoadGPUModel reads what a GPU plan needs without loading weights: the
+// config.json bytes the configurator reads (a GGUF header is turned into
+// its Hugging Face equivalent) and, when the files say so exactly, the
+// weights' total size — a safetensors index's metadata.total_size, the
+// data of *.safetensors files, a GGUF file's tensors as the device holds
+// them. weightBytes is 0 when only a config.json is at hand; the plan then
+// estimates the weights from the shapes (HFModel).
+func LoadGPUModel(path string) (name string, raw json.RawMessage, weightBytes int64, source string, err error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", nil, 0, "", fmt.Errorf("plan: %w", err)
+	}
+	if !st.IsDir() && !strings.HasSuffix(path, ".json") {
+		name, c, ts, err := loadGGUF(path)
+		if err != nil {
+			return "", nil, 0, "", err
+		}
+		raw, err := ConfigJSON(c)
+		_, dev := WeightCost(ts, 1)
+		return name, raw, dev, "GGUF tensors as the device holds them", err
+	}
+	cfgPath, dir := path, filepath.Dir(path)
+	if st.IsDir() {
+		cfgPath, dir = filepath.Join(path, "config.json"), path
+	}
+	if raw, err = os.ReadFile(cfgPath); err != nil {
+		return "", nil, 0, "", fmt.Errorf("plan: %w", err)
+	}
+	name = filepath.Base(dir)
+	if !st.IsDir() {
+		if b := strings.TrimSuffix(filepath.Base(path), ".json"); b != "config" {
+			name = b
+		}
+		return name, raw, 0, "", nil
+	}
+	weightBytes, source, err = safetensorsBytes(dir)
+	return name, raw, weightBytes, source, err
+}
+
+// safetensorsBytes is the tensor data of a Hugging Face directory: the
+// index's total_size, else the data sections of its .safetensors files (a
+// file is an 8-byte little-endian header length, the JSON header, then the
+// data). 0 when the directory holds neither.
+func safetensorsBytes(dir string) (int64, string, error) {
+	if b, err := os.ReadFile(filepath.Join(dir, "model.safetensors.index.json")); err == nil {
+		var idx struct {
+			Metadata struct {
+				TotalSize int64 `json:"total_size"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(b, &idx); err != nil || idx.Metadata.TotalSize <= 0 {
+			return 0, "", fmt.Errorf("plan: %s: no metadata.total_size (%v)", filepath.Join(dir, "model.safetensors.index.json"), err)
+		}
+		return idx.Metadata.TotalSize, "model.safetensors.index.json total_size", nil
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.safetensors"))
+	var total int64
+	for _, p := range files {
+		f, err := os.Open(p)
+		if err != nil {
+			return 0, "", fmt.Errorf("plan: %w", err)
+		}
+		var hdr [8]byte
+		_, err = io.ReadFull(f, hdr[:])
+		st, serr := f.Stat()
+		f.Close()
+		if err != nil || serr != nil {
+			return 0, "", fmt.Errorf("plan: %s: not a safetensors file", p)
+		}
+		n := int64(binary.LittleEndian.Uint64(hdr[:]))
+		if n < 0 || 8+n > st.Size() {
+			return 0, "", fmt.Errorf("plan: %s: header length %d exceeds the file's %d bytes", p, n, st.Size())
+		}
+		total += st.Size() - 8 - n
+	}
+	if total == 0 {
+		return 0, "", nil
+	}
+	return total, fmt.Sprintf("data of %d .safetensors files", len(files)), nil
 }

@@ -28,7 +28,7 @@ func TestLlama3H100(t *testing.T) {
 		{0.85, 64, 426624, 55923118899},
 	}
 	for _, tt := range tests {
-		r, err := Plan(Input{Config: c, Device: "H100-80GB", PageSize: tt.page, MemFractionStatic: tt.f, SGLangCompat: true})
+		r, err := Plan(Input{Config: c, Device: "H100-80GB", PageSize: tt.page, MemFractionStatic: tt.f, SGLangCompat: true, GraphMaxBS: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +88,7 @@ func TestBundledModelsPlan(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := Plan(Input{Name: n, Config: c, Weights: ts, Device: "H100-80GB"})
+		r, err := Plan(Input{Name: n, Config: c, Weights: ts, Device: "H100-80GB", GraphMaxBS: -1})
 		if err != nil {
 			t.Fatalf("%s: %v", n, err)
 		}

@@ -29,6 +29,10 @@
 // the buffers it allocated once; the host checks every answer against its
 // own copy of the candidates.
 //
+// Output constraints reach sampling through ApplyMask, which the engine
+// runs on a row before anything here reads it: refused tokens become -Inf,
+// so every pre-op, the cut to K and every policy see allowed tokens only.
+//
 // Invariants:
 //   - A step holds one reference to the policy version current when it
 //     began and runs entirely on it; Swap publishes a new version with an

@@ -48,6 +48,24 @@ func (s *server) prepareChat(req *chatRequest) (genParams, []int32, error) {
 	}
 	p.logprobs = wantLP
 
-	ids, err := s.chatPrompt(req.Messages, true, nil)
+	plan, render, tools, err := s.planTools(&req.toolFields)
+	if err != nil {
+		return p, nil, err
+	}
+	suffix := ""
+	if plan != nil {
+		spec, err := plan.toolConstraint(tools, p.structured)
+		if err != nil {
+			return p, nil, err
+		}
+		if spec != nil {
+			p.constraint = spec
+		}
+		if plan.forced {
+			suffix = plan.prefix
+		}
+		p.tools = plan
+	}
+	ids, err := s.chatPrompt(req.Messages, true, nil, render, suffix)
 	return p, ids, err
 }

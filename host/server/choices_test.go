@@ -28,7 +28,7 @@ func collect(t *testing.T, body string, stream, chat bool) (texts map[int]string
 		if chat {
 			resp := decode[chatResponse](t, []byte(body))
 			for _, c := range resp.Choices {
-				texts[c.Index], reasons[c.Index] = c.Message.Content, *c.FinishReason
+				texts[c.Index], reasons[c.Index] = *c.Message.Content, *c.FinishReason
 			}
 		} else {
 			resp := decode[completionResponse](t, []byte(body))

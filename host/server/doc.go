@@ -43,6 +43,29 @@
 // the prompt without returning generated tokens: the engine is asked for
 // one token, which is dropped, and usage reports 0 completion tokens.
 //
+// # Structured output and tool calls
+//
+// At most one structured-output field per request (structured.go):
+// response_format (json_object, json_schema), guided_json, guided_regex,
+// guided_grammar, guided_choice, structured_outputs, and SGLang's
+// json_schema, regex, ebnf (also in /generate's sampling_params). Each is
+// compiled by host/constraint/compile into the engine request's
+// constraint; a schema or grammar that cannot be enforced is a 400 whose
+// param is the field and whose message names the keyword and where it is.
+//
+// Chat tools (tools.go): tools are validated (function type, names) and
+// rendered by the model's template; tool_choice none drops them, auto
+// reads calls out of the reply, required and a named function constrain
+// the reply to calls (a grammar over the functions' parameter schemas)
+// after appending the format's opening marker to the prompt. auto with a
+// structured-output field allows either a reply of that shape or calls.
+// The reply is read by toolparse.go in the template's format: content
+// streams while text that could open a call is held back; each completed
+// call goes out as OpenAI streams one (a delta with id, type and name,
+// then one with the arguments); finish_reason is tool_calls (stop for a
+// named function). Messages may carry assistant tool_calls (arguments as
+// a JSON string or object) and tool results (tool_call_id required).
+//
 // # Access
 //
 // Options.APIKeys guards /v1/... and /generate with bearer tokens (401 in

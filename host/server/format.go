@@ -70,13 +70,38 @@ type chatChoice struct {
 }
 
 type chatMessageOut struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role string `json:"role"`
+	// Content is null when the reply is only tool calls.
+	Content   *string       `json:"content"`
+	ToolCalls []toolCallOut `json:"tool_calls,omitempty"`
 }
 
 type chatDelta struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role      string          `json:"role,omitempty"`
+	Content   *string         `json:"content,omitempty"`
+	ToolCalls []toolCallDelta `json:"tool_calls,omitempty"`
+}
+
+// toolCallOut is a call in a chat message.
+type toolCallOut struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function toolFunction `json:"function"`
+}
+
+type toolFunction struct {
+	Name string `json:"name,omitempty"`
+	// Arguments is the arguments' JSON text.
+	Arguments string `json:"arguments"`
+}
+
+// toolCallDelta is a streamed piece of a call: the first names it (id,
+// type, function name, empty arguments), the next carry arguments text.
+type toolCallDelta struct {
+	Index    int          `json:"index"`
+	ID       string       `json:"id,omitempty"`
+	Type     string       `json:"type,omitempty"`
+	Function toolFunction `json:"function"`
 }
 
 type chatLogprobs struct {

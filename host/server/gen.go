@@ -36,6 +36,10 @@ type choiceState struct {
 	toks   []tokenRecord
 	lpSent int // toks[:lpSent] were handed out by takeLogprobs
 
+	// marker is a control token that stands for text the tool reader
+	// needs (Mistral's [TOOL_CALLS]); -1 when none.
+	marker int32
+
 	completionTokens int
 	lastID           int32 // the last generated token
 	finished         bool
@@ -44,12 +48,17 @@ type choiceState struct {
 }
 
 func newChoiceState(tok Tokenizer, p genParams) *choiceState {
-	return &choiceState{
+	c := &choiceState{
 		tok:      tok,
 		stop:     newStopMatcher(p.stops),
 		keepToks: (p.logprobs || p.keepTokens) && !p.discard,
 		discard:  p.discard,
+		marker:   -1,
 	}
+	if p.tools != nil {
+		c.marker = p.tools.marker
+	}
+	return c
 }
 
 // onEvent consumes one engine event and returns the text that may be sent
@@ -87,6 +96,9 @@ func (c *choiceState) onEvent(ev engine.Event) (delta string, err error) {
 	var b []byte
 	if !c.tok.EOG(ev.Token) {
 		b = c.tok.TokenBytes(ev.Token)
+	}
+	if ev.Token == c.marker {
+		b = []byte(mistralCalls)
 	}
 	if c.keepToks {
 		c.toks = append(c.toks, tokenRecord{

@@ -40,13 +40,18 @@ type generateSampler struct {
 	StopTokenIDs []int32   `json:"stop_token_ids"`
 	IgnoreEOS    bool      `json:"ignore_eos"`
 	N            *int      `json:"n"`
+	// SGLang's structured output: a JSON Schema (as a string), a regex,
+	// an EBNF (GBNF) grammar.
+	JSONSchema json.RawMessage `json:"json_schema"`
+	Regex      *string         `json:"regex"`
+	EBNF       *string         `json:"ebnf"`
 }
 
 var (
 	generateFields = []string{"text", "input_ids", "sampling_params", "return_logprob", "logprob_start_len",
 		"top_logprobs_num", "return_text_in_logprobs", "stream", "sampler", "sampler_params"}
 	generateSamplerFields = []string{"max_new_tokens", "temperature", "top_p", "top_k", "min_p", "seed",
-		"stop", "stop_token_ids", "ignore_eos", "n"}
+		"stop", "stop_token_ids", "ignore_eos", "n", "json_schema", "regex", "ebnf"}
 )
 
 // handleGenerate serves POST /generate.
@@ -126,7 +131,8 @@ func (s *server) prepareGenerate(req *generateRequest) (genParams, []int32, erro
 		sp = &generateSampler{}
 	}
 	f := samplingFields{Temperature: sp.Temperature, TopP: sp.TopP, TopK: sp.TopK, MinP: sp.MinP, Seed: sp.Seed,
-		Stop: sp.Stop, Stream: req.Stream, N: sp.N, IgnoreEOS: sp.IgnoreEOS, StopTokenIDs: sp.StopTokenIDs}
+		Stop: sp.Stop, Stream: req.Stream, N: sp.N, IgnoreEOS: sp.IgnoreEOS, StopTokenIDs: sp.StopTokenIDs,
+		structuredFields: structuredFields{JSONSchema: sp.JSONSchema, Regex: sp.Regex, EBNF: sp.EBNF}}
 	maxNew, discard := sp.MaxNewTokens, false
 	if maxNew != nil && *maxNew == 0 {
 		maxNew, discard = nil, true // score the prompt, generate nothing

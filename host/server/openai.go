@@ -28,6 +28,9 @@ type responder struct {
 	model   string
 	created int64
 
+	tools   []*toolStream     // chat with tools: each choice's call reader
+	pending [][]tokenRecord   // streaming chat with tools: records held until text goes out
+	ncalls  []int             // calls sent per choice
 	texts   []strings.Builder // non-streaming: the text of each choice
 	recs    [][]tokenRecord   // non-streaming: the logprob records of each choice
 	fins    []string          // non-streaming: finish reasons
@@ -49,6 +52,12 @@ func (o *responder) begin(n int) error {
 	o.texts = make([]strings.Builder, n)
 	o.recs = make([][]tokenRecord, n)
 	o.offBase = make([]int, n)
+	if o.ep == chatEndpoint && o.p.tools != nil {
+		o.tools, o.pending, o.ncalls = make([]*toolStream, n), make([][]tokenRecord, n), make([]int, n)
+		for i := range o.tools {
+			o.tools[i] = newToolStream(o.p.tools)
+		}
+	}
 	if !o.p.stream {
 		return nil
 	}
@@ -102,6 +111,10 @@ func (o *responder) delta(i int, text string, recs []tokenRecord) error {
 		o.recs[i] = append(o.recs[i], recs...)
 		return nil
 	}
+	if o.tools != nil {
+		content, calls := o.tools[i].push(text)
+		return o.sendTools(i, content, calls, recs)
+	}
 	if text == "" && len(recs) == 0 {
 		return nil
 	}
@@ -116,6 +129,9 @@ func (o *responder) finish(i int, text string, recs []tokenRecord, st *choiceSta
 	if !o.p.stream {
 		o.fins[i] = reason
 		return o.delta(i, text, recs)
+	}
+	if o.tools != nil {
+		return o.finishTools(i, text, recs, reason)
 	}
 	if text != "" {
 		if err := o.delta(i, text, recs); err != nil {
@@ -160,11 +176,12 @@ func (o *responder) end(u usage) {
 	if o.ep == chatEndpoint {
 		resp := chatResponse{ID: o.id, Object: "chat.completion", Created: o.created, SystemFingerprint: o.fp, Model: o.model, Usage: u}
 		for i := range o.texts {
+			msg, reason := o.chatMessage(i)
 			resp.Choices = append(resp.Choices, chatChoice{
 				Index:        i,
-				Message:      &chatMessageOut{Role: "assistant", Content: o.texts[i].String()},
+				Message:      msg,
 				Logprobs:     o.chatLP(o.recs[i]),
-				FinishReason: &o.fins[i],
+				FinishReason: &reason,
 			})
 		}
 		writeJSON(o.w, http.StatusOK, resp)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/kvhost/kvhost/host/constraint"
 	"github.com/kvhost/kvhost/host/engine"
 )
 
@@ -36,6 +37,13 @@ type genParams struct {
 
 	sampler       *string // nil: no policy named
 	samplerParams map[string]any
+
+	// constraint restricts the output (structured output, tool calls);
+	// structured is the structured-output field it came from.
+	constraint *constraint.Spec
+	structured *structuredSpec
+	// tools is how a chat request uses tools (nil: it does not).
+	tools *toolPlan
 }
 
 // common validates the shared fields. maxTokens is the effective max-tokens
@@ -110,6 +118,16 @@ func (s *server) common(f *samplingFields, maxTokens *int, maxTokensName string)
 	if err := checkStopTokens(f.StopTokenIDs, "stop_token_ids"); err != nil {
 		return p, err
 	}
+	st, err := f.structuredFields.collect()
+	if err != nil {
+		return p, err
+	}
+	if st != nil {
+		if p.constraint, err = st.spec(); err != nil {
+			return p, err
+		}
+		p.structured = st
+	}
 	p.sampler, p.samplerParams = f.Sampler, f.SamplerParams
 	p.stopTokens = f.StopTokenIDs
 	p.sampling = sp
@@ -155,6 +173,7 @@ func (s *server) engineRequest(prompt []int32, p genParams) (engine.Request, err
 	if p.n > 1 {
 		req.N = p.n
 	}
+	req.Constraint = p.constraint
 	if p.promptLogprobs {
 		req.PromptLogprobs = true
 		req.PromptLogprobStart = p.promptLogprobStart

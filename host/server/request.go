@@ -77,7 +77,10 @@ func jsonError(err error) error {
 	case errors.As(err, &se):
 		return badRequest("", "the body is not valid JSON: %v (at byte %d)", se, se.Offset)
 	case errors.As(err, &ute):
-		field := strings.TrimPrefix(strings.TrimPrefix(ute.Field, embeddedPrefix), samplerPrefix)
+		field := ute.Field
+		for _, prefix := range []string{embeddedPrefix, samplerPrefix, structuredPrefix, "toolFields."} {
+			field = strings.TrimPrefix(field, prefix)
+		}
 		if field == "" {
 			return badRequest("", "the body must be a JSON object, got %s", ute.Value)
 		}
@@ -127,6 +130,7 @@ type samplingFields struct {
 	StopTokenIDs  []int32        `json:"stop_token_ids"` // extension (vLLM's name)
 	User          string         `json:"user"`           // accepted, unused
 	samplerFields
+	structuredFields
 }
 
 // samplerFields are the sampler-policy extension every generating body
@@ -158,11 +162,16 @@ type chatRequest struct {
 	Logprobs            *bool         `json:"logprobs"`
 	TopLogprobs         *int          `json:"top_logprobs"`
 	samplingFields
+	toolFields
 }
 
 type chatMessage struct {
 	Role    string         `json:"role"`
 	Content messageContent `json:"content"`
+	// Tool calling: an assistant's calls; the call a tool message answers.
+	ToolCalls  []chatToolCall `json:"tool_calls"`
+	ToolCallID string         `json:"tool_call_id"`
+	Name       string         `json:"name"`
 }
 
 // promptField is a completions prompt: a string, an array of strings (a

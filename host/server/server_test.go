@@ -179,7 +179,7 @@ func TestChatNonStream(t *testing.T) {
 				t.Fatalf("envelope: %s", rec.Body)
 			}
 			c := resp.Choices[0]
-			if c.Message == nil || c.Message.Role != "assistant" || c.Message.Content != "Hello" || *c.FinishReason != "length" || c.Delta != nil {
+			if c.Message == nil || c.Message.Role != "assistant" || *c.Message.Content != "Hello" || *c.FinishReason != "length" || c.Delta != nil {
 				t.Errorf("choice: %s", rec.Body)
 			}
 			want, _ := fakeTokenizer{}.Encode(tc.prompt, false)

@@ -291,7 +291,7 @@ func TestChatLogprobs(t *testing.T) {
 		t.Fatalf("status %d: %s", rec.Code, rec.Body)
 	}
 	c := decode[chatResponse](t, rec.Body.Bytes()).Choices[0]
-	if c.Message.Content != "😀a" || *c.FinishReason != "stop" {
+	if *c.Message.Content != "😀a" || *c.FinishReason != "stop" {
 		t.Fatalf("choice %+v", c)
 	}
 	// Only the tokens whose text survives the stop string are reported.

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -105,7 +106,7 @@ func (s *server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 // generation prompt unless add_generation_prompt is false) and tokenizes the
 // text the same way, so the count is what a chat request would send.
 func (s *server) tokenizeChat(req tokenizeRequest) ([]int32, error) {
-	return s.chatPrompt(req.Messages, req.AddGenerationPrompt == nil || *req.AddGenerationPrompt, req.AddSpecialTokens)
+	return s.chatPrompt(req.Messages, req.AddGenerationPrompt == nil || *req.AddGenerationPrompt, req.AddSpecialTokens, nil, "")
 }
 
 // chatPrompt renders messages with the model's chat template and tokenizes
@@ -114,22 +115,30 @@ func (s *server) tokenizeChat(req tokenizeRequest) ([]int32, error) {
 // tokenizer must not add a second BOS, so special tokens are added only
 // when the rendered text does not already start with the BOS text, unless
 // addSpecial says otherwise.
-func (s *server) chatPrompt(messages []chatMessage, addGeneration bool, addSpecial *bool) ([]int32, error) {
+func (s *server) chatPrompt(messages []chatMessage, addGeneration bool, addSpecial *bool, tools []json.RawMessage, suffix string) ([]int32, error) {
 	if len(messages) == 0 {
 		return nil, badRequest("messages", "messages must contain at least one message")
 	}
 	msgs := make([]chat.Message, len(messages))
-	for i, m := range messages {
+	for i := range messages {
+		m := &messages[i]
 		if m.Role == "" {
 			return nil, badRequest(fmt.Sprintf("messages[%d].role", i), "role is required")
 		}
-		msgs[i] = chat.Message{Role: m.Role, Content: m.Content.Text}
+		cm, err := chatToolMessage(i, m)
+		if err != nil {
+			return nil, err
+		}
+		msgs[i] = cm
 	}
 	tmpl := s.b.Chat()
-	text, err := tmpl.Render(msgs, addGeneration)
+	text, err := tmpl.RenderWith(msgs, chat.Options{AddGenerationPrompt: addGeneration, Tools: tools})
 	if err != nil {
 		return nil, err
 	}
+	// suffix is text the reply must start with (a forced tool-call
+	// opener): it belongs to the prompt.
+	text += suffix
 	special := tmpl.BOS() == "" || !strings.HasPrefix(text, tmpl.BOS())
 	if addSpecial != nil {
 		special = *addSpecial

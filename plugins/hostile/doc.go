@@ -11,6 +11,13 @@
 //     the available bytes, past the caps, or names undeclared pools — the
 //     mode comes from the model config's "hostile_mode" key
 //
+//   - constraint: an output-constraint plugin that runs the grammar engine
+//     except for specs whose type names a misbehaviour (a step that loops
+//     or allocates without end, an open that panics, a mask that allows
+//     nothing, only ids past the vocabulary, or only the end too early)
+//
 // Each is a wasip1 main package built by scripts/build-plugins.sh into
-// host/plugin/testdata/wasm/hostile-<name>.wasm; none ships in the binary.
+// host/plugin/testdata/wasm/hostile-<name>.wasm (the constraint one into
+// host/constraint/testdata/wasm/hostile-constraint.wasm); none ships in
+// the binary.
 package hostile

@@ -18,6 +18,7 @@ import (
 	"github.com/kvhost/kvhost/host/device"
 	"github.com/kvhost/kvhost/host/device/cpu"
 	"github.com/kvhost/kvhost/host/device/cuda"
+	"github.com/kvhost/kvhost/host/gpucheck"
 	"github.com/kvhost/kvhost/host/model"
 	"github.com/kvhost/kvhost/host/model/synth"
 )
@@ -27,19 +28,19 @@ func init() { extraCommands["gpu-check"] = gpuCheck }
 // gpuReport is what gpu-check writes to report.json; each section records
 // its own error and the next section still runs.
 type gpuReport struct {
-	Started  time.Time           `json:"started"`
-	Seconds  float64             `json:"seconds"`
-	Device   *gpuDeviceSection   `json:"device,omitempty"`
-	Kernels  []cuda.KernelResult `json:"kernels,omitempty"`
-	Greedy   []cuda.GreedyResult `json:"greedy,omitempty"`
-	Boot     []cuda.BootResult   `json:"boot,omitempty"`
-	Graphs   []cuda.DecodeResult `json:"graph_replay,omitempty"`
-	Decode   []cuda.DecodeResult `json:"decode_llama3_8b,omitempty"`
-	Prefill  *cuda.PrefillResult `json:"prefill_llama3_8b,omitempty"`
-	KVPlan   *cuda.PlanResult    `json:"kv_vs_plan,omitempty"`
-	Skipped  map[string]string   `json:"skipped,omitempty"`
-	Errors   map[string]string   `json:"errors,omitempty"`
-	Sections map[string]float64  `json:"section_seconds"`
+	Started  time.Time               `json:"started"`
+	Seconds  float64                 `json:"seconds"`
+	Device   *gpuDeviceSection       `json:"device,omitempty"`
+	Kernels  []gpucheck.KernelResult `json:"kernels,omitempty"`
+	Greedy   []gpucheck.GreedyResult `json:"greedy,omitempty"`
+	Boot     []gpucheck.BootResult   `json:"boot,omitempty"`
+	Graphs   []gpucheck.DecodeResult `json:"graph_replay,omitempty"`
+	Decode   []gpucheck.DecodeResult `json:"decode_llama3_8b,omitempty"`
+	Prefill  *gpucheck.PrefillResult `json:"prefill_llama3_8b,omitempty"`
+	KVPlan   *gpucheck.PlanResult    `json:"kv_vs_plan,omitempty"`
+	Skipped  map[string]string       `json:"skipped,omitempty"`
+	Errors   map[string]string       `json:"errors,omitempty"`
+	Sections map[string]float64      `json:"section_seconds"`
 }
 
 type gpuDeviceSection struct {
@@ -109,7 +110,7 @@ func gpuCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	})
 	section("kernels", func() error {
-		rep.Kernels = dev.CheckKernels(uint64(time.Now().UnixNano()))
+		rep.Kernels = gpucheck.CheckKernels(dev, uint64(time.Now().UnixNano()))
 		var bad []string
 		for _, k := range rep.Kernels {
 			if !k.OK {
@@ -128,17 +129,17 @@ func gpuCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				return err
 			}
 			defer cdev.Close()
-			cl, err := cuda.LoadModel(cdev, path, 64)
+			cl, err := gpucheck.LoadModel(cdev, path, 64)
 			if err != nil {
 				return fmt.Errorf("cpu load: %w", err)
 			}
 			defer cl.Close()
-			gl, err := cuda.LoadModel(dev, path, 64)
+			gl, err := gpucheck.LoadModel(dev, path, 64)
 			if err != nil {
 				return fmt.Errorf("cuda load: %w", err)
 			}
 			defer gl.Close()
-			r := cuda.CompareGreedy(dev, cl, gl, []int32{1, 2, 3}, *steps)
+			r := gpucheck.CompareGreedy(dev, cl, gl, []int32{1, 2, 3}, *steps)
 			r.Model = path
 			rep.Greedy = append(rep.Greedy, r)
 			if r.Error != "" {
@@ -156,7 +157,7 @@ func gpuCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	greedy("generated small f32", genPath)
 	section("boot ledger stories260K", func() error {
 		cfg := boot.Config{Model: *modelPath, Device: "cuda", MaxRunning: 8, MaxQueue: 64, ChunkedPrefill: 256, PageSize: 16, GraphMaxBS: 8}
-		r := cuda.Boot(dev, cfg)
+		r := gpucheck.Boot(dev, cfg)
 		rep.Boot = append(rep.Boot, r)
 		if r.Error != "" {
 			return fmt.Errorf("%s", r.Error)
@@ -167,13 +168,13 @@ func gpuCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return nil
 	})
 	section("graph replay vs eager", func() error {
-		l, err := cuda.LoadModel(dev, genPath, cuda.DecodePages(8, 8))
+		l, err := gpucheck.LoadModel(dev, genPath, gpucheck.DecodePages(8, 8))
 		if err != nil {
 			return err
 		}
 		defer l.Close()
 		for _, b := range []int{1, 8} {
-			r := cuda.BenchDecode(dev, l, b, 8)
+			r := gpucheck.BenchDecode(dev, l, b, 8)
 			rep.Graphs = append(rep.Graphs, r)
 			if r.Error != "" || r.GraphError != "" {
 				return fmt.Errorf("batch %d: %s %s", b, r.Error, r.GraphError)
@@ -209,7 +210,7 @@ func gpuCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		var name8b string
 		if generated {
 			section("decode llama3-8b", func() error {
-				l, err := cuda.LoadModel(dev, llama, cuda.DecodePages(256, *benchSteps)+2048/16+1)
+				l, err := gpucheck.LoadModel(dev, llama, gpucheck.DecodePages(256, *benchSteps)+2048/16+1)
 				if err != nil {
 					return err
 				}
@@ -217,13 +218,13 @@ func gpuCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				cfg8b, name8b = l.M.Config, l.M.Name
 				var errs []string
 				for _, b := range []int{1, 32, 256} {
-					r := cuda.BenchDecode(dev, l, b, *benchSteps)
+					r := gpucheck.BenchDecode(dev, l, b, *benchSteps)
 					rep.Decode = append(rep.Decode, r)
 					if r.Error != "" || r.GraphError != "" {
 						errs = append(errs, fmt.Sprintf("batch %d: %s %s", b, r.Error, r.GraphError))
 					}
 				}
-				p := cuda.BenchPrefill(dev, l, 2048, 2)
+				p := gpucheck.BenchPrefill(dev, l, 2048, 2)
 				rep.Prefill = &p
 				if p.Error != "" {
 					errs = append(errs, "prefill: "+p.Error)
@@ -240,13 +241,13 @@ func gpuCheck(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				_, total := dev.MemGetInfo()
 				cfg := boot.Config{Model: llama, Device: "cuda", MaxRunning: 256, MaxQueue: 1024,
 					ChunkedPrefill: budget.ChunkedPrefillSize(float64(total) / budget.MiB), PageSize: 16, GraphMaxBS: -1}
-				b := cuda.Boot(dev, cfg)
+				b := gpucheck.Boot(dev, cfg)
 				rep.Boot = append(rep.Boot, b)
-				preset := cuda.PresetFor(dev.Info().Name)
+				preset := gpucheck.PresetFor(dev.Info().Name)
 				if preset == "" {
 					preset = "H200"
 				}
-				pr := cuda.ComparePlan(preset, name8b, cfg8b, cfg, b)
+				pr := gpucheck.ComparePlan(preset, name8b, cfg8b, cfg, b)
 				rep.KVPlan = &pr
 				if b.Error != "" {
 					return fmt.Errorf("boot: %s", b.Error)
@@ -324,7 +325,7 @@ func writeGPUReport(dir string, rep *gpuReport) error {
 			orOK(r.CheckError), gib(r.LedgerUsed), gib(r.AllocatorBytes), gib(r.OutsideBytes), gib(r.NVMLUsed), gib(r.NVMLTotal), r.NVMLError,
 			r.Policy, r.KVTokens, r.KVCellBytes, r.GraphBuckets, gib(r.GraphPoolBytes), gib(r.HeadroomBytes), gib(r.ProfilePeakBytes))
 	}
-	decodeTable := func(title string, rs []cuda.DecodeResult) {
+	decodeTable := func(title string, rs []gpucheck.DecodeResult) {
 		if len(rs) == 0 {
 			return
 		}

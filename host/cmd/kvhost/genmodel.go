@@ -17,6 +17,8 @@ func genModel(args []string, stdout, stderr io.Writer) error {
 	size := fs.String("size", "small", "tiny | small (≈15M params) | medium (≈110M params)")
 	dtype := fs.String("dtype", "f32", "weight type: f32 | f16 | bf16 | q8_0")
 	out := fs.String("out", "", "output GGUF file (required)")
+	tok := fs.String("tokenizer", "spm", "spm (SentencePiece, Llama-2 chat template) | bpe (byte-level BPE, ChatML template with tools)")
+	vocab := fs.Int("vocab", 0, "vocabulary size (0: the preset's; bpe needs at least 512)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -29,6 +31,17 @@ func genModel(args []string, stdout, stderr io.Writer) error {
 	spec, err := synth.Preset(*size, *dtype)
 	if err != nil {
 		return err
+	}
+	if *tok != "spm" && *tok != "bpe" {
+		return fmt.Errorf("gen-model: --tokenizer %q: use spm or bpe", *tok)
+	}
+	spec.Tokenizer = *tok
+	if *vocab != 0 {
+		if *vocab < 512 || *vocab > 1<<20 {
+			return fmt.Errorf("gen-model: --vocab %d out of range [512, %d]", *vocab, 1<<20)
+		}
+		spec.Vocab = *vocab
+		spec.Name += fmt.Sprintf("-%s%d", *tok, *vocab)
 	}
 	if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
 		return err

@@ -21,7 +21,7 @@ Usage:
   kvhost pull  ORG/NAME[:QUANT|:FILE]  download a model from the Hugging Face Hub into its cache
   kvhost list                          list the models in the Hugging Face cache
   kvhost rm    ORG/NAME...             remove models from the cache
-  kvhost plan  --model MODEL [flags]   the memory ledger serve would produce, without loading weights
+  kvhost plan  --model MODEL [flags]   the memory ledger serve would produce (CPU or GPU), no weights loaded
   kvhost plugin check FILE.wasm        handshake and self-test a plugin
   kvhost health [--url URL]            exit 0 when a running server's /health answers 200
   kvhost gen-model [flags]             write a deterministic demo model (GGUF)

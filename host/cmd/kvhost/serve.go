@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kvhost/kvhost/host/boot"
+	"github.com/kvhost/kvhost/host/constraint"
 	"github.com/kvhost/kvhost/host/device"
 	_ "github.com/kvhost/kvhost/host/device/cpu" // the embedded default device
 	"github.com/kvhost/kvhost/host/engine"
@@ -25,6 +26,7 @@ import (
 	"github.com/kvhost/kvhost/host/sampling"
 	"github.com/kvhost/kvhost/host/sampling/admin"
 	"github.com/kvhost/kvhost/host/server"
+	"github.com/kvhost/kvhost/sdk/constraint/grammar"
 	"github.com/kvhost/kvhost/web"
 )
 
@@ -192,6 +194,12 @@ func (t specialTokenizer) Encode(text string, addSpecial bool) ([]int32, error) 
 	return t.Tokenizer.Encode(text, addSpecial)
 }
 
+// constraints builds the output-constraint runner over the model's
+// vocabulary: the built-in grammar engine.
+func constraints(tok constraint.Tokens, vocab int) (constraint.Runner, error) {
+	return constraint.NewNativeFor(tok, vocab, grammar.Options{})
+}
+
 // backend adapts the stack to the server's Backend interface.
 type backend struct{ s *boot.Stack }
 
@@ -327,6 +335,7 @@ func load(ctx context.Context, f serveFlags, gate *server.Gate, log *slog.Logger
 		PageSize: f.pageSize, MaxTotalTokens: f.maxTotalTokens,
 		MemFractionStatic: f.memFraction, SGLangCompat: f.sglangCompat, GraphMaxBS: f.graphMaxBS,
 		PluginsDir: f.pluginsDir, PluginAllowlist: allow, Samplers: sm.reg,
+		Constraints: constraints,
 	}, log, stdout)
 	if err != nil {
 		sm.Close(context.Background())

@@ -5,6 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/kvhost/kvhost/host/device"
+	"github.com/kvhost/kvhost/host/device/rotary"
 	kcpu "github.com/kvhost/kvhost/kernels/cpu"
 )
 
@@ -156,23 +157,8 @@ type rope struct {
 
 func (r *rope) Spec() device.RopeSpec { return r.spec }
 
-// RopeTable builds the host-side rotary table for a spec. Every device
-// takes its frequencies from here (the CUDA device uploads them), so a new
-// scaling field is wired in one place.
-func RopeTable(s device.RopeSpec) (*kcpu.Rope, error) {
-	style := kcpu.RopeNormal
-	if s.Neox {
-		style = kcpu.RopeNeox
-	}
-	return kcpu.NewRope(s.HeadDim, s.RotDim, s.Theta, kcpu.RopeScaling{
-		Type: s.Scaling, Factor: s.Factor, LowFreqFactor: s.LowFreqFactor,
-		HighFreqFactor: s.HighFreqFactor, OriginalMaxPos: s.OriginalMaxPos,
-		FreqFactors: s.FreqFactors,
-	}, style)
-}
-
 func (k *kernels) NewRope(s device.RopeSpec) (device.Rope, error) {
-	r, err := RopeTable(s)
+	r, err := rotary.Table(s)
 	if err != nil {
 		return nil, err
 	}

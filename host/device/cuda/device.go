@@ -181,10 +181,7 @@ func (d *Device) init(index int) error {
 	if err = d.growStage(stageBytes); err != nil {
 		return err
 	}
-	ws := int64(4 << 20)
-	if d.facts.ComputeMajor >= 9 {
-		ws = 32 << 20
-	}
+	ws := device.CublasWorkspaceBytes(d.facts.ComputeMajor)
 	if d.workspace, err = cu.MemAlloc(ws); err != nil {
 		return fmt.Errorf("cuda: cuBLAS workspace of %d bytes: %w", ws, err)
 	}

@@ -244,6 +244,16 @@ func (g *Graph) Launches() int { return g.ops }
 // Nodes is the instantiated CUDA graph's node count.
 func (g *Graph) Nodes() int { return g.nodes }
 
+// NewestGraph is the most recently captured graph still open, or nil. Call
+// it on the owner thread (inside Run), as a capture runs there too; gpu-check
+// reads its counts after model.CaptureDecodeGraphs.
+func (d *Device) NewestGraph() *Graph {
+	if n := len(d.graphs); n > 0 {
+		return d.graphs[n-1]
+	}
+	return nil
+}
+
 // Close destroys the graph (the device destroys any left at its Close).
 func (g *Graph) Close() error {
 	return g.d.do(func() error { return g.d.closeGraph(g) })

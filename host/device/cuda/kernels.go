@@ -8,7 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/kvhost/kvhost/host/device"
-	cpudev "github.com/kvhost/kvhost/host/device/cpu"
+	"github.com/kvhost/kvhost/host/device/rotary"
 	kcpu "github.com/kvhost/kvhost/kernels/cpu"
 )
 
@@ -17,10 +17,10 @@ import (
 // surface at the next synchronising call (CopyToHost).
 type kernels struct{ d *Device }
 
-// cublasMinM is the row count from which a GEMM goes to cuBLAS (when it is
+// CublasMinM is the row count from which a GEMM goes to cuBLAS (when it is
 // loaded and the weight is f32, f16 or bf16); below it matvec reads each
 // weight once, which is what decode wants.
-const cublasMinM = 16
+const CublasMinM = 16
 
 func need(name string, have, want int) error {
 	if have < want {
@@ -63,7 +63,7 @@ func (k *kernels) MatMul(out, x device.Buf, m int, w device.Weight) error {
 	}
 	d := k.d
 	return d.do(func() error {
-		if m >= cublasMinM && d.blas != nil && w.Type != device.Q8_0 {
+		if m >= CublasMinM && d.blas != nil && w.Type != device.Q8_0 {
 			return d.gemm(out, x, m, w)
 		}
 		dims, err := matvecDims(m, w.Rows)
@@ -171,7 +171,7 @@ type rope struct {
 func (r *rope) Spec() device.RopeSpec { return r.spec }
 
 func (k *kernels) NewRope(s device.RopeSpec) (device.Rope, error) {
-	r, err := cpudev.RopeTable(s)
+	r, err := rotary.Table(s)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -14,6 +15,11 @@ import (
 type Message struct {
 	Role    string
 	Content string
+	// ToolCalls are an assistant message's function calls.
+	ToolCalls []ToolCall
+	// ToolCallID and Name identify the call a "tool" message answers.
+	ToolCallID string
+	Name       string
 }
 
 // FallbackTemplate is the template used for models that ship none; see the
@@ -64,6 +70,7 @@ type Template struct {
 	tmpl     *jinja.Template
 	bos, eos string
 	fallback bool
+	tools    ToolFormat
 }
 
 // New compiles template. An empty (or all-whitespace) template selects
@@ -78,7 +85,7 @@ func New(template string, bos, eos string) (*Template, error) {
 	if err != nil {
 		return nil, &CompileError{Err: err}
 	}
-	return &Template{tmpl: t, bos: bos, eos: eos, fallback: fallback}, nil
+	return &Template{tmpl: t, bos: bos, eos: eos, fallback: fallback, tools: detectToolFormat(template)}, nil
 }
 
 // BOS is the BOS token text the template renders with ("" when the model has
@@ -92,25 +99,57 @@ func (t *Template) EOS() string { return t.eos }
 // IsFallback reports whether t is FallbackTemplate (the model had none).
 func (t *Template) IsFallback() bool { return t.fallback }
 
+// Options are Render's knobs beyond the messages.
+type Options struct {
+	// AddGenerationPrompt asks the template to end with the header of an
+	// assistant turn, which is what a server wants before generating.
+	AddGenerationPrompt bool
+	// Tools are the OpenAI tool objects ({"type":"function","function":
+	// {...}}) bound to the template's tools variable, as transformers'
+	// apply_chat_template does. A template that has no place for tools
+	// (ToolsGeneric) gets them in a system message instead.
+	Tools []json.RawMessage
+}
+
 // Render renders msgs. addGenerationPrompt asks the template to end with the
 // header of an assistant turn, which is what a server wants before generating.
-func (t *Template) Render(msgs []Message, addGenerationPrompt bool) (out string, err error) {
+func (t *Template) Render(msgs []Message, addGenerationPrompt bool) (string, error) {
+	return t.RenderWith(msgs, Options{AddGenerationPrompt: addGenerationPrompt})
+}
+
+// RenderWith renders msgs with opts.
+func (t *Template) RenderWith(msgs []Message, opts Options) (out string, err error) {
 	if len(msgs) == 0 {
 		return "", ErrNoMessages
 	}
+	if t.tools == ToolsGeneric && len(opts.Tools) > 0 {
+		msgs = genericMessages(msgs, opts.Tools)
+		opts.Tools = nil
+	}
 	list := make([]jinja.Value, len(msgs))
 	for i, m := range msgs {
-		d := jinja.NewDict()
-		dict := d.AsDict()
-		dict.Set("role", jinja.NewString(m.Role))
-		dict.Set("content", jinja.NewString(m.Content))
-		list[i] = d
+		v, err := messageValue(m)
+		if err != nil {
+			return "", &RenderError{Err: fmt.Errorf("message %d: %w", i, err)}
+		}
+		list[i] = v
 	}
 	data := map[string]jinja.Value{
 		"messages":              jinja.NewList(list),
 		"bos_token":             jinja.NewString(t.bos),
 		"eos_token":             jinja.NewString(t.eos),
-		"add_generation_prompt": jinja.NewBool(addGenerationPrompt),
+		"add_generation_prompt": jinja.NewBool(opts.AddGenerationPrompt),
+	}
+	if len(opts.Tools) > 0 {
+		tools := make([]jinja.Value, len(opts.Tools))
+		for i, raw := range opts.Tools {
+			v, err := jsonValue(raw)
+			if err != nil {
+				return "", &RenderError{Err: fmt.Errorf("tool %d: %w", i, err)}
+			}
+			tools[i] = v
+		}
+		data["tools"] = jinja.NewList(tools)
 	}
 	defer func() {
 		if r := recover(); r != nil {

@@ -16,6 +16,18 @@
 // template, which a server reports as a client error (400). A template that
 // does not compile is refused by New with a *CompileError, at model load time.
 //
+// # Tools
+//
+// RenderWith binds Options.Tools (OpenAI tool objects, key order kept) to
+// the template's tools variable and gives messages their tool_calls (id,
+// type, function {name, arguments as a mapping}), tool_call_id and name,
+// each only when set, as transformers does. ToolFormat reads the template
+// to tell how the model writes calls: Hermes/Qwen <tool_call> blocks,
+// Llama 3 JSON objects with "parameters", Mistral [TOOL_CALLS] lists. A
+// template that does not render tools (ToolsGeneric: base models, the
+// fallback) gets them in a system message that asks for Hermes-style
+// calls, with earlier calls and tool results written the same way.
+//
 // # Fallback
 //
 // A model without a template (base models such as the tiny stories260K) gets

@@ -22,6 +22,10 @@ type Spec struct {
 	Seed         uint64
 	// RopeTheta is llama.rope.freq_base; 0 means 10000.
 	RopeTheta float32
+	// Tokenizer is "spm" (the default: a SentencePiece vocabulary, the
+	// Llama-2 template) or "bpe" (byte-level BPE, NewBPEVocab, the
+	// ChatML template with tools).
+	Tokenizer string
 	// Parallel draws each tensor in independent chunks (chunkElems values,
 	// each from its own generator seeded by Seed, tensor and chunk) on all
 	// cores, for multi-GB models; the bytes differ from the sequential
@@ -106,7 +110,7 @@ func layout(s Spec) ([]gguf.KV, []tensorPlan, error) {
 	if s.Heads <= 0 || s.Hidden%s.Heads != 0 || s.KVHeads <= 0 || s.Heads%s.KVHeads != 0 {
 		return nil, nil, fmt.Errorf("synth: heads %d / kv heads %d do not divide hidden %d", s.Heads, s.KVHeads, s.Hidden)
 	}
-	v, err := buildVocab(s.Vocab)
+	tok, err := tokenizerKVs(s)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -141,17 +145,8 @@ func layout(s Spec) ([]gguf.KV, []tensorPlan, error) {
 		{Key: "llama.rope.freq_base", Value: gguf.NewFloat32(theta)},
 		{Key: "llama.attention.layer_norm_rms_epsilon", Value: gguf.NewFloat32(1e-5)},
 		{Key: "llama.vocab_size", Value: gguf.NewUint32(uint32(s.Vocab))},
-		{Key: "tokenizer.ggml.model", Value: gguf.NewString("llama")},
-		{Key: "tokenizer.ggml.tokens", Value: gguf.NewStringArray(v.Tokens)},
-		{Key: "tokenizer.ggml.scores", Value: gguf.NewFloat32Array(v.Scores)},
-		{Key: "tokenizer.ggml.token_type", Value: gguf.NewInt32Array(v.Types)},
-		{Key: "tokenizer.ggml.bos_token_id", Value: gguf.NewUint32(1)},
-		{Key: "tokenizer.ggml.eos_token_id", Value: gguf.NewUint32(2)},
-		{Key: "tokenizer.ggml.unknown_token_id", Value: gguf.NewUint32(0)},
-		{Key: "tokenizer.ggml.add_bos_token", Value: gguf.NewBool(true)},
-		{Key: "tokenizer.ggml.add_eos_token", Value: gguf.NewBool(false)},
-		{Key: "tokenizer.chat_template", Value: gguf.NewString(ChatTemplate)},
 	}
+	kvs = append(kvs, tok...)
 	kv := s.KVHeads * hd
 	plans := []tensorPlan{{name: "token_embd.weight", rows: s.Vocab, cols: s.Hidden, std: 1}}
 	for l := 0; l < s.Layers; l++ {
@@ -175,4 +170,45 @@ func layout(s Spec) ([]gguf.KV, []tensorPlan, error) {
 		tensorPlan{name: "output.weight", rows: s.Vocab, cols: s.Hidden, std: 1 / math.Sqrt(float64(s.Hidden))},
 	)
 	return kvs, plans, nil
+}
+
+// tokenizerKVs is the tokenizer's metadata for s.Tokenizer.
+func tokenizerKVs(s Spec) ([]gguf.KV, error) {
+	switch s.Tokenizer {
+	case "", "spm":
+		v, err := buildVocab(s.Vocab)
+		if err != nil {
+			return nil, err
+		}
+		return []gguf.KV{
+			{Key: "tokenizer.ggml.model", Value: gguf.NewString("llama")},
+			{Key: "tokenizer.ggml.tokens", Value: gguf.NewStringArray(v.Tokens)},
+			{Key: "tokenizer.ggml.scores", Value: gguf.NewFloat32Array(v.Scores)},
+			{Key: "tokenizer.ggml.token_type", Value: gguf.NewInt32Array(v.Types)},
+			{Key: "tokenizer.ggml.bos_token_id", Value: gguf.NewUint32(1)},
+			{Key: "tokenizer.ggml.eos_token_id", Value: gguf.NewUint32(2)},
+			{Key: "tokenizer.ggml.unknown_token_id", Value: gguf.NewUint32(0)},
+			{Key: "tokenizer.ggml.add_bos_token", Value: gguf.NewBool(true)},
+			{Key: "tokenizer.ggml.add_eos_token", Value: gguf.NewBool(false)},
+			{Key: "tokenizer.chat_template", Value: gguf.NewString(ChatTemplate)},
+		}, nil
+	case "bpe":
+		v, err := NewBPEVocab(s.Vocab)
+		if err != nil {
+			return nil, err
+		}
+		return []gguf.KV{
+			{Key: "tokenizer.ggml.model", Value: gguf.NewString("gpt2")},
+			{Key: "tokenizer.ggml.pre", Value: gguf.NewString("gpt2")},
+			{Key: "tokenizer.ggml.tokens", Value: gguf.NewStringArray(v.Tokens)},
+			{Key: "tokenizer.ggml.token_type", Value: gguf.NewInt32Array(v.Types)},
+			{Key: "tokenizer.ggml.merges", Value: gguf.NewStringArray(v.Merges)},
+			{Key: "tokenizer.ggml.bos_token_id", Value: gguf.NewUint32(uint32(v.BOS))},
+			{Key: "tokenizer.ggml.eos_token_id", Value: gguf.NewUint32(uint32(v.EOS))},
+			{Key: "tokenizer.ggml.eot_token_id", Value: gguf.NewUint32(uint32(v.EOT))},
+			{Key: "tokenizer.ggml.add_bos_token", Value: gguf.NewBool(true)},
+			{Key: "tokenizer.chat_template", Value: gguf.NewString(ChatMLTemplate)},
+		}, nil
+	}
+	return nil, fmt.Errorf("synth: unknown tokenizer %q (spm, bpe)", s.Tokenizer)
 }

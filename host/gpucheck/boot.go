@@ -1,6 +1,6 @@
 //go:build cuda
 
-package cuda
+package gpucheck
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/kvhost/kvhost/host/boot"
-	"github.com/kvhost/kvhost/host/budget"
+	"github.com/kvhost/kvhost/host/device/cuda"
 	"github.com/kvhost/kvhost/host/ledger"
 	"github.com/kvhost/kvhost/host/model"
 	"github.com/kvhost/kvhost/host/plan"
@@ -44,7 +44,7 @@ type BootResult struct {
 // Boot runs host/boot.Build with cfg (Device "cuda": a second device
 // instance on the same GPU, so the ledger counts this one's memory as
 // outside), checks the ledger and reads NVML through d.
-func Boot(d *Device, cfg boot.Config) BootResult {
+func Boot(d *cuda.Device, cfg boot.Config) BootResult {
 	r := BootResult{Model: cfg.Model, Config: cfg}
 	s, err := boot.Build(cfg, nil, io.Discard)
 	if err != nil {
@@ -96,7 +96,7 @@ func ComparePlan(preset, name string, c model.Config, cfg boot.Config, measured 
 		r.Error = fmt.Sprintf("no plan preset %q", preset)
 		return r
 	}
-	r.Assumptions = fmt.Sprintf("plan's %s preset: %d MiB total, CUDA context %d B assumed, weights params×2 (bf16), KV cells bf16 (2 B/value); "+
+	r.Assumptions = fmt.Sprintf("plan's %s preset: %d MiB total, CUDA context %d B assumed, weights params×2 (bf16), KV cells bf16 (2 B/value) as the configurator declares them; "+
 		"this CUDA device keeps KV in f32 (4 B/value), so it fits about half the tokens for the same bytes", pr.Name, pr.MemMiB, pr.ContextTP1)
 	rep, err := plan.Plan(plan.Input{Name: name, Config: c, Device: preset, TP: 1, ChunkedPrefill: cfg.ChunkedPrefill,
 		MaxRunning: cfg.MaxRunning, PageSize: cfg.PageSize, GraphMaxBS: cfg.GraphMaxBS})
@@ -105,13 +105,15 @@ func ComparePlan(preset, name string, c model.Config, cfg boot.Config, measured 
 		return r
 	}
 	r.PlanTokens, r.PlanPolicy = rep.Budget.Tokens, rep.Budget.Policy
-	r.PlanCellBytes = int64(budget.CellMHA(c.KVHeads, c.HeadDim, c.HeadDim, c.Layers, 1, 2))
+	if k := rep.Budget.KVConfigurator; k != nil {
+		r.PlanCellBytes = k.CellBytes
+	}
 	return r
 }
 
 // PresetFor picks the plan preset matching a GPU name, or "" when none does.
 func PresetFor(name string) string {
-	for _, p := range []struct{ sub, preset string }{{"H200", "H200"}, {"H100", "H100-80GB"}, {"A100", "A100-80GB"}, {"L40S", "L40S"}, {"4090", "RTX4090"}} {
+	for _, p := range []struct{ sub, preset string }{{"H200", "H200"}, {"H100", "H100-80GB"}, {"A100-SXM4-40GB", "A100-40GB"}, {"A100-PCIE-40GB", "A100-40GB"}, {"A100", "A100-80GB"}, {"L40S", "L40S"}, {"4090", "RTX4090"}} {
 		if strings.Contains(name, p.sub) {
 			return p.preset
 		}

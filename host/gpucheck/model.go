@@ -1,6 +1,6 @@
 //go:build cuda
 
-package cuda
+package gpucheck
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/kvhost/kvhost/host/alloc"
 	"github.com/kvhost/kvhost/host/device"
+	"github.com/kvhost/kvhost/host/device/cuda"
 	"github.com/kvhost/kvhost/host/kv"
 	"github.com/kvhost/kvhost/host/model"
 	kcpu "github.com/kvhost/kvhost/kernels/cpu"
@@ -88,7 +89,7 @@ type GreedyResult struct {
 }
 
 // CompareGreedy runs the same greedy decode on cpuL and gpuL.
-func CompareGreedy(d *Device, cpuL, gpuL *Loaded, prompt []int32, steps int) GreedyResult {
+func CompareGreedy(d *cuda.Device, cpuL, gpuL *Loaded, prompt []int32, steps int) GreedyResult {
 	r := GreedyResult{Steps: steps}
 	var errC, errG error
 	var lc, lg []float32
@@ -139,7 +140,7 @@ func DecodePages(batch, steps int) int { return batch*((2*steps+4+15)/16+1) + 2 
 // steps, then captures the model's decode graph for this batch
 // (model.CaptureDecodeGraphs), checks one replay against the eager forward
 // of the same step and times steps replays.
-func BenchDecode(d *Device, l *Loaded, batch, steps int) DecodeResult {
+func BenchDecode(d *cuda.Device, l *Loaded, batch, steps int) DecodeResult {
 	r := DecodeResult{Batch: batch, Steps: steps}
 	c := l.M.Config
 	seqs := make([]model.Seq, batch)
@@ -187,13 +188,13 @@ func BenchDecode(d *Device, l *Loaded, batch, steps int) DecodeResult {
 		r.Error = err.Error()
 		return r
 	}
-	if err := d.Run(func() error { return d.graphDecode(l, seqs, logits, steps, advance, &r) }); err != nil {
+	if err := d.Run(func() error { return graphDecode(d, l, seqs, logits, steps, advance, &r) }); err != nil {
 		r.GraphError = err.Error()
 	}
 	return r
 }
 
-func (d *Device) graphDecode(l *Loaded, seqs []model.Seq, logits []float32, steps int, advance func(), r *DecodeResult) error {
+func graphDecode(d *cuda.Device, l *Loaded, seqs []model.Seq, logits []float32, steps int, advance func(), r *DecodeResult) error {
 	c := l.M.Config
 	g, err := l.M.CaptureDecodeGraphs(l.Pool, []int{len(seqs)})
 	if err != nil {
@@ -202,8 +203,8 @@ func (d *Device) graphDecode(l *Loaded, seqs []model.Seq, logits []float32, step
 	defer g.Close()
 	r.GraphPoolBytes = g.PoolBytes()
 	// On the owner thread: the graph just captured is the device's newest.
-	if n := len(d.graphs); n > 0 {
-		r.GraphLaunches, r.GraphNodes = d.graphs[n-1].Launches(), d.graphs[n-1].Nodes()
+	if ng := d.NewestGraph(); ng != nil {
+		r.GraphLaunches, r.GraphNodes = ng.Launches(), ng.Nodes()
 	}
 	// The eager step and the replay of the same step write the same KV rows
 	// (same tokens, positions and history), so their logits must agree.
@@ -254,7 +255,7 @@ type PrefillResult struct {
 
 // BenchPrefill times runs forwards of one tokens-long prompt (after one
 // warm-up), each producing the last position's logits.
-func BenchPrefill(d *Device, l *Loaded, tokens, runs int) PrefillResult {
+func BenchPrefill(d *cuda.Device, l *Loaded, tokens, runs int) PrefillResult {
 	r := PrefillResult{Tokens: tokens, Runs: runs}
 	c := l.M.Config
 	pages, err := l.Pool.Grow(nil, tokens)

@@ -1,0 +1,30 @@
+// Package rotary turns a device.RopeSpec into the rotary table of
+// kernels/cpu. It is the one place a spec's scaling fields (llama3 scaling,
+// rope_freqs divisors) become frequencies: the CPU device applies the table,
+// the CUDA device uploads its inverse frequencies, and gpu-check compares
+// the CUDA kernel against it, so a new scaling field is wired once for all.
+//
+// It sits beside the devices rather than inside one, because a device
+// package must not import another (the CUDA device used to import the CPU
+// device for this), and below both: it imports only host/device (the spec)
+// and kernels/cpu (the table), and kernels/cpu cannot take the spec itself
+// without importing host/device.
+package rotary
+
+import (
+	"github.com/kvhost/kvhost/host/device"
+	kcpu "github.com/kvhost/kvhost/kernels/cpu"
+)
+
+// Table builds the host-side rotary table for s.
+func Table(s device.RopeSpec) (*kcpu.Rope, error) {
+	style := kcpu.RopeNormal
+	if s.Neox {
+		style = kcpu.RopeNeox
+	}
+	return kcpu.NewRope(s.HeadDim, s.RotDim, s.Theta, kcpu.RopeScaling{
+		Type: s.Scaling, Factor: s.Factor, LowFreqFactor: s.LowFreqFactor,
+		HighFreqFactor: s.HighFreqFactor, OriginalMaxPos: s.OriginalMaxPos,
+		FreqFactors: s.FreqFactors,
+	}, style)
+}

@@ -84,7 +84,7 @@ func startReplica(t *testing.T, name string, extra ...string) *replica {
 		}
 		return ""
 	})
-	waitFor(t, name+" to be ready", 120*time.Second, func() string {
+	waitFor(t, name+" to be ready", 300*time.Second, func() string {
 		resp, err := http.Get(r.url + "/ready")
 		if err != nil {
 			return ""

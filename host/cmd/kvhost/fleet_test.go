@@ -95,6 +95,14 @@ func startReplica(t *testing.T, name string, extra ...string) *replica {
 		}
 		return ""
 	})
+	// The first scrape loads every configurator plugin for kvhost_plugin_info
+	// (seconds under -race); take it here, not in the router's 50 ms loop.
+	client := &http.Client{Timeout: 5 * time.Minute}
+	resp, err := client.Get(r.url + "/metrics")
+	if err != nil {
+		t.Fatalf("%s: first scrape: %v", name, err)
+	}
+	resp.Body.Close()
 	return r
 }
 
@@ -232,7 +240,7 @@ func startFleet(t *testing.T, extra func(i int) []string) ([]*replica, *router, 
 	t.Cleanup(rt.stop)
 	front := httptest.NewServer(rt)
 	t.Cleanup(front.Close)
-	waitFor(t, "the router to see every replica", 120*time.Second, func() string {
+	waitFor(t, "the router to see every replica", 300*time.Second, func() string {
 		for _, ep := range eps {
 			if !ep.ready.Load() || ep.load.Load() == nil {
 				return ""

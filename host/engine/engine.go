@@ -99,9 +99,12 @@ type seq struct {
 	promptLP []PromptLogprob
 	started  bool
 	// policy is the plugin policy sampling this sequence ("" for the
-	// host's greedy argmax); state persists across steps (mirostat's mu).
+	// host's sampler); state persists across steps (mirostat's mu). host
+	// is the host path's state: the sequence's sampler when policy is "",
+	// the last resort when its policy is disabled.
 	policy  string
 	state   sampling.SeqState
+	host    sampling.SeqState
 	sampled bool // chosen this step (scratch for sampleAndEmit)
 	// con is the output constraint's state; conFed counts the generated
 	// tokens it has consumed (it consumes each at the next step).
@@ -295,7 +298,16 @@ func (e *Engine) validate(req Request) error {
 		return &InvalidRequestError{Field: "top_logprobs", Problem: fmt.Sprintf("%d out of range [0, 20]", req.TopLogprobs)}
 	}
 	if err := req.Sampling.Validate(); err != nil {
+		var fe *sampling.FieldError
+		if errors.As(err, &fe) {
+			return &InvalidRequestError{Field: fe.Field, Problem: fe.Problem}
+		}
 		return &InvalidRequestError{Field: "sampling", Problem: err.Error()}
+	}
+	for _, b := range req.Sampling.LogitBias {
+		if int(b.Token) >= e.vocab {
+			return &InvalidRequestError{Field: "logit_bias", Problem: fmt.Sprintf("token id %d is outside the vocabulary of %d", b.Token, e.vocab)}
+		}
 	}
 	return nil
 }
@@ -771,34 +783,30 @@ type pendingRow struct {
 	row []float32
 }
 
-// resolvePolicy decides how s samples: a greedy request that names no
-// policy is the host's argmax; everything else runs the named (or default)
-// plugin policy when the engine has a registry, else the host's sampler.
+// resolvePolicy decides how s samples (sampling.UsesPolicy): the host's
+// sampler, or the named (or default) plugin policy when the engine has a
+// registry, with the parameters the server compiled or, when it did not,
+// compiled here by the same sampling.Registry.Compile.
 func (e *Engine) resolvePolicy(s *seq) error {
 	r := s.req
-	if e.cfg.Samplers == nil || r.Sampler == "" && r.SamplerParams == nil && r.Sampling.Temperature == 0 {
+	s.host = sampling.NewSeqState(r.Sampling, nil, r.Prompt, s.seed)
+	if e.cfg.Samplers == nil || r.SamplerParams == nil && !sampling.UsesPolicy(r.Sampler, nil, r.Sampling) {
 		return nil
 	}
 	c := r.SamplerParams
 	if c == nil {
-		params := map[string]any{"temperature": float64(r.Sampling.Temperature)}
-		if r.Sampling.TopP > 0 && r.Sampling.TopP < 1 {
-			params["top_p"] = float64(r.Sampling.TopP)
-		}
-		if r.Sampling.TopK > 0 {
-			params["top_k"] = float64(r.Sampling.TopK)
-		}
-		if r.Sampling.MinP > 0 {
-			params["min_p"] = float64(r.Sampling.MinP)
-		}
-		cc, err := e.cfg.Samplers.ValidateParams(r.Sampler, params)
+		cc, err := e.cfg.Samplers.Compile(r.Sampler, nil, r.Sampling)
 		if err != nil {
+			var pe *sampling.ParamError
+			if errors.As(err, &pe) && pe.FromRequest {
+				return &InvalidRequestError{Field: pe.Param, Problem: fmt.Sprintf("%s (sampler %q)", pe.Problem, pe.Policy)}
+			}
 			return &InvalidRequestError{Field: "sampler", Problem: err.Error()}
 		}
 		c = &cc
 	}
 	s.policy = c.Policy()
-	s.state = sampling.SeqState{Params: *c, Seed: s.seed}
+	s.state = sampling.NewSeqState(r.Sampling, c, r.Prompt, s.seed)
 	return nil
 }
 
@@ -817,9 +825,7 @@ func (e *Engine) sampleAndEmit() error {
 		if p.s.policy != "" {
 			continue
 		}
-		r := p.s.req.Sampling
-		tok := e.sampler.Sample(p.row, sampling.Params{Temperature: r.Temperature, TopK: r.TopK, TopP: r.TopP, MinP: r.MinP}, p.s.seed, p.s.step)
-		e.emit(p.s, p.row, tok, "")
+		e.emit(p.s, p.row, e.sampleHost(p), "")
 		pend = append(pend, e.pending...) // forks of this row
 		e.pending = e.pending[:0]
 	}
@@ -854,9 +860,7 @@ func (e *Engine) sampleAndEmit() error {
 			case disabled:
 				// The policy failed repeatedly and so did (or is) the
 				// default: the host's own sampler takes over.
-				r := p.s.req.Sampling
-				tok := e.sampler.Sample(p.row, sampling.Params{Temperature: r.Temperature, TopK: r.TopK, TopP: r.TopP, MinP: r.MinP}, p.s.seed, p.s.step)
-				e.emit(p.s, p.row, tok, "host")
+				e.emit(p.s, p.row, e.sampleHost(p), "host")
 			case err != nil:
 				e.finish(p.s, Event{Done: true, Err: fmt.Errorf("engine: sampler %s: %w", policy, err)})
 			default:
@@ -871,6 +875,13 @@ func (e *Engine) sampleAndEmit() error {
 		p.s.sampled = false
 	}
 	return nil
+}
+
+// sampleHost picks p's next token with the host's sampler.
+func (e *Engine) sampleHost(p pendingRow) int32 {
+	st := &p.s.host
+	st.Step, st.Generated = p.s.step, p.s.tokens[p.s.prompt:]
+	return e.sampler.SampleSeq(p.row, st)
 }
 
 func isDecode(batch []model.Seq) bool {

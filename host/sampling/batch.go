@@ -16,6 +16,10 @@ type SeqState struct {
 	// Generated holds the tokens generated so far (penalties; the last
 	// History of them go to policies that ask for them).
 	Generated []int32
+	// Prompt holds the prompt's distinct tokens, sorted (PromptSet): the
+	// repetition penalty reads them with Generated. NewSeqState fills it
+	// only when a repetition penalty applies.
+	Prompt []int32
 	// Bias is the logit bias, from NormalizeBias.
 	Bias []TokenBias
 	// State is the policy's per-sequence state (zeroed when the policy's

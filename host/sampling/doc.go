@@ -48,6 +48,36 @@
 //     page cap (package wasmrt): a step fails with an error, the server
 //     stays up.
 //
+// Request fields (issue 12; issue 13 item 8). This package owns the one
+// mapping from a request's sampling fields to the sampler: Fields (the
+// JSON the server embeds) → Fields.Request (OpenAI's defaults, ranges
+// from sdk/sampler.PreOpParams, a *FieldError naming the field) →
+// Registry.Compile (the fields a policy declares join its parameters;
+// a set field it does not take is a *ParamError, never dropped) →
+// NewSeqState (the per-sequence state both paths read). UsesPolicy says
+// which path a request takes: a greedy request naming no policy is an
+// argmax on the host (Sampler.SampleSeq), everything else a policy.
+// The server compiles before admission (400s); the engine compiles only
+// what reaches it uncompiled, with the same function.
+//
+// Penalties and bias, on both paths, per row and step, in this order
+// (vLLM's definitions; OpenAI's for the fields it has):
+//   - repetition_penalty r (vLLM/SGLang; 1 = none, range [0.01, 10]):
+//     every distinct token of the prompt or of the generated tokens has
+//     its logit divided by r when positive, multiplied by r otherwise.
+//   - frequency_penalty f and presence_penalty p ([-2, 2], 0 = none):
+//     every token generated c > 0 times so far loses c·f + p. Prompt
+//     tokens do not count (OpenAI and vLLM count the output only).
+//   - logit_bias ({"token id": bias}, bias in [-100, 100], at most 300
+//     entries; ids must be in the vocabulary, checked by the engine):
+//     bias is added to the token's (penalised) logit. -100 bans a token
+//     in practice, +100 forces it.
+//   - then temperature, top-k, top-p, min-p as the policy declares.
+//
+// The logits are never copied or modified: adjusted values live in a
+// sorted side list. Logprobs reported to the client are the model's,
+// before pre-ops (vLLM's raw_logprobs).
+//
 // Governance (issue 7):
 //   - Options.AllowSHA256 pins every module that is not a built-in: Swap
 //     (uploads, folder files) refuses unlisted bytes with an

@@ -3,10 +3,15 @@
 // keeps working:
 //
 //   - loop: configure never returns (stopped by the call deadline)
+//
 //   - membomb: configure allocates until the memory limit (trap, OOM)
+//
 //   - panic: configure panics (trap)
+//
 //   - badabi: reports ABI version 99 (refused at the handshake)
+//
 //   - noexport: ABI version 1 but no describe/configure exports (refused)
+//
 //   - liar: declares pools whose buffers do not add up, or sizes pools past
 //     the available bytes, past the caps, or names undeclared pools — the
 //     mode comes from the model config's "hostile_mode" key

@@ -106,8 +106,8 @@ func parseServeFlags(args []string, stderr io.Writer, getenv func(string) string
 	f.maxBody = 4 << 20
 	fs.Var(&f.maxBody, "max-body", "largest request body")
 	fs.IntVar(&f.maxPrompt, "max-prompt-tokens", 0, "longest prompt in tokens a request may send (0: the context window)")
-	fs.StringVar(&f.apiKey, "api-key", "", "require this bearer key on the inference routes (or KVHOST_API_KEY)")
-	fs.StringVar(&f.apiKeyFile, "api-key-file", "", "file with bearer keys for the inference routes, one per line")
+	fs.StringVar(&f.apiKey, "api-key", "", "require this bearer key on every route but /health, /ready and the dashboard shell, /metrics included (or KVHOST_API_KEY)")
+	fs.StringVar(&f.apiKeyFile, "api-key-file", "", "file with bearer keys for --api-key's routes, one per line")
 	fs.StringVar(&f.adminKey, "admin-key", "", "bearer key for the /admin routes (or KVHOST_ADMIN_KEY); without one they are disabled")
 	fs.StringVar(&f.adminKeyFile, "admin-key-file", "", "file holding the admin bearer key")
 	fs.StringVar(&f.pluginsDir, "plugins", "", "folder of .wasm plugins (KV configurators, samplers); a file named like a built-in overrides it")
@@ -398,8 +398,7 @@ func assemble(f serveFlags, s *boot.Stack, sreg *sampling.Registry, apiKeys, adm
 	// sampler extension and the admin routes are absent: a request naming a
 	// policy gets a 400 and the host's sampler serves the rest.
 	if sreg != nil {
-		hooks := samplerHooks{sreg}
-		opts.Sampler, opts.ApplySampler = hooks, hooks.Apply
+		opts.Sampler = sreg
 		opts.Admin = swapObserver(m, admin.Handler(sreg, adminKey, 0))
 		wo.DefaultSampler = sreg.Default()
 		wo.Admin = adminKey != ""

@@ -150,6 +150,9 @@ func TestDefaultRender(t *testing.T) {
 	if got := env["KVHOST_ADDR"].Value; got != "0.0.0.0:"+itoa(port) {
 		t.Errorf("KVHOST_ADDR %q, want 0.0.0.0:%d", got, port)
 	}
+	if env["KVHOST_PUBLIC_METRICS"].Value != "true" {
+		t.Errorf("KVHOST_PUBLIC_METRICS %v: the picker scrapes without a key", env["KVHOST_PUBLIC_METRICS"])
+	}
 	if got := env["KVHOST_MODEL"].Value; got != "/models/stories260K.gguf" {
 		t.Errorf("KVHOST_MODEL %q", got)
 	}
@@ -339,6 +342,7 @@ func TestBadValuesRefused(t *testing.T) {
 		{`serve: {addr: "0.0.0.0:1"}`, "serve.addr"},
 		{`serve: {shutdown-timeout: 5s}`, "serve.shutdown-timeout"},
 		{`gateway: {create: true}`, "gateway.className"},
+		{`{keys: {create: true, apiKeys: [k]}, metrics: {public: false}}`, "metrics.public"},
 	} {
 		_, err := renderRaw(t, values(t, tc.vals))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -321,7 +321,8 @@ serve: {device: cpu, device-memory: 256MiB, max-running-requests: 4, max-queue: 
 		}
 	}
 
-	// The scrape target carries the picker's metrics, as gauges.
+	// The scrape target carries the picker's metrics, as gauges, without
+	// the API key (the picker sends none).
 	a := d.Spec.Template.Annotations
 	code, body := httpDo(t, "GET", fmt.Sprintf("http://127.0.0.1:%s%s", a["prometheus.io/port"], a["prometheus.io/path"]), "", "")
 	if code != 200 {

@@ -63,6 +63,7 @@ type serveFlags struct {
 	logFormat      string
 	origins        stringList
 	pooling        string
+	publicMetrics  bool
 }
 
 // stringList is a flag.Value of comma-separated strings.
@@ -117,6 +118,7 @@ func parseServeFlags(args []string, stderr io.Writer, getenv func(string) string
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug | info | warn | error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text | json (one JSON object per line)")
 	fs.DurationVar(&f.shutdownWait, "shutdown-timeout", 30*time.Second, "how long running streams may finish on shutdown")
+	fs.BoolVar(&f.publicMetrics, "public-metrics", false, "serve /metrics without the API key (for scrapers that send none, such as the Gateway API inference extension's endpoint picker); every other route keeps requiring it")
 	fs.Var(&f.origins, "allowed-origins", "browser origins allowed to call the API (CORS), comma-separated: https://app.example.com, or * for any (default: none)")
 	fs.StringVar(&f.pooling, "embeddings-pooling", server.PoolingMean, "how /v1/embeddings pools the final hidden states: mean | last")
 	fs.Usage = func() {
@@ -386,7 +388,7 @@ func assemble(f serveFlags, s *boot.Stack, sreg *sampling.Registry, apiKeys, adm
 	opts := server.Options{
 		MaxBodyBytes: int64(f.maxBody), MaxTokensCap: f.maxTokensCap, MaxPromptTokens: f.maxPrompt,
 		APIKeys: apiKeys, Logger: log, Memory: s.Ledger.Handler(),
-		AllowedOrigins: f.origins, EmbeddingPooling: f.pooling,
+		AllowedOrigins: f.origins, EmbeddingPooling: f.pooling, PublicMetrics: f.publicMetrics,
 		Observer: m, Metrics: m.Handler(),
 	}
 	wo := web.Options{

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/kvhost/kvhost/host/plugin/allowlist"
 	"github.com/kvhost/kvhost/sdk"
@@ -36,9 +37,9 @@ type Registry struct {
 	log      *slog.Logger
 	dir      string
 	sources  map[string]Source
-	builtins map[string]Source // the embedded set, even where the folder overrides a name
-	trusted  map[string]bool   // sha256 of the built-ins' bytes
-	allow    *allowlist.List
+	builtins map[string]Source              // the embedded set, even where the folder overrides a name
+	trusted  map[string]bool                // sha256 of the built-ins' bytes
+	allow    atomic.Pointer[allowlist.List] // SetAllowSHA256 replaces it
 
 	mu      sync.Mutex
 	loaded  map[string]*Plugin
@@ -77,8 +78,9 @@ func NewRegistryWith(rt *Runtime, builtin fs.FS, dir string, opts RegistryOption
 	if log == nil {
 		log = rt.cfg.Logger
 	}
-	r := &Registry{rt: rt, log: log, dir: dir, sources: map[string]Source{}, builtins: map[string]Source{}, trusted: map[string]bool{}, allow: allow,
+	r := &Registry{rt: rt, log: log, dir: dir, sources: map[string]Source{}, builtins: map[string]Source{}, trusted: map[string]bool{},
 		loaded: map[string]*Plugin{}, refused: map[string]bool{}}
+	r.allow.Store(allow)
 	if builtin != nil {
 		names, err := fs.Glob(builtin, "*.wasm")
 		if err != nil {
@@ -172,14 +174,29 @@ func (r *Registry) Trusted(wasm []byte) bool { return r.trusted[allowlist.Sum(wa
 // (for name, when the entry names one). A refusal is an
 // *allowlist.NotAllowedError (errors.Is allowlist.ErrNotAllowed).
 func (r *Registry) Allowed(name string, wasm []byte) error {
-	if !r.allow.Enabled() {
+	allow := r.allow.Load()
+	if !allow.Enabled() {
 		return nil
 	}
 	sum := allowlist.Sum(wasm)
 	if r.trusted[sum] {
 		return nil
 	}
-	return r.allow.Check(name, sum)
+	return allow.Check(name, sum)
+}
+
+// SetAllowSHA256 replaces the allow-list (entries as
+// RegistryOptions.AllowSHA256) for every later load and Allowed check; the
+// sampler watcher calls it when the --plugin-allowlist file changes. On a
+// bad entry the list in force stays. The built-ins stay trusted whatever
+// the list; plugins already loaded are not unloaded by losing their pin.
+func (r *Registry) SetAllowSHA256(entries []string) error {
+	l, err := allowlist.New(entries)
+	if err != nil {
+		return fmt.Errorf("plugin: allow-list: %w", err)
+	}
+	r.allow.Store(l)
+	return nil
 }
 
 // Plugin loads (once) and returns the named configurator. Under an

@@ -92,7 +92,12 @@
 //   - The plugin registry's allow-list pins every module that is not a
 //     built-in: Swap (uploads, folder files) refuses unlisted bytes with an
 //     *allowlist.NotAllowedError before compiling them. The built-ins'
-//     bytes are always trusted.
+//     bytes are always trusted. SetAllowSHA256 replaces the list; Watch
+//     calls it when Options.AllowlistFile changes (a plugin and its pin
+//     can arrive in one ConfigMap update) and retries refused files.
+//   - Watch follows symlinks and compares the resolved path, so a
+//     Kubernetes ConfigMap volume (keys linked into ..data, swapped
+//     atomically) delivers replaced files as well as new ones.
 //   - Options.DisableAfter (default 3) consecutive guest faults disable a
 //     policy version: it logs one Warn (policy, version, failures,
 //     last_error), Info shows Disabled/DisabledAt/LastError, its name keeps

@@ -42,6 +42,14 @@ type Options struct {
 	// (default "standard"); it cannot be removed.
 	Default string
 	Logger  *slog.Logger
+	// AllowlistFile is the file AllowSHA256 was read from, if any. Watch
+	// re-reads it whenever it changes, before scanning the folder, so a
+	// plugin and its pin can arrive together (one ConfigMap update); a
+	// folder file refused under the old list is tried again under the new
+	// one. A file that no longer parses is logged and the previous list
+	// stays. A new list governs loads from then on: versions already
+	// serving are not unloaded by losing their pin (remove the file).
+	AllowlistFile string
 	// DisableAfter is how many consecutive failed steps (guest faults:
 	// traps, fuel, deadlines, contract breaches; not cancelled contexts)
 	// disable a policy version (default DefaultDisableAfter; negative:
@@ -165,6 +173,17 @@ func (r *Registry) MaxModuleBytes() int64 { return int64(r.rt.Config().MaxModule
 
 // Close closes every policy and, when NewRegistry built it, the runtime.
 // Steps must have finished.
+// SetAllowSHA256 replaces the sha256 allow-list of the plugin registry
+// (entries as Options.AllowSHA256) for every later Swap; Watch calls it
+// when Options.AllowlistFile changes. On a bad entry the list in force
+// stays. Built-ins stay trusted whatever the list.
+func (r *Registry) SetAllowSHA256(entries []string) error {
+	if err := r.plugins.SetAllowSHA256(entries); err != nil {
+		return fmt.Errorf("sampling: %w", err)
+	}
+	return nil
+}
+
 func (r *Registry) Close(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -2,6 +2,8 @@ package sampling
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -9,30 +11,51 @@ import (
 	"github.com/kvhost/kvhost/host/plugin/allowlist"
 )
 
-// fileStamp is what the watcher compares between polls.
+// fileStamp is what the watcher compares between polls. Files are stat'ed
+// through symlinks and the resolved path is part of the stamp: a
+// Kubernetes ConfigMap volume holds <key> -> ..data/<key> links and
+// updates by swapping ..data to a new directory, so the link itself never
+// changes while what it points to does.
 type fileStamp struct {
 	mod  time.Time
 	size int64
+	path string
+}
+
+// stamp is path's stamp through its links; ok is false for what cannot be
+// stat'ed or is a directory.
+func stamp(path string) (fileStamp, bool) {
+	info, err := os.Stat(path)
+	if err != nil || info.IsDir() {
+		return fileStamp{}, false
+	}
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return fileStamp{}, false
+	}
+	return fileStamp{info.ModTime(), info.Size(), real}, true
 }
 
 // Watch polls dir every interval (default 1s) for <name>.wasm samplers:
 // a new or changed file is swapped in (source "folder"; a file overrides
 // the built-in of the same name), a removed file is unloaded, or replaced
 // by the built-in of that name if there is one. The folder is read as the
-// plugin registry reads it (plugin.ScanFolder): only regular files within
-// the size cap; anything else (a link to /dev/zero, a directory named
-// x.wasm) is skipped with one warning. Files of another plugin kind
-// (configurators) are left to their registry, noted once at debug level. A
-// file that fails to load is logged and retried only when it changes
-// again; the previous version keeps serving. The first scan runs before
-// Watch returns. stop ends the polling and waits for it.
+// plugin registry reads it (plugin.ScanFolder): only regular files, links
+// followed (a ConfigMap volume), within the size cap; anything else (a link
+// to /dev/zero, a directory named x.wasm) is skipped with one warning.
+// Files of another plugin kind (configurators) are left to their registry,
+// noted once at debug level. A file that fails to load is logged and
+// retried only when it changes again, or when Options.AllowlistFile
+// changes (it is re-read first on every poll that finds it changed); the
+// previous version keeps serving. The first scan runs before Watch
+// returns. stop ends the polling and waits for it.
 func (r *Registry) Watch(ctx context.Context, dir string, interval time.Duration) (stop func()) {
 	if interval <= 0 {
 		interval = time.Second
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	w := &watcher{r: r, dir: dir, seen: map[string]fileStamp{}, warned: map[string]bool{}}
-	w.scan(ctx)
+	w := &watcher{r: r, dir: dir, seen: map[string]fileStamp{}, warned: map[string]bool{}, failed: map[string]bool{}}
+	w.poll(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -44,7 +67,7 @@ func (r *Registry) Watch(ctx context.Context, dir string, interval time.Duration
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				w.scan(ctx)
+				w.poll(ctx)
 			}
 		}
 	}()
@@ -57,6 +80,43 @@ type watcher struct {
 	dir    string
 	seen   map[string]fileStamp // samplers (and other files) as last handled
 	warned map[string]bool      // skipped entries already reported
+	failed map[string]bool      // names whose last try was refused
+	allow  fileStamp            // Options.AllowlistFile when last read
+	polls  int
+}
+
+func (w *watcher) poll(ctx context.Context) {
+	w.reloadAllowlist()
+	w.scan(ctx)
+	w.polls++
+}
+
+// reloadAllowlist re-reads Options.AllowlistFile when its stamp changed;
+// on success the files refused so far get another try.
+func (w *watcher) reloadAllowlist() {
+	path := w.r.opts.AllowlistFile
+	if path == "" {
+		return
+	}
+	st, ok := stamp(path)
+	if !ok || st == w.allow {
+		return
+	}
+	w.allow = st
+	entries, err := allowlist.ReadFile(path)
+	if err == nil {
+		err = w.r.SetAllowSHA256(entries)
+	}
+	if err != nil {
+		w.r.log.Error("plugin allow-list refused; the previous list stays in force", "file", path, "err", err)
+		return
+	}
+	if w.polls > 0 {
+		w.r.log.Info("plugin allow-list reloaded", "file", path, "pins", len(entries))
+	}
+	for name := range w.failed {
+		w.seen[name] = fileStamp{} // matches no file: tried again, still known if removed
+	}
 }
 
 func (w *watcher) scan(ctx context.Context) {
@@ -79,7 +139,10 @@ func (w *watcher) scan(ctx context.Context) {
 	}
 	now := map[string]fileStamp{}
 	for _, e := range entries {
-		st := fileStamp{e.ModTime, e.Size}
+		st, ok := stamp(e.Path)
+		if !ok {
+			continue
+		}
 		now[e.Name] = st
 		if prev, ok := w.seen[e.Name]; ok && prev == st {
 			continue
@@ -94,16 +157,21 @@ func (w *watcher) scan(ctx context.Context) {
 			continue
 		}
 		if r.serving(e.Name, b) {
+			delete(w.failed, e.Name)
 			continue // already the version serving (NewRegistry loaded the folder's file)
 		}
 		if err := r.Swap(ctx, e.Name, b, SourceFolder); err != nil {
+			w.failed[e.Name] = true
 			r.log.Error("sampler file refused; the previous version keeps serving", "file", e.Path, "err", firstLine(err))
+		} else {
+			delete(w.failed, e.Name)
 		}
 	}
 	for name := range w.seen {
 		if _, ok := now[name]; ok {
 			continue
 		}
+		delete(w.failed, name)
 		if b, ok := r.builtins[name]; ok {
 			if err := r.Swap(ctx, name, b, SourceBuiltin); err != nil {
 				r.log.Error("restoring built-in sampler", "name", name, "err", err)

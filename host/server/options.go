@@ -41,6 +41,12 @@ type Options struct {
 	// under /ui/api/ included. Keys are compared in constant time and
 	// never logged.
 	APIKeys []string `json:"-"`
+	// PublicMetrics serves GET /metrics without the API key: for scrapers
+	// that send none, such as the Gateway API inference extension's
+	// endpoint picker, which reads model servers' /metrics unauthenticated
+	// (vLLM's is open). The metrics hold counts and latencies, no request
+	// content. Every other route keeps requiring the key.
+	PublicMetrics bool `json:"public_metrics"`
 	// AllowedOrigins enables CORS for these browser origins ("*" for any,
 	// or scheme://host[:port] each); empty (the default) sends no CORS
 	// headers, so pages on other origins cannot read responses.

@@ -70,6 +70,7 @@ type serveFlags struct {
 	pooling        string
 	kvDType        *kvDTypeValue
 	kvCacheDType   string // kvDType resolved
+	publicMetrics  bool
 }
 
 // stringList is a flag.Value of comma-separated strings.
@@ -119,13 +120,14 @@ func parseServeFlags(args []string, stderr io.Writer, getenv func(string) string
 	fs.StringVar(&f.adminKeyFile, "admin-key-file", "", "file holding the admin bearer key")
 	fs.StringVar(&f.pluginsDir, "plugins", "", "folder of .wasm plugins (KV configurators, samplers); a file named like a built-in overrides it")
 	fs.StringVar(&f.samplerDefault, "sampler-default", "standard", "sampling policy of requests that name none (temperature 0 stays a host-side argmax)")
-	fs.StringVar(&f.allowlist, "plugin-allowlist", "", "file of sha256 pins (one per line, optional name); when set, only listed plugins (and the built-ins) load")
+	fs.StringVar(&f.allowlist, "plugin-allowlist", "", "file of sha256 pins (one per line, optional name); when set, only listed plugins (and the built-ins) load; re-read when it changes for samplers in --plugins")
 	fs.IntVar(&f.disableAfter, "sampler-disable-after", 0, "consecutive failed steps after which a sampler policy is disabled and the default serves its requests (0: 3; -1: never)")
 	fs.DurationVar(&f.stallTimeout, "stall-timeout", 30*time.Second, "/health and /ready answer 503 \"engine stalled\" when the engine has work but completed no step for this long")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug | info | warn | error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text | json (one JSON object per line)")
 	fs.DurationVar(&f.shutdownWait, "shutdown-timeout", 30*time.Second, "how long running streams may finish on shutdown")
 	f.kvDType = kvDTypeFlag(fs, "the KV configurator declares its pools in it")
+	fs.BoolVar(&f.publicMetrics, "public-metrics", false, "serve /metrics without the API key (for scrapers that send none, such as the Gateway API inference extension's endpoint picker); every other route keeps requiring it")
 	fs.Var(&f.origins, "allowed-origins", "browser origins allowed to call the API (CORS), comma-separated: https://app.example.com, or * for any (default: none)")
 	fs.StringVar(&f.pooling, "embeddings-pooling", server.PoolingMean, "how /v1/embeddings pools the final hidden states: mean | last")
 	fs.Usage = func() {
@@ -366,7 +368,7 @@ func load(ctx context.Context, f serveFlags, gate *server.Gate, log *slog.Logger
 		sm.Close(context.Background())
 		return nil, samplers{}, fmt.Errorf("serve: plugins: %w", err)
 	}
-	reg, err := sampling.NewRegistry(ctx, sampling.Options{Plugins: sm.plugins, Default: f.samplerDefault, Logger: log, DisableAfter: f.disableAfter})
+	reg, err := sampling.NewRegistry(ctx, sampling.Options{Plugins: sm.plugins, Default: f.samplerDefault, Logger: log, AllowlistFile: f.allowlist, DisableAfter: f.disableAfter})
 	if err != nil {
 		sm.Close(context.Background())
 		return nil, samplers{}, fmt.Errorf("serve: sampling policies: %w", err)
@@ -429,7 +431,7 @@ func shutdown(h *server.Server, srv *http.Server, s *boot.Stack, grace time.Dura
 func assemble(f serveFlags, s *boot.Stack, sreg *sampling.Registry, apiKeys, adminKeys []string, log *slog.Logger) (*server.Server, *metrics.Metrics) {
 	m := metrics.New(metrics.Sources{
 		Engine: func() metrics.Load { return metrics.Load(s.Engine.Stats()) }, Ledger: s.Ledger, Plugins: pluginStats(s, sreg),
-		ModelName: s.Model.Name,
+		ModelName: s.Model.Name, KVPageSize: f.pageSize,
 	})
 	adminKey := ""
 	if len(adminKeys) > 0 {
@@ -438,7 +440,7 @@ func assemble(f serveFlags, s *boot.Stack, sreg *sampling.Registry, apiKeys, adm
 	opts := server.Options{
 		MaxBodyBytes: int64(f.maxBody), MaxTokensCap: f.maxTokensCap, MaxPromptTokens: f.maxPrompt,
 		APIKeys: apiKeys, Logger: log, Memory: s.Ledger.Handler(),
-		AllowedOrigins: f.origins, EmbeddingPooling: f.pooling, StallThreshold: f.stallTimeout,
+		AllowedOrigins: f.origins, EmbeddingPooling: f.pooling, StallThreshold: f.stallTimeout, PublicMetrics: f.publicMetrics,
 		Observer: m, Metrics: m.Handler(),
 	}
 	wo := web.Options{

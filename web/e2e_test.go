@@ -216,6 +216,16 @@ func TestE2EDashboard(t *testing.T) {
 		p.do("load", chromedp.Navigate(p.url+"/"), chromedp.WaitVisible(chromedp.CSS(`body[data-ready="true"]`)))
 		p.waitJS("ledger drawn", `document.getElementById('mem-phase-sum').dataset.start !== undefined`)
 		p.waitJS("KV live chart has points", `(Chart.getChart(document.getElementById('mem-kv-live'))?.data.labels.length ?? 0) >= 2`)
+		// Each pool on its own: kind (with a window's size), tokens or slots.
+		kvTable := eval[string](p, `document.getElementById('mem-kv-table').innerText`)
+		for _, want := range []string{"window 4,096", "64 slots", "3 slots (4.7%)", "B/slot", "65,536 tokens"} {
+			if !strings.Contains(kvTable, want) {
+				t.Errorf("KV pool table lacks %q:\n%s", want, kvTable)
+			}
+		}
+		if n := eval[float64](p, `Chart.getChart(document.getElementById('mem-kv-live')).data.datasets.length`); n != 3 {
+			t.Errorf("live KV chart has %v pools, want 3", n)
+		}
 		if errs := p.log.errors(nil); len(errs) > 0 {
 			t.Fatalf("console errors on load: %v", errs)
 		}

@@ -139,9 +139,8 @@ func CheckKernels(d *cuda.Device, seed uint64) []KernelResult {
 			run(fmt.Sprintf("rope neox=%v scaling=%q", neox, sc), func() (KernelResult, error) { return c.rope(neox, sc) })
 		}
 	}
-	for _, hd := range []int{64, 128} {
-		run(fmt.Sprintf("write_kv + attention prefill head_dim=%d", hd), func() (KernelResult, error) { return c.attention(hd, 0, 150) })
-		run(fmt.Sprintf("write_kv + attention decode head_dim=%d", hd), func() (KernelResult, error) { return c.attention(hd, 300, 1) })
+	for _, a := range attnChecks() {
+		run(a.String(), func() (KernelResult, error) { return c.attention(a) })
 	}
 	run("gather_rows", c.gather)
 	run("log_softmax + argmax", c.sampling)
@@ -328,72 +327,6 @@ func (c *checker) rope(neox bool, scaling string) (KernelResult, error) {
 	want := append([]float32(nil), xv...)
 	cr.Apply(want, n, heads, pos)
 	return compare("", got, want, 1e-5), nil
-}
-
-// attention writes start+n positions over a shuffled page table and runs
-// causal GQA for the last n of them.
-func (c *checker) attention(headDim, start, n int) (KernelResult, error) {
-	const ps, kvHeads, heads, pages = 16, 2, 8, 40
-	row := kvHeads * headDim
-	slots := pages * ps
-	table := make([]int32, pages)
-	for i, p := range c.rng.Perm(pages) {
-		table[i] = int32(p)
-	}
-	total := start + n
-	kAll, vAll := c.rand(total*row, 1), c.rand(total*row, 1)
-	K, err := c.buf(make([]float32, slots*row))
-	if err != nil {
-		return KernelResult{}, err
-	}
-	V, err := c.buf(make([]float32, slots*row))
-	if err != nil {
-		return KernelResult{}, err
-	}
-	kv := device.KVLayer{DType: device.KVF32, K: device.Span{Ptr: K.Ptr, Bytes: K.Bytes()}, V: device.Span{Ptr: V.Ptr, Bytes: V.Bytes()},
-		Slots: slots, PageSize: ps, KVHeads: kvHeads, HeadDim: headDim, VHeadDim: headDim}
-	kb, err := c.buf(kAll)
-	if err != nil {
-		return KernelResult{}, err
-	}
-	vb, err := c.buf(vAll)
-	if err != nil {
-		return KernelResult{}, err
-	}
-	if err := c.k.WriteKV(kv, kb, vb, total, table, 0); err != nil {
-		return KernelResult{}, err
-	}
-	qv := c.rand(n*heads*headDim, 1)
-	q, err := c.buf(qv)
-	if err != nil {
-		return KernelResult{}, err
-	}
-	o, err := c.buf(make([]float32, n*heads*headDim))
-	if err != nil {
-		return KernelResult{}, err
-	}
-	scale := float32(1 / math.Sqrt(float64(headDim)))
-	if err := c.k.Attention(o, q, n, heads, kv, table, start, device.AttnOpts{Scale: scale}, o); err != nil {
-		return KernelResult{}, err
-	}
-	got, err := c.get(o)
-	if err != nil {
-		return KernelResult{}, err
-	}
-	ck := kcpu.PagedKV{K: make([]float32, slots*row), V: make([]float32, slots*row), PageSize: ps, KVHeads: kvHeads, HeadDim: headDim}
-	kcpu.WriteKV(ck, kAll, vAll, total, table, 0)
-	want := make([]float32, n*heads*headDim)
-	c.cpu.Attention(want, qv, n, heads, ck, table, start, scale, make([]float32, kcpu.AttentionScratch(c.cpu, n, start)))
-	r := compare("", got, want, 1e-5)
-	// The KV cache itself must match exactly.
-	gotK, err := c.get(K)
-	if err != nil {
-		return KernelResult{}, err
-	}
-	if kr := compare("", gotK, ck.K, 0); !kr.OK {
-		r.OK, r.Details = false, fmt.Sprintf("KV cache differs (max %g)", kr.MaxAbs)
-	}
-	return r, nil
 }
 
 func (c *checker) gather() (KernelResult, error) {

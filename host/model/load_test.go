@@ -60,10 +60,10 @@ func TestBatchEqualsSingle(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				seqs[i] = Seq{Tokens: p, Pages: pages, LogitRows: 1}
+				seqs[i] = Seq{Tokens: p, Pages: one(pages), LogitRows: 1}
 			}
 			batched := make([]float32, len(prompts)*V)
-			if err := r.m.Forward(r.pool, seqs, batched); err != nil {
+			if err := r.m.Forward(r.pools, seqs, batched); err != nil {
 				t.Fatal(err)
 			}
 			for i := range prompts {

@@ -317,10 +317,7 @@ func (m *Model) build(src tensorSource, o Options) (err error) {
 	if m.ws == nil {
 		m.ws = alloc.NewWorkspaces(o.Activations)
 	}
-	floats := m.k.AttentionScratch(0, c.ContextLen)
-	if dk, ok := m.k.(device.DecodeKernels); ok {
-		floats = max(floats, dk.DecodeAttentionScratch(c.ContextLen))
-	}
+	floats := m.k.AttentionScratch(c.AttnShape())
 	p, err := m.ws.Get("attention.scratch", int64(floats)*4)
 	if err != nil {
 		return fmt.Errorf("model: %w", err)

@@ -279,12 +279,12 @@ func (r *Registry) Compile(policy string, params map[string]any, req Request) (C
 	if g == nil {
 		return Compiled{}, &UnknownPolicyError{Policy: policy, Available: r.names()}
 	}
-	defer g.release()
-	merged, err := g.schema.merge(policy, params, req)
+	defer g.Release()
+	merged, err := g.Value.schema.merge(policy, params, req)
 	if err != nil {
 		return Compiled{}, err
 	}
-	values, err := g.schema.validate(policy, merged)
+	values, err := g.Value.schema.validate(policy, merged)
 	if err != nil {
 		if pe, ok := err.(*ParamError); ok {
 			_, fromParams := params[pe.Param]
@@ -293,7 +293,7 @@ func (r *Registry) Compile(policy string, params map[string]any, req Request) (C
 		return Compiled{}, err
 	}
 	c := Compiled{policy: policy, values: values}
-	c.resolve(g.schema)
+	c.resolve(g.Value.schema)
 	return c, nil
 }
 

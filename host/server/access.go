@@ -81,10 +81,16 @@ func drainError(reason string) apiError {
 // so the Observer sees their 401s.
 func (s *server) requireKey(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if len(s.keys) == 0 || s.selfChecked[r.URL.Path] || isOpen(r) || s.checkKey(w, r) {
+		if len(s.keys) == 0 || s.selfChecked[r.URL.Path] || isOpen(r) || s.publicMetrics(r) || s.checkKey(w, r) {
 			next.ServeHTTP(w, r)
 		}
 	})
+}
+
+// publicMetrics reports a scrape of /metrics that Options.PublicMetrics
+// lets through without the key.
+func (s *server) publicMetrics(r *http.Request) bool {
+	return s.opts.PublicMetrics && r.URL.Path == "/metrics" && (r.Method == http.MethodGet || r.Method == http.MethodHead)
 }
 
 // isOpen reports a request that needs no API key: the liveness and

@@ -459,3 +459,33 @@ func TestAPIKeyDenyByDefault(t *testing.T) {
 		t.Errorf("preflight: %d", rec.Code)
 	}
 }
+
+// TestPublicMetrics: with PublicMetrics a scraper without the key reads
+// /metrics (as the inference extension's endpoint picker does), and only
+// /metrics: the memory ledger, the inference routes and other methods on
+// /metrics still need the key; without it /metrics needs the key too.
+func TestPublicMetrics(t *testing.T) {
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+	for _, public := range []bool{false, true} {
+		env := newEnv(t, withOptions(func(o *Options) {
+			o.Memory, o.Metrics = ok, ok
+			o.APIKeys = []string{"key"}
+			o.PublicMetrics = public
+		}))
+		for _, tc := range []struct {
+			method, path string
+			open         bool
+		}{
+			{http.MethodGet, "/metrics", public},
+			{http.MethodHead, "/metrics", public},
+			{http.MethodPost, "/metrics", false},
+			{http.MethodGet, "/v1/memory", false},
+			{http.MethodPost, "/v1/completions", false},
+		} {
+			rec := serve(env.h, newRequest(tc.method, tc.path, `{}`))
+			if (rec.Code == http.StatusUnauthorized) == tc.open {
+				t.Errorf("PublicMetrics %v: %s %s without the key: %d", public, tc.method, tc.path, rec.Code)
+			}
+		}
+	}
+}

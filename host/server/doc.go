@@ -96,7 +96,8 @@
 // own admin key) and CORS preflights. The check is deny-by-default
 // middleware, so a route added later needs the key unless isOpen lists it;
 // /metrics needs it too (Prometheus sends it with authorization in its
-// scrape config). After Server.Drain new inference requests get 503
+// scrape config) unless Options.PublicMetrics opens it for scrapers that
+// send none (the inference extension's endpoint picker). After Server.Drain new inference requests get 503
 // "draining" with the reason, while running ones (streams included)
 // finish. NewHTTPServer sets read/header/idle timeouts and no
 // WriteTimeout: each write gets its own deadline

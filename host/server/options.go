@@ -41,6 +41,12 @@ type Options struct {
 	// under /ui/api/ included. Keys are compared in constant time and
 	// never logged.
 	APIKeys []string `json:"-"`
+	// PublicMetrics serves GET /metrics without the API key: for scrapers
+	// that send none, such as the Gateway API inference extension's
+	// endpoint picker, which reads model servers' /metrics unauthenticated
+	// (vLLM's is open). The metrics hold counts and latencies, no request
+	// content. Every other route keeps requiring the key.
+	PublicMetrics bool `json:"public_metrics"`
 	// AllowedOrigins enables CORS for these browser origins ("*" for any,
 	// or scheme://host[:port] each); empty (the default) sends no CORS
 	// headers, so pages on other origins cannot read responses.
@@ -68,6 +74,11 @@ type Options struct {
 	Admin   http.Handler `json:"-"`
 	Web     http.Handler `json:"-"`
 
+	// StallThreshold is how long the engine may go without completing a
+	// step while it has work before GET /health and /ready answer 503
+	// "engine stalled" (a Backend implementing Liveness). Default 30s.
+	StallThreshold time.Duration `json:"stall_threshold"`
+
 	// Logger receives request logs and internal errors; nil discards them.
 	Logger *slog.Logger `json:"-"`
 }
@@ -77,6 +88,7 @@ const (
 	defaultMaxPrompts         = 16
 	defaultMaxN               = 16
 	defaultStreamWriteTimeout = 30 * time.Second
+	defaultStallThreshold     = 30 * time.Second
 	engineMaxN                = 64 // the engine's own bound on Request.N
 )
 
@@ -95,6 +107,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("server: max_n %d is out of range [0, %d] (0 selects %d)", o.MaxN, engineMaxN, defaultMaxN)
 	case o.StreamWriteTimeout < 0:
 		return fmt.Errorf("server: stream_write_timeout %v must be >= 0 (0 selects %v)", o.StreamWriteTimeout, defaultStreamWriteTimeout)
+	case o.StallThreshold < 0:
+		return fmt.Errorf("server: stall_threshold %v must be >= 0 (0 selects %v)", o.StallThreshold, defaultStallThreshold)
 	case o.EmbeddingPooling != "" && o.EmbeddingPooling != PoolingMean && o.EmbeddingPooling != PoolingLast:
 		return fmt.Errorf("server: embedding_pooling %q must be %q or %q", o.EmbeddingPooling, PoolingMean, PoolingLast)
 	}
@@ -122,6 +136,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.StreamWriteTimeout == 0 {
 		o.StreamWriteTimeout = defaultStreamWriteTimeout
+	}
+	if o.StallThreshold == 0 {
+		o.StallThreshold = defaultStallThreshold
 	}
 	if o.EmbeddingPooling == "" {
 		o.EmbeddingPooling = PoolingMean

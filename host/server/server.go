@@ -149,20 +149,3 @@ func New(b Backend, opts Options) *Server {
 	}
 	return &Server{s: s, h: r}
 }
-
-func (s *server) handleHealth(w http.ResponseWriter, r *http.Request) {
-	if reason := s.drained.Load(); reason != nil {
-		writeAPIError(w, http.StatusServiceUnavailable, drainError(*reason))
-		return
-	}
-	if hc, ok := s.b.(HealthChecker); ok {
-		if err := hc.Health(r.Context()); err != nil {
-			writeAPIError(w, http.StatusServiceUnavailable, apiError{
-				Message: fmt.Sprintf("not ready: %v", err),
-				Type:    "service_unavailable", Code: "not_ready",
-			})
-			return
-		}
-	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-}

@@ -49,7 +49,6 @@ type Pool struct {
 	// first call of a size, reused by every later one.
 	qbuf []uint64
 	at   attnTask
-	dat  decodeAttnTask
 }
 
 // poolWorker is one extra worker's hand-off state.

@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/kvhost/kvhost/host/boot"
+	"github.com/kvhost/kvhost/host/plugin/builtin"
 	"github.com/kvhost/kvhost/host/sampling"
-	"github.com/kvhost/kvhost/host/sampling/builtin"
 	"github.com/kvhost/kvhost/host/sampling/samplertest"
 )
 

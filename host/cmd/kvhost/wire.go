@@ -10,8 +10,11 @@ import (
 	"github.com/kvhost/kvhost/host/boot"
 	"github.com/kvhost/kvhost/host/metrics"
 	"github.com/kvhost/kvhost/host/plan"
+	"github.com/kvhost/kvhost/host/plugin"
+	"github.com/kvhost/kvhost/host/plugin/allowlist"
 	"github.com/kvhost/kvhost/host/sampling"
 	"github.com/kvhost/kvhost/host/server"
+	"github.com/kvhost/kvhost/sdk"
 	"github.com/kvhost/kvhost/web"
 )
 
@@ -57,7 +60,7 @@ func pluginStats(s *boot.Stack, reg *sampling.Registry) func() []metrics.PluginS
 		var out []metrics.PluginStat
 		for _, p := range webPlugins(s, nil) {
 			ps := metrics.PluginStat{Kind: p.Kind, Name: p.Name, Version: p.Version, SHA256: p.SHA256, Source: p.Source, Calls: p.Calls, Failures: p.Failures}
-			if pl, err := s.Configurators.Plugin(context.Background(), p.Name); err == nil {
+			if pl, ok := s.Configurators.Loaded(p.Name); ok {
 				_, _, ps.Seconds = pl.CallStats()
 			}
 			out = append(out, ps)
@@ -75,18 +78,27 @@ func pluginStats(s *boot.Stack, reg *sampling.Registry) func() []metrics.PluginS
 	}
 }
 
-// webPlugins lists every plugin the host runs, for the dashboard.
+// webPlugins lists every plugin the host runs, for the dashboard. It
+// compiles nothing: a configurator that was never loaded (only the one
+// that claimed the model is) shows its recorded descriptor, if any.
 func webPlugins(s *boot.Stack, reg *sampling.Registry) []web.Plugin {
 	var out []web.Plugin
-	if s.Configurators != nil {
-		for _, name := range s.Configurators.Names() {
-			src, _ := s.Configurators.Source(name)
+	if c := s.Configurators; c != nil {
+		for _, name := range c.Names() {
+			if kind, err := c.Kind(name); err != nil || kind != plugin.KindConfigurator {
+				continue
+			}
+			src, _ := c.Source(name)
 			p := web.Plugin{Kind: "configurator", Name: name, Source: src.Origin}
-			if pl, err := s.Configurators.Plugin(context.Background(), name); err == nil {
+			if pl, ok := c.Loaded(name); ok {
 				d := pl.Descriptor()
 				p.Version, p.ABI, p.SHA256 = d.Version, d.ABI, pl.SHA256()
 				calls, failures, _ := pl.CallStats()
 				p.Calls, p.Failures = uint64(calls), uint64(failures)
+			} else if _, raw, ok := c.Recorded(name); ok {
+				if d, err := sdk.ParseDescriptor(raw); err == nil {
+					p.Version, p.ABI, p.SHA256 = d.Version, d.ABI, allowlist.Sum(src.Wasm)
+				}
 			}
 			out = append(out, p)
 		}

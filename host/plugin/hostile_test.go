@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -21,10 +23,10 @@ var (
 func shortRuntime(t *testing.T) *Runtime {
 	shortOnce.Do(func() {
 		var err error
-		// Fuel for ~10 s of looping: the deadline, not the fuel (the
+		// Fuel for ~2 s of looping: the deadline, not the fuel (the
 		// default runs out in ~0.2 s on a quiet machine), is what these
 		// tests stop.
-		shortRT, err = NewRuntime(context.Background(), Config{CallTimeout: 300 * time.Millisecond, CallFuel: 10 << 30})
+		shortRT, err = NewRuntime(context.Background(), Config{CallTimeout: 300 * time.Millisecond, CallFuel: 2 << 30})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,29 +81,31 @@ func TestHostileHandshake(t *testing.T) {
 	goodCall(t)
 }
 
+// TestHostileLoopStoppedByDeadline: the watchdog ends a call at its
+// deadline although the guest still has fuel. Not parallel, and with the
+// collector off for the call: a collection waits for the looping guest and
+// stops the watchdog with it, which leaves the call to its fuel (the
+// documented limit in watchdog.go, and why fuel is the first line of
+// defence) — that is not what this test is about.
 func TestHostileLoopStoppedByDeadline(t *testing.T) {
-	t.Parallel()
 	rt := shortRuntime(t)
 	p, err := rt.Load(context.Background(), "hostile-loop", readWasm(t, "hostile-loop"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close(context.Background())
+	in := llamaInput(t)
+	runtime.GC()
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	start := time.Now()
-	_, err = p.Configure(context.Background(), llamaInput(t))
+	_, err = p.Configure(context.Background(), in)
+	el := time.Since(start)
+	debug.SetGCPercent(100)
 	var dl *DeadlineError
-	var fe *FuelError
-	switch {
-	case errors.As(err, &dl) && errors.Is(err, context.DeadlineExceeded) && dl.Plugin == "hostile-loop":
-	case errors.As(err, &fe) && time.Since(start) > 300*time.Millisecond:
-		// A garbage collection held the watchdog past the deadline, and
-		// the fuel budget (the first line of defence, see watchdog.go)
-		// ended the call instead.
-		t.Logf("the fuel budget, not the deadline, stopped the loop after %v: %v", time.Since(start), err)
-	default:
-		t.Fatalf("loop: %v", err)
+	if !errors.As(err, &dl) || !errors.Is(err, context.DeadlineExceeded) || dl.Plugin != "hostile-loop" {
+		t.Fatalf("loop: %v after %v", err, el)
 	}
-	if el := time.Since(start); el > 30*time.Second {
+	if el > 1500*time.Millisecond {
 		t.Fatalf("loop stopped after %v, deadline 300ms", el)
 	}
 	if n := idle(p); n != 0 {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -133,7 +135,11 @@ func TestHostileConfigurators(t *testing.T) {
 // next step served; no goroutine is left inside the guest.
 func TestDeadlineStopsAGuest(t *testing.T) {
 	ctx := context.Background()
-	rt, err := NewRuntime(ctx, Config{MaxBatch: 16, FuelBase: 1 << 40, StepDeadline: 150 * time.Millisecond})
+	// Fuel for ~4 s of spinning, so the 150 ms deadline is what stops it;
+	// the collector is off for the attack: a collection waits for the
+	// spinning guest and stops the watchdog with it, which would leave the
+	// step to its fuel (the documented limit in watchdog.go).
+	rt, err := NewRuntime(ctx, Config{MaxBatch: 16, FuelBase: 4 << 30, StepDeadline: 150 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +149,10 @@ func TestDeadlineStopsAGuest(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close(ctx)
+	runtime.GC()
+	gc := debug.SetGCPercent(-1)
 	elapsed, err := stepAttack(t, s, 1)
+	debug.SetGCPercent(gc)
 	var de *DeadlineError
 	if !errors.As(err, &de) || !errors.Is(err, context.DeadlineExceeded) || de.Timeout != 150*time.Millisecond {
 		t.Fatalf("spin under a huge budget: %v", err)

@@ -20,6 +20,7 @@
 //   - liar: declares pools whose buffers do not add up, or sizes pools past
 //     the available bytes, past the caps, or names undeclared pools — the
 //     mode comes from the model config's "hostile_mode" key
+//
 //   - constraint: an output-constraint plugin that runs the grammar engine
 //     except for specs whose type names a misbehaviour (a step that loops
 //     or allocates without end, an open that panics, a mask that allows

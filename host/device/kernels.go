@@ -248,6 +248,22 @@ type RopeSpec struct {
 	// FreqFactors divides each of the RotDim/2 frequencies after the
 	// Scaling rule (GGUF rope_freqs.weight, Llama-3.1); nil when absent.
 	FreqFactors []float64 `json:",omitempty"`
+	// YaRN (Scaling "yarn", transformers' rule, or "deepseek_yarn",
+	// DeepSeek's attention factor; kernels/cpu.RopeScaling says exactly):
+	// beta_fast/beta_slow (0: 32 and 1), DeepSeek's mscale/mscale_all_dim,
+	// an explicit attention_factor, and NoTruncate for rope_scaling
+	// "truncate": false (gpt-oss). Factor and OriginalMaxPos are shared with
+	// llama3. The attention factor multiplies the rotated values; DeepSeek's
+	// softmax-scale correction is rotary.SoftmaxScale.
+	BetaFast, BetaSlow   float64 `json:",omitempty"`
+	Mscale, MscaleAllDim float64 `json:",omitempty"`
+	AttnFactor           float64 `json:",omitempty"`
+	NoTruncate           bool    `json:",omitempty"`
+	// RotOffset is the first rotated element of each head (default 0):
+	// DeepSeek rotates the last qk_rope_head_dim elements of a query head
+	// (HeadDim qk_nope+qk_rope, RotOffset qk_nope) and of kv_a_proj's output
+	// row (one head of kv_lora_rank+qk_rope, RotOffset kv_lora_rank).
+	RotOffset int `json:",omitempty"`
 }
 
 // Rope is a device's prepared rotary embedding.

@@ -145,6 +145,8 @@ func CheckKernels(d *cuda.Device, seed uint64) []KernelResult {
 	}
 	run("gather_rows", c.gather)
 	run("log_softmax + argmax", c.sampling)
+	c.checkArch(run)
+	c.mambaCases(run)
 	return out
 }
 

@@ -48,4 +48,21 @@
 //     subnormals, infinities and NaN.
 //   - The host is little-endian (GGUF is little-endian and f32 weight bytes are
 //     reinterpreted in place).
+//   - The kernels of the newer architectures follow their reference code
+//     exactly and are tested against float64 transcriptions of it: YaRN and
+//     rotation at an offset (rope_scaling.go, rope.go; DeepSeek, gpt-oss),
+//     the mixture-of-experts router with its tie rule (moe.go), grouping by
+//     expert with a deterministic scatter-add (moe_group.go), GeGLU,
+//     gpt-oss's clamped SwiGLU and soft-capping (act.go), MXFP4 decoding
+//     (mxfp4.go). Route, ScatterAdd and the activations allocate nothing per
+//     call; ExpertGroups is sized once.
+//
+// The Mamba-2 kernels (mamba.go, mamba_scan.go, mamba_norm.go: the causal
+// convolution with its rolling state, the selective scan — the chunked SSD
+// form for prefill, the recurrence for decode — and the grouped gated
+// RMSNorm) run over batches of sequences that each carry their own conv and
+// SSM states, updated in place. They allocate nothing per call (a Pool
+// grows its per-sequence index slices on the first call of a batch size)
+// and the scan takes caller scratch (MambaScanScratch). The model side is
+// docs/architectures/mamba2-hybrids.md.
 package cpu

@@ -9,42 +9,36 @@ import (
 type RopeStyle uint8
 
 const (
-	// RopeNormal rotates adjacent pairs (x[2i], x[2i+1]): GGUF llama.
+	// RopeNormal rotates adjacent pairs (x[2i], x[2i+1]): GGUF llama, and
+	// DeepSeek-V2/V3's rope part (HF de-interleaves it before rotate_half,
+	// which is the same rotation).
 	RopeNormal RopeStyle = iota
-	// RopeNeox rotates (x[i], x[i+rotDim/2]): HF rotate_half, GGUF qwen2/qwen3.
+	// RopeNeox rotates (x[i], x[i+rotDim/2]): HF rotate_half, GGUF qwen2/qwen3,
+	// gemma, gpt-oss.
 	RopeNeox
 )
-
-// RopeScaling describes context-extension scaling of the rotary frequencies.
-// Type is "" or "none" (no scaling), "linear" (freq/Factor) or "llama3"
-// (Meta's piecewise rule, using Factor, LowFreqFactor, HighFreqFactor and
-// OriginalMaxPos). FreqFactors, when set, holds one divisor per frequency
-// (rotDim/2 values) applied after Type's rule: llama.cpp bakes Llama-3.1's
-// scaling into such a table (the GGUF tensor rope_freqs.weight) instead of
-// writing the rule's parameters, and ggml's rope divides by it the same way.
-type RopeScaling struct {
-	Type                                  string
-	Factor, LowFreqFactor, HighFreqFactor float64
-	OriginalMaxPos                        int
-	FreqFactors                           []float64
-}
 
 // Rope applies rotary position embeddings. It is immutable after NewRope and
 // safe for concurrent use.
 type Rope struct {
 	headDim, rotDim int
+	offset          int // first rotated element of each head (WithOffset)
 	style           RopeStyle
 	invFreq         []float64 // rotDim/2 angular frequencies (radians per position)
+	// attnFactor multiplies cos and sin (YaRN's attention factor, the
+	// "mscale" HF and DeepSeek fold into the table); 1 for every other rule.
+	attnFactor float64
 }
 
 // NewRope precomputes inverse frequencies theta^(-2i/rotDim) in float64 and
-// applies the scaling. Only the first rotDim dims of each head rotate.
+// applies the scaling (rope_scaling.go). Only rotDim dims of each head
+// rotate: the first ones, or those from WithOffset's offset on.
 func NewRope(headDim, rotDim int, theta float64, s RopeScaling, style RopeStyle) (*Rope, error) {
 	if headDim <= 0 || rotDim <= 0 || rotDim > headDim || rotDim%2 != 0 {
 		return nil, fmt.Errorf("cpu: rope head dim %d, rotary dim %d: rotary dim must be even and in (0, head dim]: %w", headDim, rotDim, ErrShape)
 	}
-	if !(theta > 0) {
-		return nil, fmt.Errorf("cpu: rope theta %v must be positive", theta)
+	if !(theta > 0) || math.IsInf(theta, 0) {
+		return nil, fmt.Errorf("cpu: rope theta %v must be positive and finite", theta)
 	}
 	if style != RopeNormal && style != RopeNeox {
 		return nil, fmt.Errorf("cpu: unknown rope style %d", style)
@@ -53,53 +47,35 @@ func NewRope(headDim, rotDim int, theta float64, s RopeScaling, style RopeStyle)
 	for i := range inv {
 		inv[i] = math.Pow(theta, -float64(2*i)/float64(rotDim))
 	}
-	switch s.Type {
-	case "", "none":
-	case "linear":
-		if !(s.Factor > 0) {
-			return nil, fmt.Errorf("cpu: linear rope scaling factor %v must be positive", s.Factor)
-		}
-		for i := range inv {
-			inv[i] /= s.Factor
-		}
-	case "llama3":
-		if !(s.Factor > 0) || !(s.LowFreqFactor > 0) || !(s.HighFreqFactor > s.LowFreqFactor) || s.OriginalMaxPos <= 0 {
-			return nil, fmt.Errorf("cpu: llama3 rope scaling needs factor > 0, 0 < low_freq_factor < high_freq_factor, original max positions > 0; got %v, %v, %v, %d",
-				s.Factor, s.LowFreqFactor, s.HighFreqFactor, s.OriginalMaxPos)
-		}
-		orig := float64(s.OriginalMaxPos)
-		lowWavelen := orig / s.LowFreqFactor
-		highWavelen := orig / s.HighFreqFactor
-		for i, f := range inv {
-			wavelen := 2 * math.Pi / f
-			switch {
-			case wavelen < highWavelen:
-			case wavelen > lowWavelen:
-				inv[i] = f / s.Factor
-			default:
-				smooth := (orig/wavelen - s.LowFreqFactor) / (s.HighFreqFactor - s.LowFreqFactor)
-				inv[i] = (1-smooth)*f/s.Factor + smooth*f
-			}
-		}
-	default:
-		return nil, fmt.Errorf("cpu: unknown rope scaling type %q (want \"\", \"none\", \"linear\" or \"llama3\")", s.Type)
+	af, err := s.apply(inv, theta, rotDim)
+	if err != nil {
+		return nil, err
 	}
-	if s.FreqFactors != nil {
-		if len(s.FreqFactors) != len(inv) {
-			return nil, fmt.Errorf("cpu: rope has %d frequency factors for %d frequencies (rotary dim %d): %w", len(s.FreqFactors), len(inv), rotDim, ErrShape)
-		}
-		for i, ff := range s.FreqFactors {
-			if !(ff > 0) || math.IsInf(ff, 0) {
-				return nil, fmt.Errorf("cpu: rope frequency factor %d is %v; factors must be positive and finite", i, ff)
-			}
-			inv[i] /= ff
-		}
+	return &Rope{headDim: headDim, rotDim: rotDim, style: style, invFreq: inv, attnFactor: af}, nil
+}
+
+// WithOffset returns a copy of r that rotates elements offset ..
+// offset+rotDim-1 of each head instead of the first rotDim: DeepSeek's query
+// heads keep the rope part after qk_nope_head_dim, and its shared rope key
+// sits after the kv_lora_rank latent in each row of kv_a_proj's output (one
+// "head" of kv_lora_rank+qk_rope_head_dim elements).
+func (r *Rope) WithOffset(offset int) (*Rope, error) {
+	if offset < 0 || offset+r.rotDim > r.headDim {
+		return nil, fmt.Errorf("cpu: rope offset %d with rotary dim %d does not fit a head of %d: %w", offset, r.rotDim, r.headDim, ErrShape)
 	}
-	return &Rope{headDim: headDim, rotDim: rotDim, style: style, invFreq: inv}, nil
+	c := *r
+	c.offset = offset
+	return &c, nil
 }
 
 // InvFreq returns a copy of the scaled angular frequencies (rotDim/2 values).
 func (r *Rope) InvFreq() []float64 { return append([]float64(nil), r.invFreq...) }
+
+// AttnFactor is the factor cos and sin are multiplied by (1 except for YaRN).
+func (r *Rope) AttnFactor() float64 { return r.attnFactor }
+
+// Offset is the first rotated element of each head.
+func (r *Rope) Offset() int { return r.offset }
 
 // Apply rotates x in place; x is laid out [n, nHeads*headDim] and row i is at
 // position positions[i]. Angles are computed in float64 per (row, frequency)
@@ -116,10 +92,10 @@ func (r *Rope) Apply(x []float32, n, nHeads int, positions []int32) {
 		pos := float64(positions[i])
 		for j, f := range r.invFreq {
 			s64, c64 := math.Sincos(pos * f)
-			s, c := float32(s64), float32(c64)
-			a, b := 2*j, 2*j+1
+			s, c := float32(s64*r.attnFactor), float32(c64*r.attnFactor)
+			a, b := r.offset+2*j, r.offset+2*j+1
 			if r.style == RopeNeox {
-				a, b = j, j+half
+				a, b = r.offset+j, r.offset+j+half
 			}
 			for h := 0; h < width; h += hd {
 				x0, x1 := row[h+a], row[h+b]

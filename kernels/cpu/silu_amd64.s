@@ -128,3 +128,116 @@ esdone:
 	VZEROUPPER
 	MOVSD        X6, ret+24(FP)
 	RET
+
+// Constants of the activations below (act.go).
+VEC8(geluC1<>, 0x3fcc422a)    // 1.5957691 = 2·√(2/π)
+VEC8(geluC2<>, 0x3d922279)    // 0.071354816 = 2·√(2/π)·0.044715
+VEC8(actTwo<>, 0x40000000)    // 2.0
+
+// func gegluTanhAVX(out, gate, up *float32, n int)
+// n is a multiple of 8. out[i] = g·up/(1 + exp(-g·(c1 + c2·g²))), g = gate[i]:
+// gelu's tanh form as x·σ(2u). Overflow lanes (-z > 88) give 0.
+TEXT ·gegluTanhAVX(SB), NOSPLIT, $0-32
+	MOVQ out+0(FP), DX
+	MOVQ gate+8(FP), SI
+	MOVQ up+16(FP), DI
+	MOVQ n+24(FP), CX
+
+ggloop:
+	CMPQ         CX, $8
+	JL           ggdone
+	VMOVUPS      (SI), Y0                    // g
+	VMULPS       Y0, Y0, Y1                  // g²
+	VMOVUPS      geluC2<>(SB), Y2
+	VFMADD213PS  geluC1<>(SB), Y1, Y2        // c1 + c2·g²
+	VMULPS       Y0, Y2, Y2                  // z
+	VXORPS       Y1, Y1, Y1
+	VSUBPS       Y2, Y1, Y1                  // x = -z
+	VCMPPS       $0x1e, expHi<>(SB), Y1, Y5  // overflow lanes: x > 88
+	EXPY1
+	VADDPS       expOne<>(SB), Y3, Y3        // 1 + exp(-z)
+	VMULPS       (DI), Y0, Y0                // g·up
+	VDIVPS       Y3, Y0, Y0
+	VANDNPS      Y0, Y5, Y0                  // overflow lanes → 0
+	VMOVUPS      Y0, (DX)
+	ADDQ         $32, SI
+	ADDQ         $32, DI
+	ADDQ         $32, DX
+	SUBQ         $8, CX
+	JMP          ggloop
+
+ggdone:
+	VZEROUPPER
+	RET
+
+// func swigluOAIAVX(out, gate, up *float32, alpha, limit float32, n int)
+// n is a multiple of 8. g = min(gate, limit), u = clamp(up, -limit, limit)
+// (a NaN input stays NaN: the min/max keep their second Intel operand);
+// out = g·(u+1)/(1 + exp(-alpha·g)). Overflow lanes give 0.
+TEXT ·swigluOAIAVX(SB), NOSPLIT, $0-40
+	MOVQ         out+0(FP), DX
+	MOVQ         gate+8(FP), SI
+	MOVQ         up+16(FP), DI
+	VBROADCASTSS alpha+24(FP), Y6
+	VBROADCASTSS limit+28(FP), Y7
+	MOVQ         n+32(FP), CX
+	VXORPS       Y8, Y8, Y8
+	VSUBPS       Y7, Y8, Y8                  // -limit
+
+soloop:
+	CMPQ         CX, $8
+	JL           sodone
+	VMOVUPS      (SI), Y0
+	VMINPS       Y0, Y7, Y0                  // g = min(limit, gate)
+	VMOVUPS      (DI), Y9
+	VMINPS       Y9, Y7, Y9                  // min(limit, up)
+	VMAXPS       Y9, Y8, Y9                  // u = max(-limit, ·)
+	VADDPS       expOne<>(SB), Y9, Y9        // u + 1
+	VMULPS       Y6, Y0, Y2                  // alpha·g
+	VXORPS       Y1, Y1, Y1
+	VSUBPS       Y2, Y1, Y1                  // x = -alpha·g
+	VCMPPS       $0x1e, expHi<>(SB), Y1, Y5  // overflow lanes: x > 88
+	EXPY1
+	VADDPS       expOne<>(SB), Y3, Y3
+	VMULPS       Y9, Y0, Y0                  // g·(u+1)
+	VDIVPS       Y3, Y0, Y0
+	VANDNPS      Y0, Y5, Y0
+	VMOVUPS      Y0, (DX)
+	ADDQ         $32, SI
+	ADDQ         $32, DI
+	ADDQ         $32, DX
+	SUBQ         $8, CX
+	JMP          soloop
+
+sodone:
+	VZEROUPPER
+	RET
+
+// func softcapAVX(x *float32, k, cap float32, n int)
+// n is a multiple of 8; k = -2/cap. x[i] = cap·(2/(1 + exp(k·x[i])) - 1) =
+// cap·tanh(x[i]/cap); the exp's clamp saturates the result at ±cap.
+TEXT ·softcapAVX(SB), NOSPLIT, $0-24
+	MOVQ         x+0(FP), SI
+	VBROADCASTSS k+8(FP), Y7
+	VBROADCASTSS cap+12(FP), Y6
+	MOVQ         n+16(FP), CX
+
+scloop:
+	CMPQ         CX, $8
+	JL           scdone
+	VMOVUPS      (SI), Y1
+	VMULPS       Y7, Y1, Y1                  // k·x
+	EXPY1
+	VADDPS       expOne<>(SB), Y3, Y3        // 1 + exp(k·x)
+	VMOVUPS      actTwo<>(SB), Y0
+	VDIVPS       Y3, Y0, Y0                  // 2/(1 + exp)
+	VSUBPS       expOne<>(SB), Y0, Y0        // − 1
+	VMULPS       Y6, Y0, Y0                  // · cap
+	VMOVUPS      Y0, (SI)
+	ADDQ         $32, SI
+	SUBQ         $8, CX
+	JMP          scloop
+
+scdone:
+	VZEROUPPER
+	RET

@@ -18,10 +18,13 @@ var Arches = []string{"sm_80", "sm_90"}
 var Modules = map[string][]string{
 	"attention":   {"attention_f32", "decode_attention_f32"},
 	"elementwise": {"add_f32", "add_bias_f32", "silu_mul_f32", "f32_to_f16", "f32_to_bf16"},
+	"experts":     {"route_f32", "group_experts", "scatter_add_f32"},
 	"gather":      {"embedding", "gather_rows_f32"},
 	"kv":          {"write_kv_f32", "write_kv_rows_f32"},
+	"mamba":       {"mamba_conv", "mamba_ssm_update", "mamba_chunk_scan", "mamba_gated_norm", "relu_sq_f32", "scale_f32", "add_scaled_f32"},
 	"matvec":      {"matvec"},
 	"norm":        {"rmsnorm_f32"},
+	"pointwise":   {"geglu_tanh_f32", "swiglu_oai_f32", "softcap_f32", "scale_f32"},
 	"rope":        {"rope_f32"},
 	"sample":      {"log_softmax_f32", "argmax_f32"},
 }

@@ -3,16 +3,23 @@
 // keeps working:
 //
 //   - loop: configure never returns (stopped by the call deadline)
+//
 //   - membomb: configure allocates until the memory limit (trap, OOM)
+//
 //   - panic: configure panics (trap)
+//
 //   - badabi: reports ABI version 99 (refused at the handshake)
+//
 //   - abi1: a configurator as ABI 1 built it (version 1, ABI 1's
 //     declare_pool and declare_buffer signatures): refused by version
+//
 //   - noexport: the current ABI version but no describe/configure exports
 //     (refused)
+//
 //   - liar: declares pools whose buffers do not add up, or sizes pools past
 //     the available bytes, past the caps, or names undeclared pools — the
 //     mode comes from the model config's "hostile_mode" key
+//
 //   - constraint: an output-constraint plugin that runs the grammar engine
 //     except for specs whose type names a misbehaviour (a step that loops
 //     or allocates without end, an open that panics, a mask that allows

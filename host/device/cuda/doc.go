@@ -5,7 +5,8 @@
 //
 // Files without the tag hold the driver-free logic, tested everywhere: the
 // cuBLAS library search order (libsearch.go), the decode batch buckets and
-// their padding table (buckets.go), kernel launch geometry (geometry.go), the
+// their padding table (buckets.go), kernel launch geometry (geometry.go,
+// mamba_geometry.go), the Mamba-2 batch checks (mamba_batch.go), the
 // pinned staging ring (ring.go), the batched-decode metadata layout and its
 // checks (decode_meta.go).
 //

@@ -164,8 +164,9 @@ func (k *kernels) SiLUMul(out, gate, up device.Buf) error {
 // the CPU kernel's) and uploads them with each application through the
 // staging ring, so the table's address is fixed per step for graphs.
 type rope struct {
-	spec    device.RopeSpec
-	invFreq []float64
+	spec       device.RopeSpec
+	invFreq    []float64
+	attnFactor float64
 }
 
 func (r *rope) Spec() device.RopeSpec { return r.spec }
@@ -175,7 +176,7 @@ func (k *kernels) NewRope(s device.RopeSpec) (device.Rope, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &rope{spec: s, invFreq: r.InvFreq()}, nil
+	return &rope{spec: s, invFreq: r.InvFreq(), attnFactor: r.AttnFactor()}, nil
 }
 
 func (k *kernels) ApplyRope(r device.Rope, x device.Buf, n, heads int, positions []int32) error {
@@ -208,7 +209,7 @@ func (k *kernels) ApplyRope(r device.Rope, x device.Buf, n, heads int, positions
 			neox = 1
 		}
 		return d.launch("rope_f32", perRow(n, heads*s.RotDim/2), ptrArg(x.Ptr), uint64(pos), uint64(inv),
-			i32Arg(heads), i32Arg(s.HeadDim), i32Arg(s.RotDim), i32Arg(neox))
+			i32Arg(heads), i32Arg(s.HeadDim), i32Arg(s.RotDim), i32Arg(neox), i32Arg(s.RotOffset), f64Arg(rp.attnFactor))
 	})
 }
 

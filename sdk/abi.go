@@ -12,13 +12,14 @@ const ABIVersion = 2
 // Plugin kinds, as reported in Descriptor.Kind.
 const (
 	KindConfigurator = "configurator"
-	// KindSampler is reserved for the sampling-policy ABI (a later issue);
-	// its exports are not part of the configurator ABI (sampler plugins
-	// speak sdk/sampler's ABI).
+	// KindSampler is a sampling policy: sampler ABI 1 (SAMPLER_ABI.md,
+	// package sdk/sampler), which shares the handshake exports below.
 	KindSampler = "sampler"
 )
 
-// Exports common to every plugin kind.
+// Exports of the handshake, common to every plugin kind (ExportMalloc,
+// ExportFree and ExportLastError are the configurator's: a sampler
+// allocates its I/O region once, see SAMPLER_ABI.md).
 const (
 	// ExportInitialize is the reactor entry point (-buildmode=c-shared). The
 	// host runs it once per instance before any other export.

@@ -39,6 +39,13 @@ type fakeHost struct {
 	streamed   []string
 	tokensOut  int64
 	runStarted time.Time
+
+	// apiKey, when set, is required as a bearer token on every path but
+	// the static shell (IsStatic), as kvhost's server does with --api-key;
+	// authorized and refused count the requests that carried it or not.
+	apiKey     string
+	authorized map[string]int
+	refused    map[string]int
 }
 
 const (
@@ -61,7 +68,8 @@ func newFakeHost(t *testing.T) *fakeHost {
 		t.Fatal(err)
 	}
 	return &fakeHost{t: t, memory: mem, release: make(chan struct{}), runStarted: time.Now(), adminOn: true,
-		chatReply: "Once there was a cat.\nIt liked naps.",
+		chatReply:  "Once there was a cat.\nIt liked naps.",
+		authorized: map[string]int{}, refused: map[string]int{},
 		samplers: map[string]*Plugin{
 			"typical": {Kind: "sampler", Name: "typical", Version: "1.0.0", ABI: 1, Source: "builtin", SHA256: strings.Repeat("ab", 32), Calls: 1200, Failures: 2,
 				PreOps: []string{"temperature"},
@@ -106,7 +114,35 @@ func (f *fakeHost) handler() http.Handler {
 		DefaultSampler: "typical",
 		Admin:          f.adminOn,
 	}))
+	if f.apiKey != "" {
+		return f.requireKey(mux)
+	}
 	return mux
+}
+
+// requireKey answers 401 (kvhost's body) to a request without the API key
+// unless it is for the static shell or /admin (which has its own key).
+func (f *fakeHost) requireKey(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if IsStatic(r.URL.Path) || strings.HasPrefix(r.URL.Path, "/admin/") {
+			next.ServeHTTP(w, r)
+			return
+		}
+		f.mu.Lock()
+		ok := r.Header.Get("Authorization") == "Bearer "+f.apiKey
+		if ok {
+			f.authorized[r.URL.Path]++
+		} else {
+			f.refused[r.URL.Path]++
+		}
+		f.mu.Unlock()
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="kvhost"`)
+			adminError(w, http.StatusUnauthorized, "a valid API key is required: send it as \"Authorization: Bearer <key>\"")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 func (f *fakeHost) work(ctx context.Context) (any, error) {

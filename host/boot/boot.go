@@ -202,11 +202,7 @@ func Build(f Config, log *slog.Logger, stdout io.Writer) (*Stack, error) {
 	if f.ChunkedPrefill < 0 {
 		f.ChunkedPrefill = c.ContextLen
 	}
-	log.Info("model loaded", "name", m.Name, "arch", c.Arch, "params", c.Params(), "weight_bytes", m.WeightBytes(), "context", c.ContextLen)
-	if e := m.Expanded; e != nil {
-		log.Warn("quantized tensors expanded to f16 at load (the CPU and CUDA kernels run f32, f16, bf16 and q8_0 natively)",
-			"tensors", e.Tensors, "types", e.Types, "file_bytes", e.FileBytes, "device_bytes", e.DeviceBytes)
-	}
+	log.Info("model loaded", "name", m.Name, "arch", c.Arch, "params", c.Params(), "weight_bytes", m.WeightBytes(), "mapped_from_file_bytes", m.MappedBytes, "context", c.ContextLen)
 	_ = s.Act.EmptyCache()
 	A := L.Phase(PhaseWeights).FreeAfter
 

@@ -84,6 +84,31 @@ func TestPlanMatchesServe(t *testing.T) {
 		}},
 		{"stories260K", func(t *testing.T) Config { c := baseConfig(sharedModel(t), 64<<20); c.GraphMaxBS = -1; return c }},
 	}
+	// Every KV encoding: the configurator declares the pool in it, serve
+	// allocates and profiles it, plan predicts it (mxfp8 needs head dims
+	// that are multiples of 32: a model of head dim 32).
+	hd32 := writeSpec(t, synth.Spec{Name: "hd32", Hidden: 128, Layers: 2, Heads: 4, KVHeads: 2, Intermediate: 384, Vocab: 32000, ContextLen: 512, DType: "f32", Seed: 7})
+	for _, dt := range []string{"fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "mxfp8", "nvfp4"} {
+		model := tiny
+		if dt == "mxfp8" {
+			model = hd32
+		}
+		cases = append(cases, struct {
+			name string
+			cfg  func(t *testing.T) Config
+		}{"kv " + dt, func(t *testing.T) Config {
+			c := baseConfig(model, 192<<20)
+			c.KVCacheDType, c.GraphMaxBS = dt, 4
+			return c
+		}}, struct {
+			name string
+			cfg  func(t *testing.T) Config
+		}{"kv " + dt + " compat", func(t *testing.T) Config {
+			c := baseConfig(model, 192<<20)
+			c.KVCacheDType, c.SGLangCompat, c.MemFractionStatic = dt, true, 0.7
+			return c
+		}})
+	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := tc.cfg(t)
@@ -156,7 +181,8 @@ func writeSpec(t *testing.T, s synth.Spec) string {
 }
 
 // quantizeModel writes a copy of a GGUF with every matrix in Q4_0, the
-// format most older GGUF files use (loaded by expanding to F16).
+// format most older GGUF files use (served as stored: plan counts its file
+// bytes).
 func quantizeModel(t *testing.T, src string) string {
 	t.Helper()
 	f, err := gguf.Open(src)
@@ -177,7 +203,7 @@ func quantizeModel(t *testing.T, src string) string {
 				vals[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
 			}
 			spec.Type, spec.Data = gguf.TypeQ4_0, make([]byte, len(vals)/32*18)
-			if err := gguf.QuantizeQ4_0(spec.Data, vals); err != nil {
+			if err := gguf.Quantize(gguf.TypeQ4_0, spec.Data, vals); err != nil {
 				t.Fatal(err)
 			}
 		}

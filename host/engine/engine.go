@@ -101,9 +101,12 @@ type seq struct {
 	promptLP []PromptLogprob
 	started  bool
 	// policy is the plugin policy sampling this sequence ("" for the
-	// host's greedy argmax); state persists across steps (mirostat's mu).
+	// host's sampler); state persists across steps (mirostat's mu). host
+	// is the host path's state: the sequence's sampler when policy is "",
+	// the last resort when its policy is disabled.
 	policy  string
 	state   sampling.SeqState
+	host    sampling.SeqState
 	sampled bool // chosen this step (scratch for sampleAndEmit)
 	// con is the output constraint's state; conFed counts the generated
 	// tokens it has consumed (it consumes each at the next step).
@@ -152,6 +155,7 @@ type Engine struct {
 	seeds   uint64
 
 	running     []*seq
+	lastBeat    atomic.Int64 // unix ns the loop last went round (Stalled)
 	preemptions atomic.Int64
 	steps       atomic.Int64
 	graphSteps  atomic.Int64
@@ -300,7 +304,16 @@ func (e *Engine) validate(req Request) error {
 		return &InvalidRequestError{Field: "top_logprobs", Problem: fmt.Sprintf("%d out of range [0, 20]", req.TopLogprobs)}
 	}
 	if err := req.Sampling.Validate(); err != nil {
+		var fe *sampling.FieldError
+		if errors.As(err, &fe) {
+			return &InvalidRequestError{Field: fe.Field, Problem: fe.Problem}
+		}
 		return &InvalidRequestError{Field: "sampling", Problem: err.Error()}
+	}
+	for _, b := range req.Sampling.LogitBias {
+		if int(b.Token) >= e.vocab {
+			return &InvalidRequestError{Field: "logit_bias", Problem: fmt.Sprintf("token id %d is outside the vocabulary of %d", b.Token, e.vocab)}
+		}
 	}
 	return nil
 }
@@ -367,6 +380,7 @@ func (e *Engine) loop() {
 			return
 		default:
 		}
+		e.beat()
 		e.admit()
 		if len(e.running) == 0 {
 			select {
@@ -395,108 +409,6 @@ func (e *Engine) shutdown() {
 type pendingRow struct {
 	s   *seq
 	row []float32
-}
-
-// resolvePolicy decides how s samples: a greedy request that names no
-// policy is the host's argmax; everything else runs the named (or default)
-// plugin policy when the engine has a registry, else the host's sampler.
-func (e *Engine) resolvePolicy(s *seq) error {
-	r := s.req
-	if e.cfg.Samplers == nil || r.Sampler == "" && r.SamplerParams == nil && r.Sampling.Temperature == 0 {
-		return nil
-	}
-	c := r.SamplerParams
-	if c == nil {
-		params := map[string]any{"temperature": float64(r.Sampling.Temperature)}
-		if r.Sampling.TopP > 0 && r.Sampling.TopP < 1 {
-			params["top_p"] = float64(r.Sampling.TopP)
-		}
-		if r.Sampling.TopK > 0 {
-			params["top_k"] = float64(r.Sampling.TopK)
-		}
-		if r.Sampling.MinP > 0 {
-			params["min_p"] = float64(r.Sampling.MinP)
-		}
-		cc, err := e.cfg.Samplers.ValidateParams(r.Sampler, params)
-		if err != nil {
-			return &InvalidRequestError{Field: "sampler", Problem: err.Error()}
-		}
-		c = &cc
-	}
-	s.policy = c.Policy()
-	s.state = sampling.SeqState{Params: *c, Seed: s.seed}
-	return nil
-}
-
-// sampleAndEmit chooses the next token of every pending row — host argmax
-// or sampler, or one plugin call per policy for the whole step — and
-// streams them. A policy that fails fails only its own sequences.
-func (e *Engine) sampleAndEmit() error {
-	pend := append(e.work[:0], e.pending...)
-	e.pending = e.pending[:0]
-	defer func() { e.work = pend[:0] }()
-	if e.cfg.Constraints != nil {
-		pend = e.constrain(pend)
-	}
-	for i := 0; i < len(pend); i++ {
-		p := pend[i]
-		if p.s.policy != "" {
-			continue
-		}
-		r := p.s.req.Sampling
-		tok := e.sampler.Sample(p.row, sampling.Params{Temperature: r.Temperature, TopK: r.TopK, TopP: r.TopP, MinP: r.MinP}, p.s.seed, p.s.step)
-		e.emit(p.s, p.row, tok, "")
-		pend = append(pend, e.pending...) // forks of this row
-		e.pending = e.pending[:0]
-	}
-	for {
-		e.group = e.group[:0]
-		policy := ""
-		for _, p := range pend {
-			if p.s.policy != "" && !p.s.done && (policy == "" || p.s.policy == policy) && !p.s.sampled {
-				policy = p.s.policy
-				e.group = append(e.group, p)
-			}
-		}
-		if len(e.group) == 0 {
-			break
-		}
-		e.rows, e.states = e.rows[:0], e.states[:0]
-		for _, p := range e.group {
-			st := &p.s.state
-			st.Step, st.Generated = p.s.step, p.s.tokens[p.s.prompt:]
-			e.rows = append(e.rows, p.row)
-			e.states = append(e.states, *st)
-		}
-		if cap(e.choices) < len(e.group) {
-			e.choices = make([]sampling.Choice, len(e.group))
-		}
-		out := e.choices[:len(e.group)]
-		err := e.cfg.Samplers.SampleBatch(context.Background(), policy, e.rows, e.states, out)
-		disabled := errors.Is(err, sampling.ErrPolicyDisabled)
-		for i, p := range e.group {
-			p.s.sampled = true
-			switch {
-			case disabled:
-				// The policy failed repeatedly and so did (or is) the
-				// default: the host's own sampler takes over.
-				r := p.s.req.Sampling
-				tok := e.sampler.Sample(p.row, sampling.Params{Temperature: r.Temperature, TopK: r.TopK, TopP: r.TopP, MinP: r.MinP}, p.s.seed, p.s.step)
-				e.emit(p.s, p.row, tok, "host")
-			case err != nil:
-				e.finish(p.s, Event{Done: true, Err: fmt.Errorf("engine: sampler %s: %w", policy, err)})
-			default:
-				p.s.state.State = e.states[i].State
-				e.emit(p.s, p.row, out[i].Token, out[i].Policy+"@"+out[i].Version)
-			}
-		}
-		pend = append(pend, e.pending...)
-		e.pending = e.pending[:0]
-	}
-	for _, p := range pend {
-		p.s.sampled = false
-	}
-	return nil
 }
 
 func isStop(tok int32, stops []int32) bool {

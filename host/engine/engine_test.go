@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kvhost/kvhost/host/sampling"
 	"math"
 	"os"
 	"path/filepath"
@@ -285,7 +286,10 @@ func TestSubmitValidation(t *testing.T) {
 		{"zero max tokens", Request{Prompt: []int32{1}, MaxTokens: 0}, "max_tokens"},
 		{"past the context", Request{Prompt: []int32{1, 2}, MaxTokens: r.m.Config.ContextLen}, "max_tokens"},
 		{"more than the pool", Request{Prompt: []int32{1, 2}, MaxTokens: 300}, "max_tokens"},
-		{"bad temperature", Request{Prompt: []int32{1}, MaxTokens: 1, Sampling: SamplingParams{Temperature: -1}}, "sampling"},
+		{"bad temperature", Request{Prompt: []int32{1}, MaxTokens: 1, Sampling: SamplingParams{Temperature: -1}}, "temperature"},
+		{"bad frequency penalty", Request{Prompt: []int32{1}, MaxTokens: 1, Sampling: SamplingParams{FrequencyPenalty: 2.5}}, "frequency_penalty"},
+		{"bad repetition penalty", Request{Prompt: []int32{1}, MaxTokens: 1, Sampling: SamplingParams{RepetitionPenalty: -1}}, "repetition_penalty"},
+		{"bias out of vocabulary", Request{Prompt: []int32{1}, MaxTokens: 1, Sampling: SamplingParams{LogitBias: []sampling.TokenBias{{Token: 99999, Bias: 1}}}}, "logit_bias"},
 	}
 	for _, tt := range tests {
 		_, err := r.e.Submit(context.Background(), tt.req)

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"sort"
+	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -35,7 +36,7 @@ var (
 	descPlFail      = prometheus.NewDesc("kvhost_plugin_failures_total", "Failed calls into a plugin version (trap, deadline, bad answer).", pluginLabels, nil)
 	descPlSeconds   = prometheus.NewDesc("kvhost_plugin_call_seconds_total", "Time spent in calls into a plugin version.", pluginLabels, nil)
 	descPlDisabled  = prometheus.NewDesc("kvhost_sampler_disabled", "1 while a sampler policy version is disabled after repeated failures (the default policy serves its requests).", pluginLabels, nil)
-	descPlFallbacks = prometheus.NewDesc("kvhost_sampler_fallbacks_total", "Rows another policy sampled because this sampler version was disabled.", pluginLabels, nil)
+	descPlFallbacks = prometheus.NewDesc("kvhost_sampler_fallbacks_total", "Rows another policy (the default, or the host sampler) sampled because this sampler version failed a step or was disabled.", pluginLabels, nil)
 	descPlInfo      = prometheus.NewDesc("kvhost_plugin_info", "A loaded plugin version (value 1), with its sha256 and source.", []string{"kind", "plugin", "version", "sha256", "source"}, nil)
 
 	// Aliases under the names the Gateway API inference extension's
@@ -44,6 +45,12 @@ var (
 	descVLLMRunning = prometheus.NewDesc("vllm:num_requests_running", "Alias of kvhost_num_requests_running for the Gateway API inference extension.", nil, nil)
 	descVLLMKV      = prometheus.NewDesc("vllm:kv_cache_usage_perc", "Alias of kvhost_kv_cache_usage_ratio (0 to 1) for the Gateway API inference extension.", nil, nil)
 	descVLLMGPUKV   = prometheus.NewDesc("vllm:gpu_cache_usage_perc", "Alias of kvhost_kv_cache_usage_ratio (0 to 1) under vLLM's older name.", nil, nil)
+
+	// The KV cache geometry as labels of a constant 1, vLLM's shape: the
+	// picker reads block_size (tokens per page) and num_gpu_blocks (pages).
+	cacheLabels       = []string{"block_size", "num_gpu_blocks"}
+	descCacheInfo     = prometheus.NewDesc("kvhost_cache_config_info", "KV cache geometry (value 1): block_size is the page size in tokens, num_gpu_blocks the engine's pages.", cacheLabels, nil)
+	descVLLMCacheInfo = prometheus.NewDesc("vllm:cache_config_info", "Alias of kvhost_cache_config_info under vLLM's name (the inference extension's BlockSize and NumGPUBlocks).", cacheLabels, nil)
 )
 
 // stateCollector reads Sources at scrape time.
@@ -55,7 +62,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descWaiting, descRunning, descKVUsage, descPreempt, descSteps, descDecode,
 		descPoolCap, descPoolUsed, descPoolBytes, descPoolRatio, descLedger, descAllocTot, descDevTotal, descDevFree, descPeakAlloc,
 		descPeakRes, descPhase, descPlCalls, descPlFail, descPlSeconds, descPlInfo, descPlDisabled, descPlFallbacks,
-		descVLLMWaiting, descVLLMRunning, descVLLMKV, descVLLMGPUKV} {
+		descVLLMWaiting, descVLLMRunning, descVLLMKV, descVLLMGPUKV, descCacheInfo, descVLLMCacheInfo} {
 		ch <- d
 	}
 }
@@ -79,6 +86,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descSteps, counts, float64(st.Steps))
 		ch <- prometheus.MustNewConstMetric(descDecode, counts, float64(st.GraphSteps), "graph")
 		ch <- prometheus.MustNewConstMetric(descDecode, counts, float64(st.EagerDecodeSteps), "eager")
+		if c.src.KVPageSize > 0 && st.KVPagesTotal > 0 {
+			l := []string{strconv.Itoa(c.src.KVPageSize), strconv.Itoa(st.KVPagesTotal)}
+			ch <- prometheus.MustNewConstMetric(descCacheInfo, gauge, 1, l...)
+			ch <- prometheus.MustNewConstMetric(descVLLMCacheInfo, gauge, 1, l...)
+		}
 	}
 	if haveL {
 		snap = c.src.Ledger.Snapshot()

@@ -138,9 +138,7 @@ func BenchmarkDecodeGraphs(b *testing.B) {
 				// Positions walk as in BenchmarkDecode, so the two compare.
 				logits := make([]float32, batch*r.m.Config.Vocab)
 				V := r.m.Config.Vocab
-				b.ReportAllocs()
-				b.ResetTimer()
-				for n := 0; n < b.N; n++ {
+				step := func() {
 					for i := range seqs {
 						if seqs[i].Start >= 64+decodeSpan {
 							seqs[i].Start = 64
@@ -154,8 +152,59 @@ func BenchmarkDecodeGraphs(b *testing.B) {
 						seqs[i].Start++
 					}
 				}
+				for range decodeSpan { // untimed: fault the span's KV pages in (see BenchmarkDecode)
+					step()
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for n := 0; n < b.N; n++ {
+					step()
+				}
 				b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "tok/s")
 			})
 		}
+	}
+}
+
+// TestDecodeStepsDoNotAllocate: once warm, an eager decode step (a batch
+// of three one-token sequences through Forward) and a graph replay allocate
+// nothing on the Go heap, for a plain and a quantized model.
+func TestDecodeStepsDoNotAllocate(t *testing.T) {
+	for _, dtype := range []string{"f32", "q4_k_m"} {
+		t.Run(dtype, func(t *testing.T) {
+			r := load(t, writeTiny(t, dtype), 64)
+			seqs := make([]Seq, 3)
+			for i := range seqs {
+				pages, err := r.pool.Grow(nil, 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				seqs[i] = Seq{Tokens: []int32{int32(5 + i)}, Start: 10 + i, Pages: one(pages), LogitRows: 1}
+			}
+			logits := make([]float32, len(seqs)*r.m.Config.Vocab)
+			step := func() {
+				if err := r.m.Forward(r.pools, seqs, logits); err != nil {
+					t.Fatal(err)
+				}
+			}
+			step()
+			if n := testing.AllocsPerRun(10, step); n != 0 {
+				t.Errorf("eager decode step: %v allocations", n)
+			}
+			g, err := r.m.CaptureDecodeGraphs(r.pools, []int{len(seqs)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			replay := func() {
+				if ok, err := g.Run(seqs, logits); !ok || err != nil {
+					t.Fatal(ok, err)
+				}
+			}
+			replay()
+			if n := testing.AllocsPerRun(10, replay); n != 0 {
+				t.Errorf("graph step: %v allocations", n)
+			}
+		})
 	}
 }

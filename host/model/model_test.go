@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -32,7 +33,9 @@ func one(pages []int32) [][]int32 { return [][]int32{pages} }
 
 func load(t testing.TB, path string, pages int) *rig {
 	t.Helper()
-	dev, err := cpu.New(device.Options{MemoryBytes: 8 << 30, Threads: 2}) // mmap: untouched pages cost nothing
+	// Kernel threads follow GOMAXPROCS, so `-cpu N` sets a benchmark's
+	// threads (bench-compare's -threads); mmap: untouched pages cost nothing.
+	dev, err := cpu.New(device.Options{MemoryBytes: 8 << 30, Threads: runtime.GOMAXPROCS(0)})
 	if err != nil {
 		t.Fatal(err)
 	}

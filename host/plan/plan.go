@@ -291,7 +291,7 @@ func cpuPeaks(c model.Config, b Budget) []Peak {
 		{"profiled forward (caching segments)", b.ProfilePeakBytes},
 		{"dense layer, chunk limit", budget.DenseLayerPeak(k, c.Hidden, c.Intermediate, 4)},
 		{"attention moment, chunk limit", budget.AttentionPeak(k, c.Hidden, c.Heads, c.KVHeads, c.HeadDim, 4)},
-		{"attention scratch", int64(b.Threads) * int64(c.ContextLen) * 4},
+		{"attention scratch", AttentionWorkspace(c, b.Threads)},
 		{"LM head, pruned (max batch rows)", int64(rows) * int64(c.Vocab+c.Hidden) * 4},
 		{"LM head, unpruned (chunk rows)", int64(k) * int64(c.Vocab+c.Hidden) * 4},
 	}

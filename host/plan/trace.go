@@ -7,6 +7,7 @@ import (
 	"github.com/kvhost/kvhost/host/device"
 	"github.com/kvhost/kvhost/host/kv"
 	"github.com/kvhost/kvhost/host/model"
+	kcpu "github.com/kvhost/kvhost/kernels/cpu"
 )
 
 // SeqShape is one sequence of a forward: N new tokens at positions Start..,
@@ -18,7 +19,7 @@ type SeqShape struct {
 // ProfileBatches are the worst-case forwards the slack must hold (engine
 // rules: at most chunk new tokens per forward, decodes first, at most
 // maxRunning sequences, positions below the context): a single prefill
-// chunk ending at the last prompt position (largest attention scratch), then
+// chunk ending at the last prompt position (the longest attention), then
 // a mixed batch of min(maxRunning, chunk) − 1 decodes at the last position
 // plus a prefill filling the chunk (most logits rows), then a chunk whose
 // every row wants logits (input logprobs: full-vocabulary rows, computed in
@@ -170,8 +171,8 @@ func ActivationPeak(c model.Config, batches [][]SeqShape, threads, logitsChunk i
 		logitsChunk = model.DefaultLogitsChunk
 	}
 	a := alloc.New("profile", &simDriver{next: 1 << 46})
-	// host/model holds the attention scratch workspace (threads·context
-	// floats) from load on; the profile starts with it live.
+	// host/model holds the attention scratch workspace from load on; the
+	// profile starts with it live.
 	if _, err := a.Alloc(AttentionWorkspace(c, threads), alloc.Workspace); err != nil {
 		return 0, 0, err
 	}
@@ -198,7 +199,9 @@ func ActivationPeak(c model.Config, batches [][]SeqShape, threads, logitsChunk i
 }
 
 // AttentionWorkspace is the attention scratch host/model allocates at load
-// (kcpu.AttentionScratch(0, context) floats).
+// on the CPU device: the kernels' own figure (a few tiles per worker,
+// independent of the context length).
 func AttentionWorkspace(c model.Config, threads int) int64 {
-	return int64(threads) * int64(c.ContextLen) * 4
+	s := c.AttnShape()
+	return int64(kcpu.AttentionScratch(threads, s.HeadDim, s.VHeadDim)) * 4
 }

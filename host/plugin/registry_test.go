@@ -10,13 +10,14 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/kvhost/kvhost/host/plugin/wasmtest"
 	"github.com/kvhost/kvhost/sdk"
 )
 
 func TestRegistryOverrideAndLookup(t *testing.T) {
 	t.Parallel()
 	builtin := fstest.MapFS{"README.md": {Data: []byte("x")}}
-	for _, k := range kinds {
+	for _, k := range configuratorNames {
 		builtin[k+".wasm"] = &fstest.MapFile{Data: readWasm(t, k)}
 	}
 	dir := t.TempDir()
@@ -82,7 +83,7 @@ func TestRegistryBadDir(t *testing.T) {
 
 func TestCheckFile(t *testing.T) {
 	t.Parallel()
-	for _, k := range kinds {
+	for _, k := range configuratorNames {
 		rep, err := testRT.Check(context.Background(), k, readWasm(t, k))
 		if err != nil {
 			t.Fatalf("%s: %v", k, err)
@@ -125,6 +126,37 @@ func TestCheckFile(t *testing.T) {
 	rep, err := CheckFile(context.Background(), filepath.Join(wasmDir, "mla.wasm"))
 	if err != nil || rep.Sample != "deepseek-v3.json" || rep.Path != filepath.Join(wasmDir, "mla.wasm") {
 		t.Fatalf("CheckFile mla: %v %+v", err, rep)
+	}
+	// Samplers are checked as the server loads them: handshake, I/O
+	// region, self-test (issue 13: a built-in sampler used to fail with
+	// "missing export kvhost_malloc").
+	for _, name := range []string{"standard", "dry"} {
+		b, err := wasmtest.Builtin(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, name+".wasm")
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := CheckFile(context.Background(), path)
+		if err != nil {
+			t.Fatalf("CheckFile %s: %v", name, err)
+		}
+		out := rep.String()
+		for _, want := range []string{"plugin " + name + " ", "(sampler, ABI 1)", "candidates ", "host pre-ops:", "self-test: a synthetic batch", "fuel (budget "} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s report lacks %q:\n%s", name, want, out)
+			}
+		}
+		t.Logf("\n%s", out)
+	}
+	always := filepath.Join(dir, "evil.wasm")
+	if err := os.WriteFile(always, wasmtest.Sampler("evil", wasmtest.Spin, true), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := CheckFile(context.Background(), always); !errors.Is(err, ErrOutOfFuel) || strings.ContainsAny(err.Error(), "\r\n") {
+		t.Fatalf("CheckFile of a sampler that spins at its self-test: %v", err)
 	}
 }
 

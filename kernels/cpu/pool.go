@@ -42,10 +42,13 @@ type Pool struct {
 	pending atomic.Int32  // claims of the current generation not yet finished
 	moe     moeTasks      // Route and ScatterAdd (moe.go, moe_group.go)
 
-	mm  matmulTask
-	gm  gemmTask
-	at  attnTask
-	dat decodeAttnTask
+	mm matmulTask
+	gm gemmTask
+	qm qmatTask
+	// qbuf holds MatMul's quantized activation rows (qact.go): grown by the
+	// first call of a size, reused by every later one.
+	qbuf []uint64
+	at   attnTask
 }
 
 // poolWorker is one extra worker's hand-off state.

@@ -2,7 +2,8 @@
 // prove each failure is refused or stopped with a clear error while the host
 // keeps working:
 //
-//   - loop: configure never returns (stopped by the call deadline)
+//   - loop: configure never returns (stopped by its fuel budget, or the
+//     call deadline, whichever ends first)
 //
 //   - membomb: configure allocates until the memory limit (trap, OOM)
 //
@@ -28,5 +29,8 @@
 // Each is a wasip1 main package built by scripts/build-plugins.sh into
 // host/plugin/testdata/wasm/hostile-<name>.wasm (the constraint one into
 // host/constraint/testdata/wasm/hostile-constraint.wasm); none ships in
-// the binary.
+// the binary. The shapes no Go toolchain emits (an invalid module that
+// writes a global it never declared, bulk memory and table stall loops, a
+// table growth bomb, millions of empty functions) are assembled byte by
+// byte in host/plugin/wasmtest.
 package hostile

@@ -121,19 +121,26 @@ func checkPickerConfig(t *testing.T, r rendered, eppDep *appsv1.Deployment, pod 
 			if p.Parameters["path"] != "/metrics" || p.Parameters["scheme"] != "http" {
 				t.Errorf("metrics-data-source %v, want http /metrics", p.Parameters)
 			}
-		case "prefix-cache-scorer":
-			t.Error("prefix-cache-scorer configured: kvhost reuses no prefixes yet (issue 18)")
 		}
 	}
 	if len(cfg.SchedulingProfiles) == 0 {
 		t.Fatal("no scheduling profile")
 	}
+	prefixWeight := 0
 	for _, prof := range cfg.SchedulingProfiles {
 		for _, ref := range prof.Plugins {
 			if !declared[ref.PluginRef] {
 				t.Errorf("profile %s refers to undeclared plugin %s", prof.Name, ref.PluginRef)
 			}
+			if ref.PluginRef == "prefix-cache-scorer" && ref.Weight != nil {
+				prefixWeight = *ref.Weight
+			}
 		}
+	}
+	// kvhost keeps a prefix cache, so the picker's default profile keeps
+	// its prefix-cache scorer (weight 3, as the picker's own default).
+	if !declared["prefix-cache-scorer"] || prefixWeight != 3 {
+		t.Errorf("prefix-cache-scorer declared %v, weight %d in the profile; want it at weight 3", declared["prefix-cache-scorer"], prefixWeight)
 	}
 	if ext == nil {
 		t.Fatal("no core-metrics-extractor")

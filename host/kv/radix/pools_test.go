@@ -210,4 +210,6 @@ func newTree(t testing.TB, spec []radix.Pool, p *pools, obs radix.Observer, hash
 	return tree
 }
 
-func (s *seq) String() string { return fmt.Sprintf("seq(%d tokens, lock %d)", len(s.tokens), s.h.Tokens()) }
+func (s *seq) String() string {
+	return fmt.Sprintf("seq(%d tokens, lock %d)", len(s.tokens), s.h.Tokens())
+}

@@ -20,7 +20,7 @@ FUZZTIME ?= 10s
 
 SOAK_SECONDS ?= 300
 
-.PHONY: all build run run-demo test test-short bench check plugins clean fuzz web soak kernels build-cuda check-cuda gpu-check static release shared-note
+.PHONY: all build run run-demo test test-deploy test-short bench bench-compare check plugins clean fuzz web soak kernels build-cuda check-cuda gpu-check static release shared-note
 
 all: build
 
@@ -67,9 +67,19 @@ release: plugins
 shared-note:
 	@[ -d ../shared/models ] || echo "note: ../shared is absent: the tests that compare against its llama2.c checkpoint and llama.cpp tools skip (go test -v shows which); stories260K itself is in models/"
 
-# The whole suite, with the race detector.
+# The whole suite, with the race detector, then the chart's tests.
 test: plugins shared-note
 	$(GO) test -race -count=1 -timeout 30m ./...
+	$(GO) build -o $(BIN) ./host/cmd/kvhost
+	$(DEPLOY_TEST)
+
+# The Helm chart's tests (deploy/test, a module of its own so that Helm and
+# the Kubernetes APIs stay out of the main go.mod): render, lint, strict
+# typed decoding, and bin/kvhost run as the rendered pod.
+DEPLOY_TEST = cd deploy/test && KVHOST_BIN=$(abspath $(BIN)) $(GO) test -count=1 -timeout 20m ./...
+test-deploy: plugins
+	$(GO) build -o $(BIN) ./host/cmd/kvhost
+	$(DEPLOY_TEST)
 
 # The suite without the slow end-to-end, soak and browser tests
 # (testing.Short()).
@@ -80,6 +90,14 @@ test-short: plugins shared-note
 bench: plugins
 	@mkdir -p $(dir $(BENCHOUT))
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./... | tee $(BENCHOUT)
+
+# kvhost against llama.cpp (../shared/tools/llama.cpp) on the same generated
+# models, alternating rounds, printing kvhost/llama.cpp per row; says so and
+# succeeds when the tools are absent. A benchmark, never part of CI. Flags:
+# COMPAREFLAGS='-rounds 5 -only "decode b=1" -avx2' (go run ./bench/compare -h).
+COMPAREFLAGS ?=
+bench-compare: plugins
+	$(GO) run ./bench/compare $(COMPAREFLAGS)
 
 # Issue 7's soak: 64 clients for SOAK_SECONDS (default 5 minutes) with
 # disconnects, cancellations, sampler swaps and hostile uploads.
@@ -101,6 +119,7 @@ check:
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) mod tidy -diff
+	cd deploy/test && $(GO) vet ./... && $(GO) mod tidy -diff
 
 # --- CUDA (build tag cuda; needs the CUDA 11.8 toolkit: scripts/install-cuda.sh) ---
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds every C sampler plugin plugins/<name>/<name>.c into
-# host/sampling/builtin/wasm/<name>.wasm (embedded into the kvhost binary),
+# host/plugin/builtin/wasm/<name>.wasm (embedded into the kvhost binary with
+# the configurators),
 # and the C test samplers host/sampling/testdata/c/<name>.c into
 # host/sampling/testdata/wasm/<name>.wasm (used by tests only).
 # Needs scripts/install-wasm-toolchain.sh. Run from anywhere.
@@ -26,7 +27,7 @@ build() { # build OUT SRC
 	mv "$1.tmp" "$1"
 	echo "built $1 ($(wc -c <"$1") bytes)"
 }
-builtin="host/sampling/builtin/wasm"
+builtin="host/plugin/builtin/wasm"
 testout="host/sampling/testdata/wasm"
 mkdir -p "$builtin" "$testout"
 for dir in plugins/*/; do

@@ -1,18 +1,25 @@
 package sdk
 
-// ABIVersion is the version of the plugin ABI described in ABI.md. A plugin
-// reports the version it was built against through ExportABIVersion.
-const ABIVersion = 1
+// ABIVersion is the version of the configurator ABI described in ABI.md. A
+// plugin reports the version it was built against through ExportABIVersion.
+//
+// Version 2 (this one) declares pools by kind (full attention, sliding
+// window, MLA latent, recurrent state) with their page size and window, and
+// buffers by role; version 1 declared only a unit and bytes, and hosts that
+// speak 2 refuse it (ABI.md §Changes).
+const ABIVersion = 2
 
 // Plugin kinds, as reported in Descriptor.Kind.
 const (
 	KindConfigurator = "configurator"
-	// KindSampler is reserved for the sampling-policy ABI (a later issue);
-	// its exports are not part of ABI version 1 yet.
+	// KindSampler is a sampling policy: sampler ABI 1 (SAMPLER_ABI.md,
+	// package sdk/sampler), which shares the handshake exports below.
 	KindSampler = "sampler"
 )
 
-// Exports common to every plugin kind.
+// Exports of the handshake, common to every plugin kind (ExportMalloc,
+// ExportFree and ExportLastError are the configurator's: a sampler
+// allocates its I/O region once, see SAMPLER_ABI.md).
 const (
 	// ExportInitialize is the reactor entry point (-buildmode=c-shared). The
 	// host runs it once per instance before any other export.
@@ -40,11 +47,13 @@ const (
 // Host imports, all in module ImportModule.
 const (
 	ImportModule = "kvhost"
-	// ImportDeclarePool: (name_ptr, name_len, unit i32, bytes_per_unit i64) -> i32.
+	// ImportDeclarePool: (name_ptr, name_len, kind_ptr, kind_len i32,
+	// page_size i64, window i64, bytes_per_unit i64) -> i32.
 	ImportDeclarePool = "declare_pool"
-	// ImportDeclareBuffer: (pool_ptr, pool_len, name_ptr, name_len, layer,
-	// shape_ptr, shape_len, dtype_ptr, dtype_len i32) -> i32; the shape is
-	// shape_len little-endian i64 dimensions.
+	// ImportDeclareBuffer: (pool_ptr, pool_len, name_ptr, name_len,
+	// role_ptr, role_len, layer, shape_ptr, shape_len, dtype_ptr,
+	// dtype_len i32) -> i32; the shape is shape_len little-endian i64
+	// dimensions.
 	ImportDeclareBuffer = "declare_buffer"
 	// ImportSetUnits: (pool_ptr, pool_len i32, units i64) -> i32.
 	ImportSetUnits = "set_units"
@@ -59,7 +68,8 @@ const (
 	StatusOK = 0
 	// StatusBadPointer: a (ptr, len) pair lies outside guest memory.
 	StatusBadPointer = -1
-	// StatusBadArgument: a name, unit, shape or dtype is invalid.
+	// StatusBadArgument: a name, kind, page size, window, role, shape or
+	// dtype is invalid.
 	StatusBadArgument = -2
 	// StatusUnknownPool: the pool was never declared in this configure call.
 	StatusUnknownPool = -3
@@ -89,6 +99,8 @@ const (
 	MaxNameBytes  = 128
 	MaxShapeDims  = 8
 	MaxInputBytes = 4 << 20
+	// MaxPageSize bounds a token pool's page size in tokens.
+	MaxPageSize = 1 << 20
 )
 
 // PackPtrLen packs a guest (ptr, len) pair into the i64 that describe and

@@ -13,7 +13,7 @@ import (
 )
 
 // Unit is what one unit of a pool holds: a token's cells or a request's
-// state slot.
+// state slot. A pool's kind decides it (PoolKind.Unit).
 type Unit int32
 
 const (
@@ -31,33 +31,70 @@ func (u Unit) String() string {
 	return fmt.Sprintf("unit(%d)", int32(u))
 }
 
-// Valid reports whether u is one of the defined units.
-func (u Unit) Valid() bool { return u == UnitToken || u == UnitRequest }
+// PoolKind is what a pool holds and how the host hands it out (ABI.md
+// §Pools).
+type PoolKind string
 
-// MarshalJSON writes the unit as "token" or "request".
-func (u Unit) MarshalJSON() ([]byte, error) {
-	if !u.Valid() {
-		return nil, fmt.Errorf("sdk: invalid unit %d", int32(u))
+const (
+	// FullAttention holds every past token of the layers it serves (K and
+	// V rows, and their block scales), in pages of PageSize tokens.
+	FullAttention PoolKind = "full"
+	// SlidingWindow holds the layers whose attention looks back at most
+	// Window tokens; pages that fall out of every window may be released.
+	SlidingWindow PoolKind = "window"
+	// LatentAttention holds MLA's compressed latent row per token and
+	// layer; the values are the first v_head_dim elements of it.
+	LatentAttention PoolKind = "latent"
+	// RecurrentState holds one slot per running request (Mamba/GDN conv and
+	// SSM state), whatever its length.
+	RecurrentState PoolKind = "state"
+)
+
+// PoolKinds lists every kind, in ABI order.
+var PoolKinds = []PoolKind{FullAttention, SlidingWindow, LatentAttention, RecurrentState}
+
+// Valid reports whether k is a defined kind.
+func (k PoolKind) Valid() bool { return slices.Contains(PoolKinds, k) }
+
+// Unit is what one unit of a pool of this kind holds: a token for the
+// attention kinds, a request slot for RecurrentState.
+func (k PoolKind) Unit() Unit {
+	if k == RecurrentState {
+		return UnitRequest
 	}
-	return json.Marshal(u.String())
+	return UnitToken
 }
 
-// UnmarshalJSON reads "token" or "request".
-func (u *Unit) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("sdk: unit: %w", err)
-	}
-	switch s {
-	case "token":
-		*u = UnitToken
-	case "request":
-		*u = UnitRequest
-	default:
-		return fmt.Errorf("sdk: unit %q: want \"token\" or \"request\"", s)
-	}
-	return nil
+// Role is what a buffer holds (ABI.md §Roles). The host realises the
+// attention roles as the model's KV cache and checks their bytes against
+// the KV encoding; workspace buffers are allocated and accounted, never
+// interpreted.
+type Role string
+
+const (
+	RoleK           Role = "k"            // keys of one layer, a row per token
+	RoleV           Role = "v"            // values of one layer
+	RoleKScale      Role = "k_scale"      // block scales of the k row (mxfp8, nvfp4)
+	RoleVScale      Role = "v_scale"      // block scales of the v row
+	RoleLatent      Role = "latent"       // MLA: compressed c_kv and rope key of one layer
+	RoleLatentScale Role = "latent_scale" // block scales of the latent row
+	RoleConv        Role = "conv"         // Mamba/GDN causal-conv state of one layer
+	RoleSSM         Role = "ssm"          // Mamba/GDN recurrent (temporal) state of one layer
+	// RoleWorkspace is memory the plugin reserves per unit that no layer
+	// reads through the pool (e.g. FP4's shared dequant buffer, layer −1).
+	RoleWorkspace Role = "workspace"
+)
+
+// rolesOf lists the roles each pool kind may hold.
+var rolesOf = map[PoolKind][]Role{
+	FullAttention:   {RoleK, RoleV, RoleKScale, RoleVScale, RoleWorkspace},
+	SlidingWindow:   {RoleK, RoleV, RoleKScale, RoleVScale, RoleWorkspace},
+	LatentAttention: {RoleLatent, RoleLatentScale, RoleWorkspace},
+	RecurrentState:  {RoleConv, RoleSSM, RoleWorkspace},
 }
+
+// Roles returns the roles a pool of kind k may hold.
+func (k PoolKind) Roles() []Role { return slices.Clone(rolesOf[k]) }
 
 // Descriptor is what kvhost_describe returns (ABI.md §Descriptor).
 type Descriptor struct {
@@ -92,7 +129,7 @@ func (d Descriptor) Validate() error {
 		}
 	}
 	for _, k := range d.KVDTypes {
-		if !slices.Contains(KVDTypes, k) {
+		if !slices.Contains(KVDTypes, CanonicalKVDType(k)) {
 			return fmt.Errorf("sdk: descriptor kv_dtypes: %q is not one of %v", k, KVDTypes)
 		}
 	}
@@ -131,6 +168,12 @@ type HostFacts struct {
 	// request cap a hybrid Mamba model's state takes rest·m/(1+m) of the KV
 	// budget (spec §3 "Mamba state"); 0 means the default 0.9.
 	MambaFullMemoryRatio float64 `json:"mamba_full_memory_ratio,omitempty"`
+	// MaxRunningRequests and ChunkedPrefill are the scheduler's limits: at
+	// most that many requests run at once, and one forward adds at most
+	// that many tokens to a sequence (0: not given). A configurator may
+	// size window or state pools from them instead of a memory ratio.
+	MaxRunningRequests int64 `json:"max_running_requests"`
+	ChunkedPrefill     int64 `json:"chunked_prefill_size"`
 }
 
 // Defaults of the sizing ratios a host may leave at 0 (spec §3).
@@ -142,12 +185,14 @@ const (
 	MaxMambaFullMemoryRatio = 100
 )
 
-// WithDefaults returns a copy with zero fields filled: bf16, page 1, TP 1,
-// context 8192.
+// WithDefaults returns a copy with zero fields filled (bf16, page 1, TP 1,
+// context 8192, the default sizing ratios) and the KV dtype in its
+// canonical spelling (fp4 → nvfp4).
 func (h HostFacts) WithDefaults() HostFacts {
 	if h.KVDType == "" {
 		h.KVDType = KVBF16
 	}
+	h.KVDType = CanonicalKVDType(h.KVDType)
 	if h.PageSize == 0 {
 		h.PageSize = 1
 	}
@@ -189,6 +234,12 @@ func (h HostFacts) Validate() error {
 	if !(h.MambaFullMemoryRatio > 0 && h.MambaFullMemoryRatio <= MaxMambaFullMemoryRatio) {
 		return fmt.Errorf("sdk: host mamba_full_memory_ratio %v: want (0, %d]", h.MambaFullMemoryRatio, MaxMambaFullMemoryRatio)
 	}
+	if h.MaxRunningRequests < 0 || h.MaxRunningRequests > 1<<20 {
+		return fmt.Errorf("sdk: host max_running_requests %d: want 0 (not given)..%d", h.MaxRunningRequests, 1<<20)
+	}
+	if h.ChunkedPrefill < 0 || h.ChunkedPrefill > 1<<30 {
+		return fmt.Errorf("sdk: host chunked_prefill_size %d: want 0 (not given)..%d", h.ChunkedPrefill, 1<<30)
+	}
 	return nil
 }
 
@@ -220,11 +271,13 @@ func ParseConfigureInput(b []byte) (ConfigureInput, error) {
 }
 
 // Buffer is one declared buffer: Shape is per unit of its pool, so the
-// buffer holds prod(Shape)·DTypeSize(DType) bytes per unit. Layer is the
-// model layer it serves, or -1 for a buffer shared by all layers.
+// buffer holds prod(Shape)·DTypeSize(DType) bytes per unit. Role says what
+// it holds; Layer is the model layer it serves, or -1 for a workspace
+// shared by all layers. Name labels it (unique per layer within its pool).
 type Buffer struct {
 	Pool  string  `json:"pool"`
 	Name  string  `json:"name"`
+	Role  Role    `json:"role"`
 	Layer int32   `json:"layer"`
 	Shape []int64 `json:"shape"`
 	DType string  `json:"dtype"`
@@ -257,25 +310,69 @@ func (b Buffer) Bytes() (int64, error) {
 	return int64(n), nil
 }
 
-// Pool is one declared pool with its buffers.
+// Pool is one declared pool with its buffers. PageSize is the tokens of one
+// page (token kinds) and 1 for RecurrentState (a unit is one slot); Window
+// is the sliding window in tokens, set for SlidingWindow only.
 type Pool struct {
 	Name         string   `json:"name"`
-	Unit         Unit     `json:"unit"`
+	Kind         PoolKind `json:"kind"`
+	PageSize     int64    `json:"page_size"`
+	Window       int64    `json:"window,omitempty"`
 	BytesPerUnit int64    `json:"bytes_per_unit"`
 	Buffers      []Buffer `json:"buffers"`
 }
 
-// Check verifies the pool's fields and that its buffers add up exactly to
-// BytesPerUnit, with unique (name, layer) pairs.
-func (p Pool) Check() error {
+// Unit is what one unit of the pool holds (its kind's unit).
+func (p Pool) Unit() Unit { return p.Kind.Unit() }
+
+// CheckHeader verifies the pool's own fields (what declare_pool carries):
+// name, kind, page size, window and bytes per unit.
+func (p Pool) CheckHeader() error {
 	if err := checkName("pool name", p.Name); err != nil {
 		return err
 	}
-	if !p.Unit.Valid() {
-		return fmt.Errorf("sdk: pool %s: invalid unit %d", p.Name, int32(p.Unit))
+	if !p.Kind.Valid() {
+		return fmt.Errorf("sdk: pool %s: kind %q, want one of %v", p.Name, p.Kind, PoolKinds)
 	}
-	if p.BytesPerUnit < 1 {
+	switch {
+	case p.Kind == RecurrentState && p.PageSize != 1:
+		return fmt.Errorf("sdk: pool %s: a %s pool's page size is one slot, got %d", p.Name, p.Kind, p.PageSize)
+	case p.PageSize < 1 || p.PageSize > MaxPageSize:
+		return fmt.Errorf("sdk: pool %s: page_size %d, want 1..%d tokens", p.Name, p.PageSize, MaxPageSize)
+	case p.Kind == SlidingWindow && (p.Window < 1 || p.Window > 1<<30):
+		return fmt.Errorf("sdk: pool %s: a %s pool needs window 1..%d tokens, got %d", p.Name, p.Kind, 1<<30, p.Window)
+	case p.Kind != SlidingWindow && p.Window != 0:
+		return fmt.Errorf("sdk: pool %s: window %d on a %s pool (only %s pools have one)", p.Name, p.Window, p.Kind, SlidingWindow)
+	case p.BytesPerUnit < 1:
 		return fmt.Errorf("sdk: pool %s: bytes_per_unit %d, want >= 1", p.Name, p.BytesPerUnit)
+	}
+	return nil
+}
+
+// CheckBuffer verifies one buffer against the pool's kind: a role the kind
+// holds, a layer (-1 only for workspaces) and a valid shape and dtype.
+func (p Pool) CheckBuffer(b Buffer) error {
+	if b.Pool != p.Name {
+		return fmt.Errorf("sdk: pool %s: holds buffer %s of pool %s", p.Name, b.Name, b.Pool)
+	}
+	if err := checkName("buffer name", b.Name); err != nil {
+		return err
+	}
+	if !slices.Contains(rolesOf[p.Kind], b.Role) {
+		return fmt.Errorf("sdk: buffer %s/%s: role %q, a %s pool holds %v", p.Name, b.Name, b.Role, p.Kind, rolesOf[p.Kind])
+	}
+	if b.Layer == -1 && b.Role != RoleWorkspace {
+		return fmt.Errorf("sdk: buffer %s/%s: layer -1 (shared) is for %s buffers, not %s", p.Name, b.Name, RoleWorkspace, b.Role)
+	}
+	_, err := b.Bytes()
+	return err
+}
+
+// Check verifies the pool's fields and buffers and that the buffers add up
+// exactly to BytesPerUnit, with unique (name, layer) pairs.
+func (p Pool) Check() error {
+	if err := p.CheckHeader(); err != nil {
+		return err
 	}
 	type key struct {
 		name  string
@@ -284,20 +381,14 @@ func (p Pool) Check() error {
 	seen := make(map[key]bool, len(p.Buffers))
 	var sum int64
 	for _, b := range p.Buffers {
-		if b.Pool != p.Name {
-			return fmt.Errorf("sdk: pool %s: holds buffer %s of pool %s", p.Name, b.Name, b.Pool)
-		}
-		if err := checkName("buffer name", b.Name); err != nil {
+		if err := p.CheckBuffer(b); err != nil {
 			return err
 		}
 		if seen[key{b.Name, b.Layer}] {
 			return fmt.Errorf("sdk: pool %s: buffer %s layer %d declared twice", p.Name, b.Name, b.Layer)
 		}
 		seen[key{b.Name, b.Layer}] = true
-		n, err := b.Bytes()
-		if err != nil {
-			return err
-		}
+		n, _ := b.Bytes()
 		if sum > math.MaxInt64-n {
 			return fmt.Errorf("sdk: pool %s: buffer bytes overflow int64", p.Name)
 		}
@@ -305,7 +396,7 @@ func (p Pool) Check() error {
 	}
 	if sum != p.BytesPerUnit {
 		return fmt.Errorf("sdk: pool %s: buffers add up to %d bytes per %s but the pool declares %d",
-			p.Name, sum, p.Unit, p.BytesPerUnit)
+			p.Name, sum, p.Unit(), p.BytesPerUnit)
 	}
 	return nil
 }
@@ -340,15 +431,21 @@ func strictUnmarshal(b []byte, v any) error {
 // no kv_dtypes.
 var defaultKVDTypes = []string{KVBF16, KVFP16, KVFP8E4M3, KVFP8E5M2}
 
-// AcceptedKVDTypes returns the KV dtypes the plugin accepts, preferred first.
+// AcceptedKVDTypes returns the KV dtypes the plugin accepts, preferred
+// first, in canonical spelling.
 func (d Descriptor) AcceptedKVDTypes() []string {
-	if len(d.KVDTypes) > 0 {
-		return d.KVDTypes
+	if len(d.KVDTypes) == 0 {
+		return slices.Clone(defaultKVDTypes)
 	}
-	return defaultKVDTypes
+	out := make([]string, len(d.KVDTypes))
+	for i, k := range d.KVDTypes {
+		out[i] = CanonicalKVDType(k)
+	}
+	return out
 }
 
-// AcceptsKVDType reports whether the plugin accepts a KV dtype.
+// AcceptsKVDType reports whether the plugin accepts a KV dtype (in any
+// spelling CanonicalKVDType knows).
 func (d Descriptor) AcceptsKVDType(kv string) bool {
-	return slices.Contains(d.AcceptedKVDTypes(), kv)
+	return slices.Contains(d.AcceptedKVDTypes(), CanonicalKVDType(kv))
 }

@@ -18,6 +18,14 @@
 // text (completion chunks split into tokens by text_offset), token pieces
 // only in the hover tip.
 //
+// API key: with the host's --api-key, everything but the static shell
+// (IsStatic: index.html and /ui/ files, which carry no host data) needs
+// the key, /ui/api/* included. The page then shows only a prompt for it;
+// the key typed in the API key field is sent as a bearer header on every
+// request the page makes (never a cookie, so another site cannot make the
+// browser use it; never a query string, so it is not logged) and kept in
+// the tab's sessionStorage across reloads.
+//
 // Invariants: the handler serves only what is embedded (no file system
 // access at run time, no path outside static/); every response has an
 // explicit Content-Type and nosniff; /ui/api/* answers JSON, including its

@@ -110,6 +110,25 @@ func (p *page) waitJS(what, expr string) {
 	}
 }
 
+// waitAcrossNavigation is waitJS for an expression that becomes true on a
+// page that is reloading: evaluation errors while the old document goes
+// away count as false.
+func (p *page) waitAcrossNavigation(what, expr string) {
+	p.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(p.ctx, 2*time.Second)
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
+		cancel()
+		if err == nil && ok {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	p.shot("failed-" + strings.ReplaceAll(what, " ", "-"))
+	p.t.Fatalf("waiting for %s (%s)\nconsole: %v", what, expr, p.log.errors(nil))
+}
+
 func (p *page) shot(name string) {
 	ctx, cancel := context.WithTimeout(p.ctx, 20*time.Second)
 	defer cancel()
@@ -197,6 +216,16 @@ func TestE2EDashboard(t *testing.T) {
 		p.do("load", chromedp.Navigate(p.url+"/"), chromedp.WaitVisible(chromedp.CSS(`body[data-ready="true"]`)))
 		p.waitJS("ledger drawn", `document.getElementById('mem-phase-sum').dataset.start !== undefined`)
 		p.waitJS("KV live chart has points", `(Chart.getChart(document.getElementById('mem-kv-live'))?.data.labels.length ?? 0) >= 2`)
+		// Each pool on its own: kind (with a window's size), tokens or slots.
+		kvTable := eval[string](p, `document.getElementById('mem-kv-table').innerText`)
+		for _, want := range []string{"window 4,096", "64 slots", "3 slots (4.7%)", "B/slot", "65,536 tokens"} {
+			if !strings.Contains(kvTable, want) {
+				t.Errorf("KV pool table lacks %q:\n%s", want, kvTable)
+			}
+		}
+		if n := eval[float64](p, `Chart.getChart(document.getElementById('mem-kv-live')).data.datasets.length`); n != 3 {
+			t.Errorf("live KV chart has %v pools, want 3", n)
+		}
 		if errs := p.log.errors(nil); len(errs) > 0 {
 			t.Fatalf("console errors on load: %v", errs)
 		}
@@ -351,6 +380,61 @@ func TestE2EDashboard(t *testing.T) {
 			t.Fatalf("console errors: %v", errs)
 		}
 	})
+}
+
+// TestE2EAPIKey: against a host that requires an API key on everything but
+// the static shell, the page loads, asks for the key instead of failing
+// panel by panel, and once it is typed sends it as a bearer header on
+// every request (its own JSON routes included) and keeps it across a
+// reload of the tab.
+func TestE2EAPIKey(t *testing.T) {
+	const key = "sk-dashboard"
+	p := openPage(t, func(h *fakeHost) { h.apiKey = key })
+	p.do("load", chromedp.Navigate(p.url+"/"), chromedp.WaitVisible(chromedp.CSS(`body[data-ready="true"]`)))
+	p.waitJS("asks for the key", `document.body.dataset.needsKey === 'true' && !document.getElementById('banner').hidden`+
+		` && document.getElementById('banner').textContent.includes('API key') && document.getElementById('api-key').classList.contains('wanted')`)
+	if focused := eval[string](p, `document.activeElement.id`); focused != "api-key" {
+		t.Fatalf("focus on %q, want the API key field", focused)
+	}
+	p.shot("10-key-asked")
+	p.host.mu.Lock()
+	refused, authorized := p.host.refused["/ui/api/config"], len(p.host.authorized)
+	p.host.mu.Unlock()
+	if refused != 1 || authorized != 0 {
+		t.Fatalf("before the key: /ui/api/config refused %d times, %d paths authorized", refused, authorized)
+	}
+	// Typing the key (change) reloads the page with it.
+	p.do("type the key", setValue("#api-key", key))
+	p.waitAcrossNavigation("ledger drawn with the key", `document.body.dataset.ready === 'true' && !document.body.dataset.needsKey`+
+		` && document.getElementById('mem-phase-sum').dataset.start !== undefined`)
+	p.tab("work")
+	p.waitJS("work polls", `(Chart.getChart(document.getElementById('work-rate'))?.data.labels.length ?? 0) >= 2`)
+	p.tab("plugins")
+	p.waitJS("plugins listed", `!!document.querySelector('#plugins-samplers tr[data-name="typical"]')`)
+	p.shot("11-key-given")
+	p.host.mu.Lock()
+	for _, path := range []string{"/ui/api/config", "/ui/api/work", "/ui/api/plugins", "/v1/memory", "/v1/models"} {
+		if p.host.authorized[path] == 0 {
+			t.Errorf("%s never reached the host with the key (authorized %v)", path, p.host.authorized)
+		}
+	}
+	refusedAfter := 0
+	for _, n := range p.host.refused {
+		refusedAfter += n
+	}
+	p.host.mu.Unlock()
+	if refusedAfter != 1 {
+		t.Errorf("requests without the key after it was typed: %d refused in all", refusedAfter-1)
+	}
+	// A reload of the tab keeps the key (sessionStorage).
+	p.do("reload", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`body[data-ready="true"]`)))
+	p.waitJS("ledger drawn after reload", `!document.body.dataset.needsKey && document.getElementById('mem-phase-sum').dataset.start !== undefined`)
+	// The only console errors are the refused first load's.
+	if errs := p.log.errors(func(m chromedp.ConsoleMessage) bool {
+		return m.Source == "network" && strings.Contains(m.Text, "401") && strings.Contains(m.URL, "/ui/api/config")
+	}); len(errs) > 0 {
+		t.Fatalf("console errors: %v", errs)
+	}
 }
 
 // setValue sets a form control's value as typing would leave it (the

@@ -107,6 +107,21 @@ var contentTypes = map[string]string{
 	".map":  "application/json",
 }
 
+// APIPrefix is where the dashboard's JSON routes live. They show the
+// host's state (load, plugins, plans), so the server puts them behind its
+// API key like every route but the static shell.
+const APIPrefix = "/ui/api/"
+
+// IsStatic reports a path of the dashboard's static shell: index.html at /
+// (and /index.html), every other embedded file under /ui/ (so the
+// dashboard's names never shadow a future API route), but not APIPrefix.
+// Those paths serve embedded files only, never host data: the server
+// leaves them open when it requires an API key, so the page can load and
+// ask for the key.
+func IsStatic(path string) bool {
+	return path == "/" || path == "/index.html" || strings.HasPrefix(path, "/ui/") && !strings.HasPrefix(path, APIPrefix)
+}
+
 // Handler serves the dashboard at / (its files under /ui/) and its JSON
 // under /ui/api/.
 func Handler(o Options) http.Handler {
@@ -135,11 +150,11 @@ func Handler(o Options) http.Handler {
 	}
 	mux := http.NewServeMux()
 	api := &apiHandler{o: o}
-	mux.HandleFunc("GET /ui/api/config", api.config)
-	mux.HandleFunc("GET /ui/api/work", api.work)
-	mux.HandleFunc("GET /ui/api/plugins", api.plugins)
-	mux.HandleFunc("GET /ui/api/plan", api.plan)
-	mux.HandleFunc("/ui/api/", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+APIPrefix+"config", api.config)
+	mux.HandleFunc("GET "+APIPrefix+"work", api.work)
+	mux.HandleFunc("GET "+APIPrefix+"plugins", api.plugins)
+	mux.HandleFunc("GET "+APIPrefix+"plan", api.plan)
+	mux.HandleFunc(APIPrefix, func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
 			writeError(w, http.StatusMethodNotAllowed, "web: use GET")
@@ -171,13 +186,12 @@ func serveAsset(w http.ResponseWriter, r *http.Request, assets map[string]asset)
 		http.Error(w, "web: use GET", http.StatusMethodNotAllowed)
 		return
 	}
-	// index.html at / (and /index.html); every other file under /ui/, so
-	// the dashboard's names never shadow a future API route.
 	var p string
 	switch u := r.URL.Path; {
+	case !IsStatic(u):
 	case u == "/" || u == "/index.html":
 		p = "index.html"
-	case strings.HasPrefix(u, "/ui/") && u != "/ui/index.html":
+	case u != "/ui/index.html":
 		p = strings.TrimPrefix(u, "/ui/")
 	}
 	a, ok := assets[p]

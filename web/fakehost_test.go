@@ -39,6 +39,13 @@ type fakeHost struct {
 	streamed   []string
 	tokensOut  int64
 	runStarted time.Time
+
+	// apiKey, when set, is required as a bearer token on every path but
+	// the static shell (IsStatic), as kvhost's server does with --api-key;
+	// authorized and refused count the requests that carried it or not.
+	apiKey     string
+	authorized map[string]int
+	refused    map[string]int
 }
 
 const (
@@ -61,7 +68,8 @@ func newFakeHost(t *testing.T) *fakeHost {
 		t.Fatal(err)
 	}
 	return &fakeHost{t: t, memory: mem, release: make(chan struct{}), runStarted: time.Now(), adminOn: true,
-		chatReply: "Once there was a cat.\nIt liked naps.",
+		chatReply:  "Once there was a cat.\nIt liked naps.",
+		authorized: map[string]int{}, refused: map[string]int{},
 		samplers: map[string]*Plugin{
 			"typical": {Kind: "sampler", Name: "typical", Version: "1.0.0", ABI: 1, Source: "builtin", SHA256: strings.Repeat("ab", 32), Calls: 1200, Failures: 2,
 				PreOps: []string{"temperature"},
@@ -106,7 +114,35 @@ func (f *fakeHost) handler() http.Handler {
 		DefaultSampler: "typical",
 		Admin:          f.adminOn,
 	}))
+	if f.apiKey != "" {
+		return f.requireKey(mux)
+	}
 	return mux
+}
+
+// requireKey answers 401 (kvhost's body) to a request without the API key
+// unless it is for the static shell or /admin (which has its own key).
+func (f *fakeHost) requireKey(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if IsStatic(r.URL.Path) || strings.HasPrefix(r.URL.Path, "/admin/") {
+			next.ServeHTTP(w, r)
+			return
+		}
+		f.mu.Lock()
+		ok := r.Header.Get("Authorization") == "Bearer "+f.apiKey
+		if ok {
+			f.authorized[r.URL.Path]++
+		} else {
+			f.refused[r.URL.Path]++
+		}
+		f.mu.Unlock()
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="kvhost"`)
+			adminError(w, http.StatusUnauthorized, "a valid API key is required: send it as \"Authorization: Bearer <key>\"")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 func (f *fakeHost) work(ctx context.Context) (any, error) {
@@ -119,8 +155,9 @@ func (f *fakeHost) work(ctx context.Context) (any, error) {
 		"time": time.Now(), "running": 3, "waiting": 1, "preemptions": 2, "steps": int(el * 50),
 		"graph_steps": int(el * 40), "eager_decode_steps": 3, "kv_usage": float64(used) / 4096,
 		"kv_pools": []map[string]any{
-			{"name": "full", "page_size": 16, "pages": 4096, "free_pages": 4096 - used, "capacity_tokens": 65536, "used_tokens": used * 16},
-			{"name": "swa", "page_size": 16, "pages": 1024, "free_pages": 200, "capacity_tokens": 16384, "used_tokens": 824 * 16},
+			{"name": "full", "kind": "full", "unit": "token", "page_size": 16, "pages": 4096, "free_pages": 4096 - used, "capacity_tokens": 65536, "used_tokens": used * 16},
+			{"name": "swa", "kind": "window", "unit": "token", "window": 4096, "page_size": 16, "pages": 1024, "free_pages": 200, "capacity_tokens": 16384, "used_tokens": 824 * 16},
+			{"name": "state", "kind": "state", "unit": "request", "page_size": 1, "pages": 64, "free_pages": 61, "slots": 64, "used_slots": 3},
 		},
 		"requests": 41, "errors": 1, "tokens_in": int(el * 300), "tokens_out": int(el*120) + int(f.tokensOut),
 		"recent_errors": []map[string]any{{"time": time.Now().Add(-time.Minute), "route": "/v1/completions", "kind": "queue_full",

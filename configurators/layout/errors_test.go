@@ -15,7 +15,7 @@ func TestConfigureErrors(t *testing.T) {
 		host        sdk.HostFacts
 		want        string
 	}{
-		{"mha", "llama-3-8b", sdk.HostFacts{KVDType: "fp4"}, `kv_dtype "fp4" not supported`},
+		{"mha", "llama-3-8b", sdk.HostFacts{KVDType: "fp4"}, `kv_dtype "nvfp4" not supported`}, // fp4 is read as nvfp4
 		{"fp4", "llama-3-8b", sdk.HostFacts{KVDType: "bf16"}, `kv_dtype "bf16" not supported`},
 		{"mla", "llama-3-8b", sdk.HostFacts{}, "lacks kv_lora_rank"},
 		{"swa", "llama-3-8b", sdk.HostFacts{}, "no positive sliding_window"},
@@ -98,10 +98,10 @@ func TestSizeInvariants(t *testing.T) {
 					t.Fatalf("%s/%s: pool %s got %d units (%v)", c.kind, c.model, pool.Name, n, u)
 				}
 				used += n * pool.BytesPerUnit
-				if pool.Unit == sdk.UnitToken && (n%page != 0 || (tokenCap > 0 && n > tokenCap)) {
+				if pool.Unit() == sdk.UnitToken && (n%page != 0 || (tokenCap > 0 && n > tokenCap)) {
 					t.Fatalf("%s/%s: pool %s %d tokens, page %d cap %d", c.kind, c.model, pool.Name, n, page, tokenCap)
 				}
-				if pool.Unit == sdk.UnitRequest && reqCap > 0 && n > reqCap {
+				if pool.Unit() == sdk.UnitRequest && reqCap > 0 && n > reqCap {
 					t.Fatalf("%s/%s: pool %s %d slots over cap %d", c.kind, c.model, pool.Name, n, reqCap)
 				}
 			}

@@ -54,7 +54,7 @@ func plan(t testing.TB, kind, model string, h sdk.HostFacts) *Plan {
 func tokenCell(p *Plan) int64 {
 	var c int64
 	for _, q := range p.Pools() {
-		if q.Unit == sdk.UnitToken {
+		if q.Unit() == sdk.UnitToken {
 			c += q.BytesPerUnit
 		}
 	}
@@ -79,6 +79,7 @@ func TestV1CellSizes(t *testing.T) {
 		{"mha", "llama-3-8b", sdk.HostFacts{KVDType: "fp8_e5m2"}, 65536},
 		{"mha", "llama-3-8b", sdk.HostFacts{KVDType: "mxfp8"}, 67584},
 		{"fp4", "llama-3-8b", sdk.HostFacts{KVDType: "fp4"}, 38912},
+		{"fp4", "llama-3-8b", sdk.HostFacts{KVDType: "nvfp4"}, 38912},
 		{"mha", "llama-3-8b", sdk.HostFacts{KVDType: "bf16", TPSize: 8}, 16384},
 		{"mha", "qwen3-8b", sdk.HostFacts{KVDType: "bf16"}, 147456},
 		{"mla", "deepseek-v3", sdk.HostFacts{KVDType: "bf16"}, 70272},
@@ -217,8 +218,8 @@ func TestV8Mamba(t *testing.T) {
 	p := plan(t, "mamba", "qwen3-next-80b-a3b", sdk.HostFacts{TPSize: 4})
 	state, _ := p.Pool(PoolState)
 	kv, _ := p.Pool(PoolKV)
-	if state.Unit != sdk.UnitRequest || state.BytesPerUnit != 19316736 {
-		t.Fatalf("state pool %v %d B, spec V8 says request-scoped 19 316 736", state.Unit, state.BytesPerUnit)
+	if state.Unit() != sdk.UnitRequest || state.BytesPerUnit != 19316736 {
+		t.Fatalf("state pool %v %d B, spec V8 says request-scoped 19 316 736", state.Unit(), state.BytesPerUnit)
 	}
 	if kv.BytesPerUnit != 12288 {
 		t.Fatalf("KV cell %d, spec V8 says 12 288", kv.BytesPerUnit)
@@ -300,10 +301,10 @@ func checkGolden(t *testing.T, name string, pools []sdk.Pool) {
 	t.Helper()
 	var b strings.Builder
 	for _, p := range pools {
-		fmt.Fprintf(&b, "pool %s unit=%s bytes_per_unit=%d\n", p.Name, p.Unit, p.BytesPerUnit)
+		fmt.Fprintf(&b, "pool %s kind=%s unit=%s page=%d window=%d bytes_per_unit=%d\n", p.Name, p.Kind, p.Unit(), p.PageSize, p.Window, p.BytesPerUnit)
 		for _, buf := range p.Buffers {
 			n, _ := buf.Bytes()
-			fmt.Fprintf(&b, "  %-9s layer=%-3d shape=%v %s %d\n", buf.Name, buf.Layer, buf.Shape, buf.DType, n)
+			fmt.Fprintf(&b, "  %-9s %-12s layer=%-3d shape=%v %s %d\n", buf.Name, buf.Role, buf.Layer, buf.Shape, buf.DType, n)
 		}
 	}
 	path := filepath.Join("..", "testdata", "golden", name+".txt")

@@ -22,7 +22,7 @@ var _ guest.Configurator = Mamba{}
 // Describe implements guest.Configurator.
 func (Mamba) Describe() sdk.Descriptor {
 	return sdk.Descriptor{
-		Name: "mamba", Version: "1.0.0", Kind: sdk.KindConfigurator, ABI: sdk.ABIVersion,
+		Name: "mamba", Version: "2.0.0", Kind: sdk.KindConfigurator, ABI: sdk.ABIVersion,
 		Architectures: []string{"Qwen3NextForCausalLM", "NemotronHForCausalLM", "FalconH1ForCausalLM"},
 		KVDTypes:      []string{sdk.KVFP32, sdk.KVBF16, sdk.KVFP16, sdk.KVFP8E4M3, sdk.KVFP8E5M2},
 	}
@@ -223,10 +223,10 @@ func (Mamba) Plan(in sdk.ConfigureInput) (*Plan, error) {
 	if shapes.Conv[1] < 1 {
 		return nil, fmt.Errorf("layout: mamba configurator: conv kernel must be >= 2")
 	}
-	state := newPool(PoolState, sdk.UnitRequest)
+	state := newPool(PoolState, sdk.RecurrentState, 1, 0)
 	for _, l := range layers.State {
-		state.add("conv", l, "bf16", shapes.Conv...)
-		state.add("temporal", l, "fp32", shapes.Temporal...)
+		state.add("conv", sdk.RoleConv, l, "bf16", shapes.Conv...)
+		state.add("temporal", sdk.RoleSSM, l, "fp32", shapes.Temporal...)
 	}
 	sp, err := state.done()
 	if err != nil {
@@ -235,7 +235,7 @@ func (Mamba) Plan(in sdk.ConfigureInput) (*Plan, error) {
 	pools := []sdk.Pool{sp}
 	var kvBytes int64
 	if len(layers.Attention) > 0 || in.Host.DraftLayers > 0 {
-		kv := newPool(PoolKV, sdk.UnitToken)
+		kv := newPool(PoolKV, sdk.FullAttention, in.Host.PageSize, 0)
 		for _, l := range layers.Attention {
 			addMHALayer(kv, a, l, dtype, false)
 		}

@@ -23,7 +23,7 @@ var MHAArchitectures = []string{
 // Describe implements guest.Configurator.
 func (MHA) Describe() sdk.Descriptor {
 	return sdk.Descriptor{
-		Name: "mha", Version: "1.0.0", Kind: sdk.KindConfigurator, ABI: sdk.ABIVersion,
+		Name: "mha", Version: "2.0.0", Kind: sdk.KindConfigurator, ABI: sdk.ABIVersion,
 		Architectures: MHAArchitectures,
 		KVDTypes:      []string{sdk.KVFP32, sdk.KVBF16, sdk.KVFP16, sdk.KVFP8E4M3, sdk.KVFP8E5M2, sdk.KVMXFP8},
 	}
@@ -46,7 +46,7 @@ func (MHA) Plan(in sdk.ConfigureInput) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	kv := newPool(PoolKV, sdk.UnitToken)
+	kv := newPool(PoolKV, sdk.FullAttention, in.Host.PageSize, 0)
 	// Draft (EAGLE/MTP) layers hold the same per-layer cells after the
 	// target's layers: int(cell·(1+D/L)) of spec §3 without float rounding.
 	for l := range a.Layers + in.Host.DraftLayers {
@@ -56,12 +56,12 @@ func (MHA) Plan(in sdk.ConfigureInput) (*Plan, error) {
 }
 
 func addMHALayer(kv *poolBuilder, a Attention, layer int64, dtype string, mx bool) {
-	kv.add("k", layer, dtype, a.KVHeads, a.HeadDim)
-	kv.add("v", layer, dtype, a.KVHeads, a.VHeadDim)
+	kv.add("k", sdk.RoleK, layer, dtype, a.KVHeads, a.HeadDim)
+	kv.add("v", sdk.RoleV, layer, dtype, a.KVHeads, a.VHeadDim)
 	if mx {
 		// MXFP8: one e8m0 scale per 32 elements (spec §3 "MXFP8").
-		kv.add("k_scale", layer, "fp8_e8m0", a.KVHeads, ceilDiv(a.HeadDim, 32))
-		kv.add("v_scale", layer, "fp8_e8m0", a.KVHeads, ceilDiv(a.VHeadDim, 32))
+		kv.add("k_scale", sdk.RoleKScale, layer, "fp8_e8m0", a.KVHeads, ceilDiv(a.HeadDim, 32))
+		kv.add("v_scale", sdk.RoleVScale, layer, "fp8_e8m0", a.KVHeads, ceilDiv(a.VHeadDim, 32))
 	}
 }
 

@@ -5,9 +5,10 @@ import (
 	"github.com/kvhost/kvhost/sdk/guest"
 )
 
-// MLA configures DeepSeek-style latent attention: one buffer per layer of
-// kv_lora_rank + qk_rope_head_dim, not split by tensor parallelism (spec §3
-// "MLA").
+// MLA configures DeepSeek-style latent attention: a latent pool with one
+// row per layer of kv_lora_rank + qk_rope_head_dim (the compressed c_kv,
+// whose first kv_lora_rank elements are the values, then the rope key),
+// not split by tensor parallelism (spec §3 "MLA").
 type MLA struct{}
 
 var _ guest.Configurator = MLA{}
@@ -18,7 +19,7 @@ var MLAArchitectures = []string{"DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM"
 // Describe implements guest.Configurator.
 func (MLA) Describe() sdk.Descriptor {
 	return sdk.Descriptor{
-		Name: "mla", Version: "1.0.0", Kind: sdk.KindConfigurator, ABI: sdk.ABIVersion,
+		Name: "mla", Version: "2.0.0", Kind: sdk.KindConfigurator, ABI: sdk.ABIVersion,
 		Architectures: MLAArchitectures,
 		KVDTypes:      []string{sdk.KVFP32, sdk.KVBF16, sdk.KVFP16, sdk.KVFP8E4M3, sdk.KVFP8E5M2},
 	}
@@ -63,9 +64,9 @@ func (MLA) Plan(in sdk.ConfigureInput) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	kv := newPool(PoolKV, sdk.UnitToken)
+	kv := newPool(PoolKV, sdk.LatentAttention, in.Host.PageSize, 0)
 	for l := range d.Layers + in.Host.DraftLayers {
-		kv.add("kv", l, dtype, 1, d.Rank+d.Rope)
+		kv.add("kv", sdk.RoleLatent, l, dtype, 1, d.Rank+d.Rope)
 	}
 	return tokenPlan(kv, in.Host.PageSize)
 }

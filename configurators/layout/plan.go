@@ -52,12 +52,15 @@ type poolBuilder struct {
 	err  error
 }
 
-func newPool(name string, unit sdk.Unit) *poolBuilder {
-	return &poolBuilder{pool: sdk.Pool{Name: name, Unit: unit}}
+// newPool starts a pool of a kind: page is its page size in tokens (1 for
+// a state pool, whose unit is one request slot), window the sliding window
+// of a SlidingWindow pool (0 otherwise).
+func newPool(name string, kind sdk.PoolKind, page, window int64) *poolBuilder {
+	return &poolBuilder{pool: sdk.Pool{Name: name, Kind: kind, PageSize: page, Window: window}}
 }
 
-func (b *poolBuilder) add(name string, layer int64, dtype string, shape ...int64) {
-	buf := sdk.Buffer{Pool: b.pool.Name, Name: name, Layer: int32(layer), Shape: shape, DType: dtype}
+func (b *poolBuilder) add(name string, role sdk.Role, layer int64, dtype string, shape ...int64) {
+	buf := sdk.Buffer{Pool: b.pool.Name, Name: name, Role: role, Layer: int32(layer), Shape: shape, DType: dtype}
 	if b.err != nil {
 		return
 	}
@@ -68,7 +71,7 @@ func (b *poolBuilder) add(name string, layer int64, dtype string, shape ...int64
 	case len(b.pool.Buffers) >= sdk.MaxBuffers:
 		b.err = fmt.Errorf("layout: pool %s needs more than %d buffers", b.pool.Name, sdk.MaxBuffers)
 	case b.pool.BytesPerUnit > maxBytesPerUnit-n:
-		b.err = fmt.Errorf("layout: pool %s needs more than %d bytes per %s", b.pool.Name, int64(maxBytesPerUnit), b.pool.Unit)
+		b.err = fmt.Errorf("layout: pool %s needs more than %d bytes per %s", b.pool.Name, int64(maxBytesPerUnit), b.pool.Unit())
 	default:
 		b.pool.Buffers = append(b.pool.Buffers, buf)
 		b.pool.BytesPerUnit += n

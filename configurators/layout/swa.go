@@ -23,7 +23,7 @@ var _ guest.Configurator = SWA{}
 // Describe implements guest.Configurator.
 func (SWA) Describe() sdk.Descriptor {
 	return sdk.Descriptor{
-		Name: "swa", Version: "1.0.0", Kind: sdk.KindConfigurator, ABI: sdk.ABIVersion,
+		Name: "swa", Version: "2.0.0", Kind: sdk.KindConfigurator, ABI: sdk.ABIVersion,
 		Architectures: []string{
 			"GptOssForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM",
 			"Gemma3ForConditionalGeneration", "Cohere2ForCausalLM",
@@ -107,7 +107,8 @@ func (SWA) Plan(in sdk.ConfigureInput) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	full, swa := newPool(PoolFull, sdk.UnitToken), newPool(PoolSWA, sdk.UnitToken)
+	page := in.Host.PageSize
+	full, swa := newPool(PoolFull, sdk.FullAttention, page, 0), newPool(PoolSWA, sdk.SlidingWindow, page, window)
 	for l, s := range sliding {
 		p := full
 		if s {
@@ -119,7 +120,6 @@ func (SWA) Plan(in sdk.ConfigureInput) (*Plan, error) {
 	for l := range in.Host.DraftLayers {
 		addMHALayer(full, a, a.Layers+l, dtype, false)
 	}
-	page := in.Host.PageSize
 	fp, err := full.done()
 	if err != nil {
 		return nil, err

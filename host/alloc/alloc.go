@@ -116,6 +116,9 @@ type Allocator struct {
 	st       Stats
 	// capture routes Alloc to a private pool while a graph is captured.
 	capture PoolID
+	// spare holds block records merged away by Free, reused by split, so a
+	// steady alloc/free pattern (a decode step) allocates nothing.
+	spare []*block
 }
 
 // New returns an allocator named name (the ledger's allocator name) over drv.
@@ -259,7 +262,8 @@ func (a *Allocator) split(list *freeList, b *block, size int64, small bool) {
 	if small && rest < MinBlock || !small && rest <= SmallSize {
 		return
 	}
-	r := &block{ptr: b.ptr + device.Ptr(size), size: rest, seg: b.seg, prev: b, next: b.next}
+	r := a.newBlock()
+	*r = block{ptr: b.ptr + device.Ptr(size), size: rest, seg: b.seg, prev: b, next: b.next}
 	if b.next != nil {
 		b.next.prev = r
 	}
@@ -295,6 +299,7 @@ func (a *Allocator) Free(p device.Ptr) error {
 		if n.next != nil {
 			n.next.prev = b
 		}
+		a.recycle(n)
 	}
 	if pr := b.prev; pr != nil && !pr.allocated {
 		list.remove(pr)
@@ -303,10 +308,27 @@ func (a *Allocator) Free(p device.Ptr) error {
 		if b.next != nil {
 			b.next.prev = pr
 		}
+		a.recycle(b)
 		b = pr
 	}
 	list.insert(b)
 	return nil
+}
+
+// newBlock returns a spare block record, or a new one.
+func (a *Allocator) newBlock() *block {
+	if n := len(a.spare); n > 0 {
+		b := a.spare[n-1]
+		a.spare = a.spare[:n-1]
+		return b
+	}
+	return &block{}
+}
+
+// recycle keeps a block record no list or segment refers to any more.
+func (a *Allocator) recycle(b *block) {
+	*b = block{}
+	a.spare = append(a.spare, b)
 }
 
 // EmptyCache returns every fully free segment of the general pool to the

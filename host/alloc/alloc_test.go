@@ -280,3 +280,46 @@ func TestSnapshotJSON(t *testing.T) {
 		t.Fatalf("snapshot %s", b)
 	}
 }
+
+// TestSteadyStateDoesNotAllocate: once a pattern of allocations and frees
+// has run (a forward's activations), repeating it allocates nothing on the
+// Go heap — split reuses the block records merge gave back — and leaves
+// the cache as it was.
+func TestSteadyStateDoesNotAllocate(t *testing.T) {
+	a := New("caching", newFake(1<<30))
+	step := func() {
+		var ps []device.Ptr
+		for _, n := range []int64{3000, 70000, 512, 1 << 20, 5 << 20, 12345} {
+			p, err := a.Alloc(n, Activations)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ps = append(ps, p)
+		}
+		for i := len(ps) - 1; i >= 0; i -= 2 {
+			if err := a.Free(ps[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := len(ps) - 2; i >= 0; i -= 2 {
+			if err := a.Free(ps[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	step()
+	before := a.Stats()
+	if n := testing.AllocsPerRun(20, func() {
+		p1, _ := a.Alloc(3000, Activations)
+		p2, _ := a.Alloc(70000, Activations)
+		p3, _ := a.Alloc(5<<20, Activations)
+		_ = a.Free(p2)
+		_ = a.Free(p1)
+		_ = a.Free(p3)
+	}); n != 0 {
+		t.Fatalf("%v heap allocations per alloc/free round", n)
+	}
+	if after := a.Stats(); after.Reserved != before.Reserved || after.Allocated != 0 {
+		t.Fatalf("cache changed: before %+v after %+v", before, after)
+	}
+}

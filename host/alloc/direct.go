@@ -2,6 +2,7 @@ package alloc
 
 import (
 	"fmt"
+	"os"
 	"sync"
 
 	"github.com/kvhost/kvhost/host/device"
@@ -41,6 +42,40 @@ func (d *Direct) Alloc(size int64, cat Category) (device.Ptr, error) {
 	p, err := d.drv.Malloc(size)
 	if err != nil {
 		return 0, fmt.Errorf("alloc %s: %d bytes of %s: %w", d.name, size, cat, err)
+	}
+	d.mu.Lock()
+	d.live[p] = directBlock{size, cat}
+	d.bytes[cat] += size
+	d.total += size
+	d.mu.Unlock()
+	return p, nil
+}
+
+// CanMapFiles reports whether MapFile can serve bytes of a file in place:
+// the driver is a device.FileMapper that says it can (a metering driver
+// passes the question on).
+func (d *Direct) CanMapFiles() bool {
+	if c, ok := d.drv.(interface{ CanMapFiles() bool }); ok {
+		return c.CanMapFiles()
+	}
+	_, ok := d.drv.(device.FileMapper)
+	return ok
+}
+
+// MapFile maps size bytes of f from off in place (device.FileMapper) and
+// tallies them like an allocation of size bytes in category cat; Free
+// releases the mapping.
+func (d *Direct) MapFile(f *os.File, off, size int64, cat Category) (device.Ptr, error) {
+	if cat >= numCategories {
+		return 0, fmt.Errorf("alloc %s: unknown category %d", d.name, cat)
+	}
+	fm, ok := d.drv.(device.FileMapper)
+	if !ok || !d.CanMapFiles() {
+		return 0, fmt.Errorf("alloc %s: the device cannot map files", d.name)
+	}
+	p, err := fm.MapFile(f, off, size)
+	if err != nil {
+		return 0, fmt.Errorf("alloc %s: map %d bytes of %s: %w", d.name, size, cat, err)
 	}
 	d.mu.Lock()
 	d.live[p] = directBlock{size, cat}

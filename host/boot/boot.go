@@ -40,6 +40,9 @@ type Config struct {
 	MaxPrefillTokens int
 	PageSize         int
 	MaxTotalTokens   int
+	// KVCacheDType is --kv-cache-dtype in the sdk's spelling (fp32, fp16,
+	// bf16, fp8_e4m3, fp8_e5m2, mxfp8, nvfp4); "" is plan.DefaultKVDType.
+	KVCacheDType string
 	// MemFractionStatic, when in (0, 1], fixes the runtime slack at
 	// P·(1−f) (spec §2) instead of kvhost's measured headroom; with
 	// SGLangCompat it replaces SGLang's default f.
@@ -100,7 +103,7 @@ type Stack struct {
 	Weights *alloc.Direct
 	Act     *alloc.Allocator
 	Model   *model.Model
-	Pool    *kv.Pool
+	Pools   *kv.Set
 	Engine  *engine.Engine
 	Chat    *chat.Template
 	Ledger  *ledger.Ledger
@@ -129,8 +132,8 @@ func (s *Stack) Close(ctx context.Context) {
 	if s.Graphs != nil {
 		s.Graphs.Close()
 	}
-	if s.Pool != nil {
-		s.Pool.Close()
+	if s.Pools != nil {
+		s.Pools.Close()
 	}
 	if s.arena != nil {
 		_ = s.arena.release()
@@ -199,33 +202,34 @@ func Build(f Config, log *slog.Logger, stdout io.Writer) (*Stack, error) {
 	if f.ChunkedPrefill < 0 {
 		f.ChunkedPrefill = c.ContextLen
 	}
-	log.Info("model loaded", "name", m.Name, "arch", c.Arch, "params", c.Params(), "weight_bytes", m.WeightBytes(), "context", c.ContextLen)
-	if e := m.Expanded; e != nil {
-		log.Warn("quantized tensors expanded to f16 at load (the CPU and CUDA kernels run f32, f16, bf16 and q8_0 natively)",
-			"tensors", e.Tensors, "types", e.Types, "file_bytes", e.FileBytes, "device_bytes", e.DeviceBytes)
-	}
+	log.Info("model loaded", "name", m.Name, "arch", c.Arch, "params", c.Params(), "weight_bytes", m.WeightBytes(), "mapped_from_file_bytes", m.MappedBytes, "context", c.ContextLen)
 	_ = s.Act.EmptyCache()
 	A := L.Phase(PhaseWeights).FreeAfter
 
 	b := plan.Budget{
 		TotalBytes: info.Total, PBytes: P, ABytes: A, WeightBytes: wsrc.M.DeviceBytes(),
 		ChunkedPrefill: f.ChunkedPrefill, MaxRunning: f.MaxRunning, ContextLen: c.ContextLen,
-		MaxTotalTokens: f.MaxTotalTokens, Threads: info.Threads,
-		Layout: plan.Layout{Buffers: 2 * c.Layers, RowBytes: int64(c.KVRow()) * 4, PageSize: f.PageSize, Granularity: ledger.DevicePage(info)},
+		MaxTotalTokens: f.MaxTotalTokens, Threads: info.Threads, MaxChoices: engine.MaxChoices,
+		PageSize: f.PageSize, Granularity: ledger.DevicePage(info),
 	}
 	reg, err := configurators(f)
 	if err != nil {
 		return fail(err)
 	}
 	s.Configurators = reg
-	kc, lay, err := plan.ConfigureKV(context.Background(), reg, c, f.PageSize)
+	hfc, err := plan.HFConfig(f.Model)
+	if err != nil {
+		return fail(err)
+	}
+	kc, err := plan.ConfigureKV(context.Background(), reg, plan.KVRequest{Config: c, HFConfig: hfc, KVDType: f.KVCacheDType, PageSize: f.PageSize,
+		MaxRunning: f.MaxRunning, ChunkedPrefill: f.ChunkedPrefill})
 	if err != nil {
 		return fail(fmt.Errorf("boot: KV configurator: %w", err))
 	}
-	lay.Granularity = b.Layout.Granularity
-	b.Layout, b.KVConfigurator = lay, kc.Record()
+	b.KVConfigurator, b.KVDType = kc.Record(), kc.StoredAs()
 	s.kv = kc
-	log.Info("KV layout configured", "plugin", kc.Plugin, "version", kc.Version, "cell_bytes", kc.CellBytes, "buffers", lay.Buffers)
+	log.Info("KV layout configured", "plugin", kc.Plugin, "version", kc.Version, "kv_dtype", kc.KVDType, "cell_bytes", kc.CellBytes,
+		"pools", len(kc.Layout.Pools), "buffers", kc.Layout.Buffers())
 	b.GraphBuckets = plan.DecodeBuckets(GraphMaxBS(f, info), f.MaxRunning)
 	if f.SGLangCompat {
 		err = s.sizeCompat(f, &b)
@@ -238,10 +242,8 @@ func Build(f Config, log *slog.Logger, stdout io.Writer) (*Stack, error) {
 	b.Reservations = plan.Reservations(c, b)
 	s.Budget = b
 	L.SetBudget(b)
-	L.AddKVPool(ledger.PoolOf("kv", s.Pool))
-	spec := s.Pool.Spec()
-	log.Info(fmt.Sprintf("KV cache is allocated. #tokens: %d, page size: %d, cell: %d B/token, K+V size: %.2f GiB (GiB = 2^30 B)", spec.NumPages*spec.PageSize, spec.PageSize, spec.BytesPerToken(), float64(spec.Bytes())/ledger.GiB),
-		"policy", b.Policy, "headroom_bytes", b.HeadroomBytes, "sglang_tokens", b.SGLang.Tokens)
+	L.SetKVPools(s.Pools.Stats)
+	logPools(log, b, s.Pools)
 
 	ecfg := engine.Config{MaxRunning: f.MaxRunning, MaxQueue: f.MaxQueue, ChunkedPrefill: engineChunk, MaxPrefillTokens: f.MaxPrefillTokens, Logger: log,
 		AllocatorState: func() any { return s.Act.Stats() }, Samplers: f.Samplers}
@@ -256,7 +258,7 @@ func Build(f Config, log *slog.Logger, stdout io.Writer) (*Stack, error) {
 		s.Constraints = ecfg.Constraints
 		log.Info("output constraints ready", "runner", ecfg.Constraints.Name())
 	}
-	eng, err := engine.New(ecfg, m, s.Pool, c, m.Tokenizer.EOG)
+	eng, err := engine.New(ecfg, m, s.Pools, c, m.Tokenizer.EOG)
 	if err != nil {
 		return fail(err)
 	}
@@ -273,40 +275,55 @@ func Build(f Config, log *slog.Logger, stdout io.Writer) (*Stack, error) {
 	return s, nil
 }
 
-// sizeCompat is SGLang's path (spec §3): budget = A − P·(1−f), tokens =
-// budget // cell, one allocation per K and V buffer, no profiling.
+// logPools writes the startup line of every pool: what it holds, its
+// size, and why it has that size.
+func logPools(log *slog.Logger, b plan.Budget, pools *kv.Set) {
+	for _, p := range pools.Stats() {
+		what := fmt.Sprintf("#tokens: %d, page size: %d", p.CapacityTokens, p.PageSize)
+		if p.Unit == "request" {
+			what = fmt.Sprintf("#slots: %d", p.Slots)
+		}
+		log.Info(fmt.Sprintf("KV cache is allocated. pool %s (%s, %s): %s, cell: %d B/%s, size: %.2f GiB (GiB = 2^30 B)",
+			p.Name, p.Kind, p.DType, what, p.CellBytes, p.Unit, float64(p.Bytes)/ledger.GiB),
+			"policy", b.Policy, "headroom_bytes", b.HeadroomBytes, "sglang_tokens", b.SGLang.Tokens)
+	}
+	if b.TokenCap > 0 && b.UncappedTokens > b.Tokens {
+		log.Info(fmt.Sprintf("KV pools sized to %d tokens, %s; the memory would hold %d (--max-total-tokens or --mem-fraction-static asks for more)",
+			b.Tokens, b.TokenCapReason, b.UncappedTokens), "token_cap", b.TokenCap)
+	}
+}
+
+// sizeCompat is SGLang's path (spec §3): budget = A − P·(1−f), units from
+// the configurator for that budget, one allocation per buffer, no
+// profiling. A pool too small for one request at the context is refused.
 func (s *Stack) sizeCompat(f Config, b *plan.Budget) error {
 	c, L := s.Model.Config, s.Ledger
+	l := s.kv.Layout
 	b.Policy = "sglang-compat"
+	b.Caps(false, f.MemFractionStatic)
 	b.MemFractionStatic, b.FractionFromFlag = f.MemFractionStatic, f.MemFractionStatic > 0
-	sg := plan.SGLangFigures(b.TotalBytes, b.PBytes, b.ABytes, f.MemFractionStatic, f.ChunkedPrefill, 1, float64(b.Layout.CellBytes()), f.PageSize, f.MaxTotalTokens, c.ContextLen)
+	sg := plan.SGLangFigures(b.TotalBytes, b.PBytes, b.ABytes, f.MemFractionStatic, f.ChunkedPrefill, 1, float64(s.kv.CellBytes), f.PageSize, f.MaxTotalTokens, c.ContextLen)
 	b.SGLang = &sg
 	b.MemFractionStatic = sg.MemFractionStatic
 	b.HeadroomBytes = int64(sg.SlackGiB * budget.GiB)
-	if sg.Error != "" || sg.Tokens <= 0 {
-		_, err := budget.KVBudget(budget.KVBudgetInput{PBytes: b.PBytes, ABytes: b.ABytes, MemFractionStatic: sg.MemFractionStatic, WorldSize: 1})
-		if err == nil {
-			err = fmt.Errorf("boot: not enough memory for one KV page; increase --mem-fraction-static")
-		}
-		return err
-	}
-	t, err := s.kv.Units(context.Background(), sg.BudgetBytes, sg.Tokens)
+	units, err := plan.CompatUnits(context.Background(), s.kv, b, sg, c.ContextLen)
 	if err != nil {
 		return err
 	}
-	b.Tokens, b.KVBudgetBytes, b.UpperBoundTokens = t, sg.BudgetBytes, sg.Tokens
+	b.Units, b.Tokens, b.KVBudgetBytes = units, units[plan.Primary(l)], sg.BudgetBytes
+	b.UpperBoundUnits, b.UpperBoundTokens = units, b.Tokens
 	arena, src := ledger.NewDirect("kv_arena", s.Dev, ledger.DevicePage(s.Dev.Info()))
 	L.AddSource(src)
 	s.direct = arena
-	pool, err := kv.New(kv.Spec{Layers: c.Layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, PageSize: f.PageSize, NumPages: b.Tokens / f.PageSize}, arena)
+	pools, err := kv.Allocate(l, units, arena)
 	if err != nil {
 		return err
 	}
-	s.Pool = pool
+	s.Pools = pools
 	b.KVMappedBytes = src.M.DeviceBytes()
 	L.Phase(PhaseKVPools)
 	L.Phase(PhaseWorkspaces)
-	if err := s.captureGraphs(b, pool); err != nil {
+	if err := s.captureGraphs(b, pools); err != nil {
 		return err
 	}
 	L.Phase(PhaseCapture)
@@ -338,13 +355,13 @@ func GraphMaxBS(f Config, info device.Info) int {
 	return budget.GraphMaxBatch(float64(info.Total)/budget.MiB, 1)
 }
 
-// captureGraphs captures the decode graphs against pool; their private
+// captureGraphs captures the decode graphs against pools; their private
 // pool's segments are what the capture phase costs.
-func (s *Stack) captureGraphs(b *plan.Budget, pool *kv.Pool) error {
+func (s *Stack) captureGraphs(b *plan.Budget, pools *kv.Set) error {
 	if len(b.GraphBuckets) == 0 {
 		return nil
 	}
-	g, err := s.Model.CaptureDecodeGraphs(pool, b.GraphBuckets)
+	g, err := s.Model.CaptureDecodeGraphs(pools, b.GraphBuckets)
 	if errors.Is(err, model.ErrNoCapture) {
 		b.GraphBuckets = nil
 		return nil
@@ -361,45 +378,42 @@ func (s *Stack) captureGraphs(b *plan.Budget, pool *kv.Pool) error {
 	return nil
 }
 
-// sizeKVHost is kvhost's path: reserve the pool's upper bound as address
+// sizeKVHost is kvhost's path: reserve the pools' upper bound as address
 // space, map a prefix, profile the worst-case forwards against it, then grow
-// the pool into what is measured to be left less the measured headroom.
+// the pools into what is measured to be left less the measured headroom.
 func (s *Stack) sizeKVHost(f Config, b *plan.Budget) error {
 	c, L, m := s.Model.Config, s.Ledger, s.Model
+	l := s.kv.Layout
 	vm, ok := s.Dev.(device.VirtualMemory)
 	if !ok {
 		return fmt.Errorf("boot: device %s has no virtual memory for post-capture KV growth; start with --sglang-compat", s.Dev.Info().Kind)
 	}
 	b.Policy = "kvhost"
-	b.Layout.Granularity = vm.Granularity()
-	sg := plan.SGLangFigures(b.TotalBytes, b.PBytes, b.ABytes, 0, f.ChunkedPrefill, 1, float64(b.Layout.CellBytes()), f.PageSize, f.MaxTotalTokens, c.ContextLen)
+	b.Granularity = vm.Granularity()
+	b.Caps(s.Dev.Info().Kind == "cpu", f.MemFractionStatic)
+	sg := plan.SGLangFigures(b.TotalBytes, b.PBytes, b.ABytes, 0, f.ChunkedPrefill, 1, float64(s.kv.CellBytes), f.PageSize, f.MaxTotalTokens, c.ContextLen)
 	b.SGLang = &sg
-
-	b.UpperBoundTokens = plan.UpperBound(b.ABytes, b.Layout, f.MaxTotalTokens)
-	b.PrefixTokens = min(plan.ProfileTokens(f.ChunkedPrefill, f.PageSize), b.UpperBoundTokens)
-	if b.PrefixTokens <= 0 {
-		return &budget.InsufficientMemoryError{Phase: "kv-reserve", NeedBytes: b.Layout.Mapped(f.PageSize), HaveBytes: b.ABytes,
-			Knob: "--device-memory", Suggest: fmt.Sprintf("%dMiB", (b.TotalBytes-b.ABytes+b.Layout.Mapped(f.PageSize))/budget.MiB+1)}
+	ctx := context.Background()
+	if err := b.Reserve(ctx, s.kv); err != nil {
+		return err
 	}
-	ar, err := newArena("kv_arena", vm, b.Layout, c.KVHeads, c.HeadDim, b.UpperBoundTokens)
+	ar, err := newArena("kv_arena", vm, l, b.UpperBoundUnits)
 	if err != nil {
 		return err
 	}
 	s.arena = ar
 	L.AddSource(ar)
-	b.ReservedAddressBytes = ar.stride * int64(b.Layout.Buffers)
-	if err := ar.mapTo(b.PrefixTokens); err != nil {
+	if err := ar.mapTo(b.PrefixUnits); err != nil {
 		return err
 	}
-	b.PrefixMappedBytes = b.Layout.Mapped(b.PrefixTokens)
 	L.Phase(PhaseKVPools)
 	L.Phase(PhaseWorkspaces)
 
-	spec := kv.Spec{Layers: c.Layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, PageSize: f.PageSize, NumPages: b.PrefixTokens / f.PageSize}
-	tmp, err := kv.NewFromArena(spec, ar.layers(b.PrefixTokens))
+	tmp, err := kv.Over(l, b.PrefixUnits, ar.span)
 	if err != nil {
 		return err
 	}
+	ar.use(b.PrefixUnits)
 	batches := plan.ProfileBatches(c.ContextLen, f.ChunkedPrefill, f.MaxRunning)
 	fmt.Fprintf(s.out, "measuring the runtime peak: %d profile forwards at the %d-token chunk limit, then decode graph capture ...\n", len(batches), f.ChunkedPrefill)
 	peak, err := profile(m, s.Act, tmp, batches, f.ChunkedPrefill)
@@ -425,23 +439,20 @@ func (s *Stack) sizeKVHost(f Config, b *plan.Budget) error {
 	}
 	b.FreeAfterCapture = L.Phase(PhaseCapture).FreeAfter
 
-	if err := plan.Grow(b, c.ContextLen); err != nil {
+	if err := plan.Grow(ctx, s.kv, b, c.ContextLen); err != nil {
 		return err
 	}
-	if err := plan.ApplyUnits(context.Background(), s.kv, b, c.ContextLen); err != nil {
+	if err := ar.mapTo(b.Units); err != nil {
 		return err
 	}
-	if err := ar.mapTo(b.Tokens); err != nil {
-		return err
-	}
-	spec.NumPages = b.Tokens / f.PageSize
-	pool, err := kv.NewFromArena(spec, ar.layers(b.Tokens))
+	pools, err := kv.Over(l, b.Units, ar.span)
 	if err != nil {
 		return err
 	}
-	s.Pool = pool
+	ar.use(b.Units)
+	s.Pools = pools
 	if s.Graphs != nil {
-		if err := s.Graphs.Recapture(pool); err != nil {
+		if err := s.Graphs.Recapture(pools); err != nil {
 			return err
 		}
 	}
@@ -449,9 +460,9 @@ func (s *Stack) sizeKVHost(f Config, b *plan.Budget) error {
 	return nil
 }
 
-// profile runs the worst-case forwards against a small pool and returns the
+// profile runs the worst-case forwards against small pools and returns the
 // caching allocator's peak reserved bytes; the cache is emptied afterwards.
-func profile(m *model.Model, act *alloc.Allocator, pool *kv.Pool, batches [][]plan.SeqShape, chunk int) (int64, error) {
+func profile(m *model.Model, act *alloc.Allocator, pools *kv.Set, batches [][]plan.SeqShape, chunk int) (int64, error) {
 	if err := act.EmptyCache(); err != nil {
 		return 0, err
 	}
@@ -463,7 +474,7 @@ func profile(m *model.Model, act *alloc.Allocator, pool *kv.Pool, batches [][]pl
 			rows += sh.LogitRows
 		}
 		logits := make([]float32, rows*m.Config.Vocab)
-		if err := m.Forward(pool, plan.ProfileSeqs(shapes, pool.Spec().NumPages, pool.Spec().PageSize), logits); err != nil {
+		if err := m.Forward(pools, plan.ProfileSeqs(shapes, pools), logits); err != nil {
 			if errors.Is(err, device.ErrOutOfMemory) {
 				return 0, &budget.InsufficientMemoryError{Phase: "profile-forward", NeedBytes: act.Stats().PeakReserved, HaveBytes: act.Stats().Reserved,
 					Knob: "--chunked-prefill-size", Suggest: fmt.Sprint(max(1, chunk/2)), SuggestValue: float64(max(1, chunk/2)), Minimum: 1}

@@ -2,7 +2,7 @@ package boot
 
 import (
 	"context"
-	"github.com/kvhost/kvhost/host/plugin/builtin"
+	"errors"
 	"io"
 	"io/fs"
 	"os"
@@ -10,9 +10,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvhost/kvhost/host/budget"
 	_ "github.com/kvhost/kvhost/host/device/cpu"
 	"github.com/kvhost/kvhost/host/ledger"
 	"github.com/kvhost/kvhost/host/model/synth"
+	"github.com/kvhost/kvhost/host/plan"
+	"github.com/kvhost/kvhost/host/plugin/builtin"
 )
 
 // writeModel generates a synth preset into a temp dir.
@@ -84,7 +87,7 @@ func TestPluginsDirOverridesConfigurator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if k := s.Budget.KVConfigurator; k == nil || k.Plugin != "mha" || k.CellBytes != s.Pool.Spec().BytesPerToken() {
+	if k := s.Budget.KVConfigurator; k == nil || k.Plugin != "mha" || k.CellBytes != s.Pools.Stats()[0].CellBytes {
 		t.Fatalf("configurator record %+v", s.Budget.KVConfigurator)
 	}
 	s.Close(context.Background())
@@ -97,5 +100,73 @@ func TestPluginsDirOverridesConfigurator(t *testing.T) {
 	_, err = Build(cfg, nil, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "mha") {
 		t.Fatalf("a broken mha.wasm override should stop startup naming it, got %v", err)
+	}
+}
+
+// TestCompatRefusesPoolTooSmall (issue 12 item 10): under --sglang-compat a
+// pool that cannot hold one request at the model's context is refused at
+// startup, as the default policy does, saying how much memory it would need
+// and which knob gives it; plan says the same, and following the advice
+// gives a server that starts.
+func TestCompatRefusesPoolTooSmall(t *testing.T) {
+	path := writeModel(t, "tiny") // context 2048, cell 512 B/token in f32: one request needs 1 MiB
+	name, c, ts, err := plan.LoadModel(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	planOf := func(cfg Config) (plan.Report, error) {
+		return plan.Plan(plan.Input{Name: name, Config: c, Weights: ts, Device: "cpu", DeviceBytes: cfg.DeviceMemory, Threads: cfg.Threads,
+			ChunkedPrefill: cfg.ChunkedPrefill, MaxRunning: cfg.MaxRunning, PageSize: cfg.PageSize, MaxTotalTokens: cfg.MaxTotalTokens,
+			MemFractionStatic: cfg.MemFractionStatic, SGLangCompat: true, KVDType: cfg.KVCacheDType})
+	}
+	base := baseConfig(path, 192<<20)
+	base.SGLangCompat, base.MemFractionStatic, base.KVCacheDType = true, 0.7, "fp32"
+	ok, err := planOf(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An f whose budget A − P·(1−f) is half a request's KV.
+	tight := 1 - float64(ok.Budget.ABytes-(512<<10))/float64(ok.Budget.PBytes)
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+		knob string
+		want []string
+	}{
+		{"a 16-token pool", func(c *Config) { c.MaxTotalTokens = 16 }, "--max-total-tokens",
+			[]string{"pool kv holds 16 tokens, one request at the 2048-token context needs 2048", "needs 1048576 bytes", "set --max-total-tokens to 2048"}},
+		{"half a request of budget", func(c *Config) { c.MemFractionStatic = tight }, "--mem-fraction-static",
+			[]string{"pool kv holds 1024 tokens, one request at the 2048-token context needs 2048", "needs 1048576 bytes", "set --mem-fraction-static to 0."}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := base
+			tc.edit(&cfg)
+			_, err := Build(cfg, nil, io.Discard)
+			var ime *budget.InsufficientMemoryError
+			if err == nil || !errors.As(err, &ime) || ime.Phase != "kv-pool" || ime.Knob != tc.knob {
+				t.Fatalf("err = %v, want an *InsufficientMemoryError for the kv pool naming %s", err, tc.knob)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+			if _, perr := planOf(cfg); perr == nil || perr.Error() != err.Error() {
+				t.Fatalf("plan says %v\nserve says %v", perr, err)
+			}
+			if tc.knob == "--mem-fraction-static" {
+				cfg.MemFractionStatic = ime.SuggestValue
+			} else {
+				cfg.MaxTotalTokens = int(ime.SuggestValue)
+			}
+			s, err := Build(cfg, nil, io.Discard)
+			if err != nil {
+				t.Fatalf("following the advice (%s %s): %v", ime.Knob, ime.Suggest, err)
+			}
+			if s.Budget.Tokens < 2048 {
+				t.Fatalf("following the advice: %d tokens", s.Budget.Tokens)
+			}
+			s.Close(context.Background())
+		})
 	}
 }

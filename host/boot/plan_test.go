@@ -7,6 +7,7 @@ import (
 	"github.com/kvhost/kvhost/internal/testmodels"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"sync"
@@ -16,7 +17,11 @@ import (
 	"github.com/kvhost/kvhost/host/engine"
 	"github.com/kvhost/kvhost/host/ledger"
 	"github.com/kvhost/kvhost/host/model/gguf"
+	"github.com/kvhost/kvhost/host/model/synth"
 	"github.com/kvhost/kvhost/host/plan"
+	"github.com/kvhost/kvhost/host/plugin"
+	"github.com/kvhost/kvhost/host/plugin/builtin"
+	"github.com/kvhost/kvhost/sdk"
 )
 
 // sharedModel is the repository's models/stories260K.gguf.
@@ -28,9 +33,14 @@ func planFor(t *testing.T, cfg Config) plan.Report {
 	if err != nil {
 		t.Fatal(err)
 	}
+	hfc, err := plan.HFConfig(cfg.Model)
+	if err != nil {
+		t.Fatal(err)
+	}
 	r, err := plan.Plan(plan.Input{Name: name, Config: c, Weights: ts, Device: "cpu", DeviceBytes: cfg.DeviceMemory, Threads: cfg.Threads,
 		ChunkedPrefill: cfg.ChunkedPrefill, MaxRunning: cfg.MaxRunning, PageSize: cfg.PageSize, MaxTotalTokens: cfg.MaxTotalTokens,
-		MemFractionStatic: cfg.MemFractionStatic, SGLangCompat: cfg.SGLangCompat, GraphMaxBS: cfg.GraphMaxBS, LogprobChunk: cfg.LogprobChunk})
+		MemFractionStatic: cfg.MemFractionStatic, SGLangCompat: cfg.SGLangCompat, GraphMaxBS: cfg.GraphMaxBS, LogprobChunk: cfg.LogprobChunk,
+		KVDType: cfg.KVCacheDType, HFConfig: hfc, Configurators: cfg.Configurators})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +77,37 @@ func TestPlanMatchesServe(t *testing.T) {
 			return c
 		}},
 		{"tiny q4_0 expanded", func(t *testing.T) Config { return baseConfig(tinyQ4, 192<<20) }},
+		{"tiny two pools", func(t *testing.T) Config {
+			c := baseConfig(tiny, 192<<20)
+			c.Configurators = splitRegistry(t)
+			return c
+		}},
 		{"stories260K", func(t *testing.T) Config { c := baseConfig(sharedModel(t), 64<<20); c.GraphMaxBS = -1; return c }},
+	}
+	// Every KV encoding: the configurator declares the pool in it, serve
+	// allocates and profiles it, plan predicts it (mxfp8 needs head dims
+	// that are multiples of 32: a model of head dim 32).
+	hd32 := writeSpec(t, synth.Spec{Name: "hd32", Hidden: 128, Layers: 2, Heads: 4, KVHeads: 2, Intermediate: 384, Vocab: 32000, ContextLen: 512, DType: "f32", Seed: 7})
+	for _, dt := range []string{"fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "mxfp8", "nvfp4"} {
+		model := tiny
+		if dt == "mxfp8" {
+			model = hd32
+		}
+		cases = append(cases, struct {
+			name string
+			cfg  func(t *testing.T) Config
+		}{"kv " + dt, func(t *testing.T) Config {
+			c := baseConfig(model, 192<<20)
+			c.KVCacheDType, c.GraphMaxBS = dt, 4
+			return c
+		}}, struct {
+			name string
+			cfg  func(t *testing.T) Config
+		}{"kv " + dt + " compat", func(t *testing.T) Config {
+			c := baseConfig(model, 192<<20)
+			c.KVCacheDType, c.SGLangCompat, c.MemFractionStatic = dt, true, 0.7
+			return c
+		}})
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -77,6 +117,9 @@ func TestPlanMatchesServe(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close(context.Background())
+			if cfg.Configurators != nil && len(s.Pools.TokenPools()) != 2 {
+				t.Fatalf("%d token pools, want the example's two", len(s.Pools.TokenPools()))
+			}
 			got := s.Ledger.Snapshot()
 			if err := ledger.Check(got); err != nil {
 				t.Fatal(err)
@@ -94,9 +137,8 @@ func TestPlanMatchesServe(t *testing.T) {
 			if !reflect.DeepEqual(got.Allocators, want.Ledger.Allocators) {
 				t.Errorf("allocators:\nserve %+v\nplan  %+v", got.Allocators, want.Ledger.Allocators)
 			}
-			gp, wp := got.KVPools[0], want.Ledger.KVPools[0]
-			if gp.CapacityTokens != wp.CapacityTokens || gp.Pages != wp.Pages || gp.Bytes != wp.Bytes || gp.CellBytes != wp.CellBytes {
-				t.Errorf("pool: serve %+v plan %+v", gp, wp)
+			if !reflect.DeepEqual(got.KVPools, want.Ledger.KVPools) {
+				t.Errorf("pools:\nserve %+v\nplan  %+v", got.KVPools, want.Ledger.KVPools)
 			}
 			if !reflect.DeepEqual(s.Budget, want.Budget) {
 				t.Errorf("budget:\nserve %+v\nplan  %+v", s.Budget, want.Budget)
@@ -104,12 +146,43 @@ func TestPlanMatchesServe(t *testing.T) {
 			if cfg.GraphMaxBS != 0 && (s.Graphs == nil || s.Budget.GraphPoolBytes == 0 || s.Budget.GraphPoolBytes != s.Graphs.PoolBytes()) {
 				t.Errorf("graphs asked for but not captured: %+v pool %d", s.Budget.GraphBuckets, s.Budget.GraphPoolBytes)
 			}
+			// The pools hold what the configurator declared in the encoding
+			// asked for, and the arena's KV bytes are exactly those cells.
+			asked := sdk.CanonicalKVDType(cfg.KVCacheDType)
+			if asked == "" {
+				asked = plan.DefaultKVDType
+			}
+			if k := s.Budget.KVConfigurator; k.KVDType != asked || k.StoredAs() != got.KVPools[0].DType || s.Budget.KVDType != k.StoredAs() {
+				t.Errorf("kv dtype %q (stored as %q, budget %q, pool %q), asked %q", k.KVDType, k.StoredAs(), s.Budget.KVDType, got.KVPools[0].DType, asked)
+			}
+			var cells int64
+			for _, p := range got.KVPools {
+				cells += p.Bytes
+			}
+			if cells != got.ByCategory["kv_cache"] {
+				t.Errorf("pools hold %d bytes, the ledger's kv_cache category %d", cells, got.ByCategory["kv_cache"])
+			}
 		})
 	}
 }
 
+// writeSpec writes a synth spec to a temp GGUF.
+func writeSpec(t *testing.T, s synth.Spec) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := synth.Write(&buf, s, nil); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), s.Name+".gguf")
+	if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // quantizeModel writes a copy of a GGUF with every matrix in Q4_0, the
-// format most older GGUF files use (loaded by expanding to F16).
+// format most older GGUF files use (served as stored: plan counts its file
+// bytes).
 func quantizeModel(t *testing.T, src string) string {
 	t.Helper()
 	f, err := gguf.Open(src)
@@ -130,7 +203,7 @@ func quantizeModel(t *testing.T, src string) string {
 				vals[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
 			}
 			spec.Type, spec.Data = gguf.TypeQ4_0, make([]byte, len(vals)/32*18)
-			if err := gguf.QuantizeQ4_0(spec.Data, vals); err != nil {
+			if err := gguf.Quantize(gguf.TypeQ4_0, spec.Data, vals); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -250,4 +323,32 @@ func TestStressWithinSlack(t *testing.T) {
 	}
 	t.Logf("device %d B: KV tokens %d, slack %d B (profile %d + allowance %d), runtime peak %d B; SGLang default: f=%.3f tokens %d (%s)",
 		dev, b.Tokens, b.HeadroomBytes, b.ProfilePeakBytes, b.FragmentationBytes, st.PeakReserved, b.SGLang.MemFractionStatic, b.SGLang.Tokens, b.SGLang.Error)
+}
+
+// splitRegistry is the built-in configurators plus the out-of-tree example
+// (examples/configurator: layers over two pools and an extra per-token
+// buffer), which claims Llama models over the built-in mha.
+func splitRegistry(t *testing.T) *plugin.Registry {
+	t.Helper()
+	dir := t.TempDir()
+	goBin := filepath.Join(os.Getenv("GOROOT"), "bin", "go")
+	if _, err := os.Stat(goBin); os.Getenv("GOROOT") == "" || err != nil {
+		goBin = "go"
+	}
+	cmd := exec.Command(goBin, "build", "-trimpath", "-buildmode=c-shared", "-o", filepath.Join(dir, "gqa-example.wasm"), ".")
+	cmd.Dir = filepath.Join("..", "..", "examples", "configurator")
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "GOWORK=off", "GOFLAGS=", "GOPROXY=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the example configurator: %v\n%s", err, out)
+	}
+	rt, err := plugin.NewRuntime(context.Background(), plugin.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rt.Close(context.Background()) })
+	reg, err := plugin.NewRegistry(rt, builtin.FS(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
 }

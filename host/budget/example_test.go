@@ -14,7 +14,9 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	cell := budget.CellMHA(8, 128, 128, 32, 1, 2)
+	// Llama-3-8B's bf16 cell, as the mha configurator declares it (spec V1;
+	// the host computes no cell size of its own).
+	const cell = 131072
 	tokens := budget.Tokens(kv.BudgetBytes, cell, 1, 0)
 	reqs := budget.MaxRunningRequests(tokens, 8192, 0, 1)
 	fmt.Println(f, kv.BudgetBytes, tokens, reqs, budget.ReqToTokenBytes(reqs, 8192, 0))

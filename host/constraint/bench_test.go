@@ -1,15 +1,18 @@
 package constraint_test
 
 import (
+	"context"
 	"math/rand/v2"
 	"os"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/kvhost/kvhost/host/constraint"
 	"github.com/kvhost/kvhost/host/constraint/compile"
 	"github.com/kvhost/kvhost/host/model/synth"
 	"github.com/kvhost/kvhost/host/model/tokenizer"
+	"github.com/kvhost/kvhost/host/plugin"
 	"github.com/kvhost/kvhost/sdk/constraint/grammar"
 )
 
@@ -156,4 +159,85 @@ func BenchmarkMaskStep(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(total)/1e3, "µs/step")
 	})
 	b.Logf("vocab %d tokens, %d trie nodes; %d configurations after the warm paths", v.Size(), v.Nodes(), warm.Configs())
+}
+
+// BenchmarkPluginMaskStep is BenchmarkMaskStep through the constraint
+// plugin (wazero, Go guest): the same 10-property schema and 128256-token
+// vocabulary, one row per step call (warm: the paths' states are cached
+// in the instance).
+func BenchmarkPluginMaskStep(b *testing.B) {
+	v, err := synth.NewBPEVocab(128256)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tok, err := tokenizer.NewBPE(tokenizer.BPEConfig{Tokens: v.Tokens, Types: v.Types, Merges: v.Merges,
+		PreTokenizer: tokenizer.PreGPT2, BOS: int32(v.BOS), EOS: int32(v.EOS), ExtraEOG: []int32{int32(v.EOT)}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	wasm, err := os.ReadFile("builtin/wasm/grammar.wasm")
+	if err != nil {
+		b.Fatalf("built by make plugins: %v", err)
+	}
+	rt, err := plugin.NewRuntime(context.Background(), plugin.Config{NoCache: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rt.Close(context.Background())
+	start := time.Now()
+	pl, err := constraint.NewPlugin(context.Background(), rt, "grammar", wasm, tok, len(v.Tokens))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pl.Close(context.Background())
+	b.Logf("plugin loaded with the vocabulary in %v", time.Since(start).Round(time.Millisecond))
+	doc, _ := os.ReadFile("testdata/schemas/19-ten-properties.json")
+	g, err := compile.JSONSchema(doc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sp, err := constraint.NewSpec("json_schema", doc, g)
+	if err != nil {
+		b.Fatal(err)
+	}
+	native, err := grammar.Compile(g, bpeVocab(b), grammar.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ps := paths(b, native, 8, 120)
+	ctx := context.Background()
+	walk := func(b *testing.B, path []int32) {
+		q, err := pl.Open(ctx, sp)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer q.Close()
+		rows := make([]constraint.Row, 1)
+		tok := int32(-1)
+		for i, id := range path {
+			rows[0] = constraint.Row{Seq: q, Token: tok, Budget: len(path) - i + 8}
+			pl.Step(ctx, rows)
+			if rows[0].Err != nil {
+				b.Fatal(rows[0].Err)
+			}
+			tok = id
+		}
+	}
+	cold := time.Now()
+	steps := 0
+	for _, p := range ps {
+		walk(b, p)
+		steps += len(p)
+	}
+	b.Logf("first pass (cold states): %.1f µs/step over %d steps", float64(time.Since(cold).Microseconds())/float64(steps), steps)
+	b.Run("warm", func(b *testing.B) {
+		n, total := 0, 0
+		for b.Loop() {
+			p := ps[n%len(ps)]
+			walk(b, p)
+			n++
+			total += len(p)
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(total)/1e3, "µs/step")
+	})
 }

@@ -76,9 +76,10 @@ type Row struct {
 	Seq Seq
 	// Token is the token generated last step, not yet consumed, or -1.
 	Token int32
-	// Budget is how many tokens the sequence may still generate, this
-	// step's included (0: no limit); the constraint closes the output in
-	// time (package grammar).
+	// Budget is how many tokens the output may still take, this step's
+	// included (0: no limit); the constraint closes the output in time
+	// (package grammar). The engine passes the tokens left less one, kept
+	// for the end-of-generation token.
 	Budget int
 	// Results: Mask has a bit per vocabulary id (valid until the next
 	// Step); Accept says end-of-generation may come now, Complete that

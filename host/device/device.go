@@ -3,6 +3,7 @@ package device
 import (
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"sync"
 )
@@ -52,6 +53,17 @@ type VirtualMemory interface {
 	Map(base Ptr, offset, size int64) error
 	// Release unmaps and releases a whole reservation.
 	Release(base Ptr) error
+}
+
+// FileMapper is the optional capability of serving bytes of a file in
+// place, without copying them into device memory: the CPU device maps the
+// file's pages read-only, so weights stored in the form the kernels run are
+// used straight from the page cache (what llama.cpp's mmap does). A mapping
+// is charged against the device's capacity exactly as a Malloc of size bytes
+// would be, so MemGetInfo, the ledger and the plan stay exact; Free releases
+// it. The memory is read-only: Upload into it fails.
+type FileMapper interface {
+	MapFile(f *os.File, off, size int64) (Ptr, error)
 }
 
 // ErrOutOfMemory is the sentinel every out-of-memory error matches.

@@ -1,31 +1,39 @@
 package device
 
-import "fmt"
+import (
+	"fmt"
+
+	kcpu "github.com/kvhost/kvhost/kernels/cpu"
+)
 
 // DType is the element type of a weight in device memory.
 type DType uint8
 
-// Weight element types. The numbering matches kernels/cpu.DType.
+// Weight element types. The numbering is kernels/cpu.DType's (a test holds
+// them equal), which also names them and knows their block layouts; the
+// CUDA kernels' DT_* constants use the same numbers.
 const (
 	F32 DType = iota
 	F16
 	BF16
 	Q8_0
+	Q4_0
+	Q4_1
+	Q5_0
+	Q5_1
+	Q2_K
+	Q3_K
+	Q4_K
+	Q5_K
+	Q6_K
+	IQ4_NL
+	IQ4_XS
 )
 
-func (d DType) String() string {
-	switch d {
-	case F32:
-		return "f32"
-	case F16:
-		return "f16"
-	case BF16:
-		return "bf16"
-	case Q8_0:
-		return "q8_0"
-	}
-	return "unknown"
-}
+func (d DType) String() string { return kcpu.DType(d).String() }
+
+// Quantized reports whether d is block-quantized.
+func (d DType) Quantized() bool { return kcpu.DType(d).Quantized() }
 
 // Buf is a span of N float32 values in device memory (activations, norms,
 // logits).
@@ -234,6 +242,12 @@ type AttnOpts struct {
 	Sinks Weight
 }
 
+// AttnShape is what an attention call's scratch depends on: the query
+// heads and the layer's KV heads and head dims (K and V).
+type AttnShape struct {
+	Heads, KVHeads, HeadDim, VHeadDim int
+}
+
 // RopeSpec describes a rotary embedding; devices build their tables once per
 // spec (Rope) and reuse them.
 type RopeSpec struct {
@@ -298,8 +312,10 @@ type Kernels interface {
 	// at position startPos+i over positions 0..startPos+i (within o.Window);
 	// out is [n, heads*VHeadDim].
 	Attention(out, q Buf, n, heads int, kv KVLayer, pageTable []int32, startPos int, o AttnOpts, scratch Buf) error
-	// AttentionScratch is the scratch size in floats Attention needs.
-	AttentionScratch(n, startPos int) int
+	// AttentionScratch is the scratch in floats Attention and DecodeAttention
+	// need for layers of shape s, whatever the context length, the number of
+	// query rows or the batch (a device sizes it once, at load).
+	AttentionScratch(s AttnShape) int
 	// GatherRows copies rows idx[j] of x [*, dim] to row j of out.
 	GatherRows(out, x Buf, dim int, idx []int32) error
 	// CopyToHost and CopyFromHost move float32 data across the host boundary.
@@ -318,9 +334,9 @@ type DecodeKernels interface {
 	// whose page table is tables[i].
 	WriteKVRows(kv KVLayer, k, v Buf, positions []int32, tables [][]int32) error
 	// DecodeAttention: row i of q attends to positions 0..positions[i] of
-	// tables[i]; maxLen bounds every positions[i]+1.
+	// tables[i] (within o.Window); maxLen bounds every positions[i]+1. The
+	// scratch is Kernels.AttentionScratch's.
 	DecodeAttention(out, q Buf, heads int, kv KVLayer, positions []int32, tables [][]int32, o AttnOpts, scratch Buf, maxLen int) error
-	DecodeAttentionScratch(maxLen int) int
 }
 
 // Capturer records kernel launches into a graph instead of running them,

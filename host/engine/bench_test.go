@@ -15,8 +15,10 @@ import (
 	"github.com/kvhost/kvhost/host/device"
 	"github.com/kvhost/kvhost/host/device/cpu"
 	"github.com/kvhost/kvhost/host/kv"
+	"github.com/kvhost/kvhost/host/kv/kvtest"
 	"github.com/kvhost/kvhost/host/model"
 	"github.com/kvhost/kvhost/host/model/synth"
+	"github.com/kvhost/kvhost/sdk"
 	"github.com/kvhost/kvhost/sdk/constraint/grammar"
 )
 
@@ -25,7 +27,7 @@ import (
 // tiny vocabulary and streaming.
 type nullForward struct{}
 
-func (nullForward) Forward(pool *kv.Pool, seqs []model.Seq, logits []float32) error {
+func (nullForward) Forward(pools *kv.Set, seqs []model.Seq, logits []float32) error {
 	for i := range logits {
 		logits[i] = float32(i % 7)
 	}
@@ -40,7 +42,7 @@ func BenchmarkSchedulerStep(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer dev.Close()
-	pool, err := kv.New(kv.Spec{Layers: 1, KVHeads: 1, HeadDim: 2, PageSize: 16, NumPages: 1 << 16}, alloc.NewDirect("kv", dev))
+	pool := kvtest.MHA(b, alloc.NewDirect("kv", dev), kvtest.Uniform(1, 1, 2), sdk.KVFP32, 16, 1<<16)
 	if err != nil {
 		b.Fatal(err)
 	}

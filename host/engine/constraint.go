@@ -55,7 +55,11 @@ func (e *Engine) constrain(pend []pendingRow) []pendingRow {
 		if generated > s.conFed {
 			tok = s.tokens[s.prompt+s.conFed]
 		}
-		budget := min(s.req.MaxTokens-generated, e.ctxLen-len(s.tokens))
+		// The budget keeps one token back for the end of generation, so
+		// a value the budget had to close ends with finish_reason "stop"
+		// (clients such as the openai SDK refuse a parsed reply that
+		// stopped for "length" even when it is complete).
+		budget := min(s.req.MaxTokens-generated, e.ctxLen-len(s.tokens)) - 1
 		e.conRows = append(e.conRows, constraint.Row{Seq: s.con, Token: tok, Budget: max(budget, 1)})
 		e.conOwners = append(e.conOwners, p)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/kvhost/kvhost/host/constraint"
 	"github.com/kvhost/kvhost/host/constraint/compile"
 	check "github.com/kvhost/kvhost/host/constraint/constrainttest"
-	"github.com/kvhost/kvhost/host/sampling/builtin"
+	"github.com/kvhost/kvhost/host/plugin/builtin"
 	"github.com/kvhost/kvhost/host/sampling/samplertest"
 	"github.com/kvhost/kvhost/sdk/constraint/grammar"
 )

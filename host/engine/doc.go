@@ -1,13 +1,26 @@
 // Package engine runs many generation requests at once over one model and
-// one shared paged KV pool (continuous batching).
+// the KV pools its configurator declared (continuous batching).
 //
 // One goroutine owns the device: it admits waiting requests, builds each
 // step's batch — every running decode contributes one token, and what is
 // left of the step's token budget (the chunked-prefill size) goes to prompt
 // chunks in arrival order — grows page tables, runs one forward, samples and
-// streams tokens. A request that cannot get KV pages preempts the newest
-// running sequence, which is recomputed later from its tokens; nothing is
-// dropped. Cancelling a request's context frees its pages at the next step.
+// streams tokens. A sequence holds one page table per token pool (full
+// attention, sliding window, MLA latent) and one slot per state pool; a
+// window pool's pages that fall out of the window are given back before
+// each step (Trim), so a sequence holds at most window + chunk tokens of
+// it. Admission checks every pool: the pages each token pool needs for the
+// newcomer and, for a request of n choices, n slots of each state pool
+// (taken at admission, handed to the forks with a copy of the state). A
+// request that cannot get KV pages preempts the newest running sequence,
+// which gives back its pages and slots and is recomputed later from its
+// tokens; nothing is dropped. Cancelling a request's context frees its pages
+// at the next step.
+//
+// Files: engine.go (configuration, submission, validation, sampling),
+// schedule.go (admission, the step's batch, preemption), batch.go (running
+// a batch, forks, emitting tokens), kvseq.go (what a sequence holds of the
+// pools).
 //
 // A request with an output constraint (Request.Constraint, package
 // constraint) opens its state at Submit (a spec the runner refuses is an
@@ -19,7 +32,8 @@
 // token.
 //
 // Invariants: a sequence's pages cover exactly the tokens whose K/V were
-// written; when the engine is idle every page is back on the pool's free
-// list; each request's event channel receives tokens in order and is closed
-// exactly once, after a final event that carries Done or Err.
+// written (a window pool's, those a later query can read); when the engine
+// is idle every page and slot is back on its pool's free list; each
+// request's event channel receives tokens in order and is closed exactly
+// once, after a final event that carries Done or Err.
 package engine

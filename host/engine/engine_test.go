@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kvhost/kvhost/host/sampling"
 	"math"
 	"os"
 	"path/filepath"
@@ -17,8 +18,10 @@ import (
 	"github.com/kvhost/kvhost/host/device"
 	"github.com/kvhost/kvhost/host/device/cpu"
 	"github.com/kvhost/kvhost/host/kv"
+	"github.com/kvhost/kvhost/host/kv/kvtest"
 	"github.com/kvhost/kvhost/host/model"
 	"github.com/kvhost/kvhost/host/model/synth"
+	"github.com/kvhost/kvhost/sdk"
 )
 
 var tinyOnce struct {
@@ -60,7 +63,8 @@ type rig struct {
 	reserved int
 	e        *Engine
 	m        *model.Model
-	pool     *kv.Pool
+	pools    *kv.Set  // declared by the mha configurator's arithmetic
+	pool     *kv.Pool // its one token pool
 	act      *alloc.Allocator
 }
 
@@ -82,19 +86,17 @@ func newRigModel(t testing.TB, path string, pages int, cfg Config) *rig {
 		t.Fatal(err)
 	}
 	c := r.m.Config
-	r.pool, err = kv.New(kv.Spec{Layers: c.Layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, PageSize: 4, NumPages: pages}, alloc.NewDirect("kv", dev))
-	if err != nil {
-		t.Fatal(err)
-	}
+	r.pools = kvtest.MHA(t, alloc.NewDirect("kv", dev), c.KVNeeds(), sdk.KVFP32, 4, pages)
+	r.pool = r.pools.TokenPools()[0]
 	if cfg.Graphs == graphsWanted {
-		g, err := r.m.CaptureDecodeGraphs(r.pool, []int{1, 2, 4, 8, 16})
+		g, err := r.m.CaptureDecodeGraphs(r.pools, []int{1, 2, 4, 8, 16})
 		if err != nil {
 			t.Fatal(err)
 		}
 		cfg.Graphs = g
 		r.reserved = 1
 	}
-	r.e, err = New(cfg, r.m, r.pool, c, r.m.Tokenizer.EOG)
+	r.e, err = New(cfg, r.m, r.pools, c, r.m.Tokenizer.EOG)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +286,10 @@ func TestSubmitValidation(t *testing.T) {
 		{"zero max tokens", Request{Prompt: []int32{1}, MaxTokens: 0}, "max_tokens"},
 		{"past the context", Request{Prompt: []int32{1, 2}, MaxTokens: r.m.Config.ContextLen}, "max_tokens"},
 		{"more than the pool", Request{Prompt: []int32{1, 2}, MaxTokens: 300}, "max_tokens"},
-		{"bad temperature", Request{Prompt: []int32{1}, MaxTokens: 1, Sampling: SamplingParams{Temperature: -1}}, "sampling"},
+		{"bad temperature", Request{Prompt: []int32{1}, MaxTokens: 1, Sampling: SamplingParams{Temperature: -1}}, "temperature"},
+		{"bad frequency penalty", Request{Prompt: []int32{1}, MaxTokens: 1, Sampling: SamplingParams{FrequencyPenalty: 2.5}}, "frequency_penalty"},
+		{"bad repetition penalty", Request{Prompt: []int32{1}, MaxTokens: 1, Sampling: SamplingParams{RepetitionPenalty: -1}}, "repetition_penalty"},
+		{"bias out of vocabulary", Request{Prompt: []int32{1}, MaxTokens: 1, Sampling: SamplingParams{LogitBias: []sampling.TokenBias{{Token: 99999, Bias: 1}}}}, "logit_bias"},
 	}
 	for _, tt := range tests {
 		_, err := r.e.Submit(context.Background(), tt.req)
@@ -393,7 +398,7 @@ func TestPromptLogprobsChunked(t *testing.T) {
 	defer r.pool.Release(pages)
 	V := r.m.Config.Vocab
 	logits := make([]float32, len(prompt)*V)
-	if err := r.m.Forward(r.pool, []model.Seq{{Tokens: prompt, Pages: pages, LogitRows: len(prompt)}}, logits); err != nil {
+	if err := r.m.Forward(r.pools, []model.Seq{{Tokens: prompt, Pages: [][]int32{pages}, Slots: []int32{}, LogitRows: len(prompt)}}, logits); err != nil {
 		t.Fatal(err)
 	}
 	for _, pl := range got {
@@ -591,7 +596,7 @@ type panicky struct {
 	poison int32
 }
 
-func (p panicky) Forward(pool *kv.Pool, seqs []model.Seq, logits []float32) error {
+func (p panicky) Forward(pools *kv.Set, seqs []model.Seq, logits []float32) error {
 	for _, s := range seqs {
 		for _, t := range s.Tokens {
 			if t == p.poison {
@@ -599,7 +604,7 @@ func (p panicky) Forward(pool *kv.Pool, seqs []model.Seq, logits []float32) erro
 			}
 		}
 	}
-	return p.Forwarder.Forward(pool, seqs, logits)
+	return p.Forwarder.Forward(pools, seqs, logits)
 }
 
 // TestPanicFailsOnlyTheStep: a panic inside a forward becomes an error for
@@ -607,7 +612,7 @@ func (p panicky) Forward(pool *kv.Pool, seqs []model.Seq, logits []float32) erro
 // pages and serves the next requests.
 func TestPanicFailsOnlyTheStep(t *testing.T) {
 	base := newRig(t, 256, Config{MaxRunning: 4, MaxQueue: 8, ChunkedPrefill: 64})
-	e, err := New(Config{MaxRunning: 4, MaxQueue: 8, ChunkedPrefill: 64}, panicky{base.m, 4242}, base.pool, base.m.Config, base.m.Tokenizer.EOG)
+	e, err := New(Config{MaxRunning: 4, MaxQueue: 8, ChunkedPrefill: 64}, panicky{base.m, 4242}, base.pools, base.m.Config, base.m.Tokenizer.EOG)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/kvhost/kvhost/host/kv"
+	"github.com/kvhost/kvhost/host/model"
+	"github.com/kvhost/kvhost/host/plugin/wasmtest"
 	"github.com/kvhost/kvhost/host/sampling"
 )
 
@@ -91,4 +95,122 @@ func TestPluginSamplingSeededAndVersioned(t *testing.T) {
 		t.Fatalf("unknown policy: %v", err)
 	}
 	waitIdle(t, r)
+}
+
+// TestFailingPolicyNeverFailsRequests: a policy whose every step fails (a
+// hand-assembled sampler that spins until its fuel runs out when asked)
+// fails those steps only: its requests complete, served by the default
+// policy; with no default to take over (the failing policy is the
+// default) they complete on the host sampler. The other requests of the
+// batch are untouched, and none gets an error.
+func TestFailingPolicyNeverFailsRequests(t *testing.T) {
+	ctx := context.Background()
+	evil := wasmtest.Sampler("evil", wasmtest.Spin, false)
+	for _, tc := range []struct {
+		def, wantPrefix string
+	}{{"standard", "standard@"}, {"evil", "host"}} {
+		t.Run("default "+tc.def, func(t *testing.T) {
+			reg, err := sampling.NewRegistry(ctx, sampling.Options{Default: tc.def, DisableAfter: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer reg.Close(ctx)
+			if err := reg.Swap(ctx, "evil", evil, sampling.SourceUpload); err != nil {
+				t.Fatal(err)
+			}
+			r := newRig(t, 512, Config{MaxRunning: 8, MaxQueue: 8, ChunkedPrefill: 64, Samplers: reg})
+			c, err := reg.ValidateParams("evil", map[string]any{"attack": 1, "temperature": 0.9})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var streams []*Stream
+			for i := range 3 {
+				s, err := r.e.Submit(ctx, Request{Prompt: []int32{1, int32(20 + i)}, MaxTokens: 6, IgnoreEOS: true, Sampler: "evil", SamplerParams: &c})
+				if err != nil {
+					t.Fatal(err)
+				}
+				streams = append(streams, s)
+			}
+			greedy, err := r.e.Submit(ctx, Request{Prompt: []int32{1, 9}, MaxTokens: 6, IgnoreEOS: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, s := range streams {
+				n := 0
+				for ev := range s.Events {
+					if ev.Err != nil {
+						t.Fatalf("request %d failed: %v", i, ev.Err)
+					}
+					if !ev.Done {
+						n++
+						if !strings.HasPrefix(ev.SamplerVersion, tc.wantPrefix) {
+							t.Fatalf("request %d token by %q, want %s…", i, ev.SamplerVersion, tc.wantPrefix)
+						}
+					}
+				}
+				if n != 6 {
+					t.Fatalf("request %d: %d tokens", i, n)
+				}
+			}
+			if res := collect(greedy); res.err != nil || len(res.tokens) != 6 {
+				t.Fatalf("greedy bystander: %+v", res)
+			}
+			var info sampling.Info
+			for _, in := range reg.List() {
+				if in.Name == "evil" {
+					info = in
+				}
+			}
+			if info.Failures == 0 || info.Fallbacks != 3*info.Failures {
+				t.Fatalf("failures not counted: %+v", info)
+			}
+			waitIdle(t, r)
+		})
+	}
+}
+
+// blockingForward holds every forward until released.
+type blockingForward struct {
+	Forwarder
+	gate chan struct{}
+}
+
+func (b blockingForward) Forward(pools *kv.Set, seqs []model.Seq, logits []float32) error {
+	<-b.gate
+	return b.Forwarder.Forward(pools, seqs, logits)
+}
+
+// TestStalledWhileAStepHangs: Stalled reports nothing for an idle engine
+// or one making progress, and a *StalledError naming the pending work
+// while a step does not return; once it returns, nothing again.
+func TestStalledWhileAStepHangs(t *testing.T) {
+	r := newRig(t, 512, Config{MaxRunning: 4, MaxQueue: 4, ChunkedPrefill: 64})
+	gate := make(chan struct{})
+	e, err := New(Config{MaxRunning: 4, MaxQueue: 4, ChunkedPrefill: 64}, blockingForward{r.m, gate}, r.pools, r.m.Config, r.m.Tokenizer.EOG)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(context.Background())
+	if err := e.Stalled(time.Millisecond); err != nil {
+		t.Fatalf("idle engine: %v", err)
+	}
+	s, err := e.Submit(context.Background(), Request{Prompt: []int32{1, 2, 3}, MaxTokens: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(60 * time.Millisecond)
+	var se *StalledError
+	if err := e.Stalled(30 * time.Millisecond); !errors.As(err, &se) || se.Running != 1 || se.Since < 30*time.Millisecond || !strings.Contains(err.Error(), "engine stalled") {
+		t.Fatalf("hung step: %v", err)
+	}
+	if err := e.Stalled(time.Minute); err != nil {
+		t.Fatalf("under a long threshold: %v", err)
+	}
+	close(gate)
+	if res := collect(s); res.err != nil || len(res.tokens) != 2 {
+		t.Fatalf("after release: %+v", res)
+	}
+	if err := e.Stalled(30 * time.Millisecond); err != nil {
+		t.Fatalf("after the step returned: %v", err)
+	}
 }

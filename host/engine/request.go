@@ -9,31 +9,12 @@ import (
 	"github.com/kvhost/kvhost/host/sampling"
 )
 
-// SamplingParams are the per-request knobs the engine's sampler honours. Zero
-// Temperature means greedy (argmax), which never looks past the best logit.
-type SamplingParams struct {
-	Temperature float32 `json:"temperature"`
-	TopP        float32 `json:"top_p"` // 0 or 1 disables
-	TopK        int     `json:"top_k"` // 0 disables
-	MinP        float32 `json:"min_p"` // 0 disables
-	// Seed makes sampling reproducible; nil draws one from the engine's source.
-	Seed *uint64 `json:"seed,omitempty"`
-}
-
-// Validate names the first field out of range.
-func (p SamplingParams) Validate() error {
-	switch {
-	case p.Temperature < 0 || p.Temperature > 100:
-		return fmt.Errorf("engine: temperature %v out of range [0, 100]", p.Temperature)
-	case p.TopP < 0 || p.TopP > 1:
-		return fmt.Errorf("engine: top_p %v out of range [0, 1]", p.TopP)
-	case p.TopK < 0:
-		return fmt.Errorf("engine: top_k %d must be >= 0", p.TopK)
-	case p.MinP < 0 || p.MinP > 1:
-		return fmt.Errorf("engine: min_p %v out of range [0, 1]", p.MinP)
-	}
-	return nil
-}
+// SamplingParams are a request's sampling knobs: temperature (0 is
+// greedy: an argmax after penalties and bias), top-k/top-p/min-p,
+// frequency/presence/repetition penalties, logit bias and seed, as
+// validated by sampling.Request.Validate. host/sampling owns their
+// meaning and their mapping onto policies (sampling.Registry.Compile).
+type SamplingParams = sampling.Request
 
 // Request is one generation: a tokenized prompt and how to continue it.
 type Request struct {
@@ -53,9 +34,11 @@ type Request struct {
 	// PromptTopLogprobs alternatives. Their logits are computed chunk by
 	// chunk during prefill and delivered on the first event.
 	// Sampler names a sampling policy plugin ("" means the engine's
-	// default) and SamplerParams its validated parameters; both are used
-	// only when the engine has a sampler registry. A greedy request with no
-	// policy named is an argmax on the host.
+	// default) and SamplerParams its compiled parameters
+	// (sampling.Registry.Compile of Sampling; the server compiles once to
+	// answer a 400 before admission, else the engine compiles at Submit).
+	// Both are used only when the engine has a sampler registry; a request
+	// sampling.UsesPolicy says needs none is sampled on the host.
 	Sampler       string
 	SamplerParams *sampling.Compiled
 	// Constraint, when set, restricts the output to what it allows

@@ -13,7 +13,9 @@ import (
 	"github.com/kvhost/kvhost/host/device"
 	"github.com/kvhost/kvhost/host/device/cpu"
 	"github.com/kvhost/kvhost/host/kv"
+	"github.com/kvhost/kvhost/host/kv/kvtest"
 	"github.com/kvhost/kvhost/host/model"
+	"github.com/kvhost/kvhost/sdk"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
@@ -22,7 +24,7 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 // argmax is a fixed token, so the scheduler is observed without a model.
 type recorder struct{ log *strings.Builder }
 
-func (r recorder) Forward(pool *kv.Pool, seqs []model.Seq, logits []float32) error {
+func (r recorder) Forward(pools *kv.Set, seqs []model.Seq, logits []float32) error {
 	var parts []string
 	for _, s := range seqs {
 		parts = append(parts, fmt.Sprintf("%d+%d", s.Start, len(s.Tokens)))
@@ -64,12 +66,10 @@ func TestSchedulerGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer dev.Close()
-			pool, err := kv.New(kv.Spec{Layers: 1, KVHeads: 1, HeadDim: 2, PageSize: 4, NumPages: sc.pages}, alloc.NewDirect("kv", dev))
-			if err != nil {
-				t.Fatal(err)
-			}
+			pools := kvtest.MHA(t, alloc.NewDirect("kv", dev), kvtest.Uniform(1, 1, 2), sdk.KVFP32, 4, sc.pages)
+			pool := pools.TokenPools()[0]
 			var log strings.Builder
-			e, err := newEngine(sc.cfg, recorder{&log}, pool, model.Config{Vocab: 8, ContextLen: 256}, func(int32) bool { return false })
+			e, err := newEngine(sc.cfg, recorder{&log}, pools, model.Config{Vocab: 8, ContextLen: 256}, func(int32) bool { return false })
 			if err != nil {
 				t.Fatal(err)
 			}

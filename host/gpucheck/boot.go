@@ -67,8 +67,7 @@ func Boot(d *cuda.Device, cfg boot.Config) BootResult {
 	} else {
 		r.NVMLUsed, r.NVMLTotal = nv.Used, nv.Total
 	}
-	sp := s.Pool.Spec()
-	r.KVTokens, r.KVCellBytes = sp.NumPages*sp.PageSize, sp.BytesPerToken()
+	r.KVTokens, r.KVCellBytes = s.Budget.Tokens, s.Budget.KVConfigurator.CellBytes
 	r.Policy, r.GraphBuckets = s.Budget.Policy, s.Budget.GraphBuckets
 	r.GraphPoolBytes, r.HeadroomBytes, r.ProfilePeakBytes = s.Budget.GraphPoolBytes, s.Budget.HeadroomBytes, s.Budget.ProfilePeakBytes
 	return r

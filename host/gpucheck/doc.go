@@ -2,7 +2,8 @@
 
 // Package gpucheck is `kvhost gpu-check`'s verification of the CUDA device
 // on a real GPU: every kernel against kernels/cpu on random inputs
-// (kernels.go), greedy decoding on the CPU and CUDA devices token for token,
+// (kernels.go; attention.go for every KV cache encoding, byte for byte, and
+// the attention options and shapes; the Mamba-2 kernels in mamba.go), greedy decoding on the CPU and CUDA devices token for token,
 // decode-graph replay against the eager step, decode and prefill throughput
 // (model.go), and serve's startup ledger on the GPU beside `kvhost plan`'s
 // figure for the matching preset (boot.go).

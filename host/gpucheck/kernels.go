@@ -71,8 +71,8 @@ func (c *checker) weight(t kcpu.DType, rows, cols int, v []float32) (device.Weig
 			}
 			raw[2*i], raw[2*i+1] = byte(h), byte(h>>8)
 		}
-	case kcpu.Q8_0:
-		if err := kcpu.QuantizeQ8_0(raw, v); err != nil {
+	default:
+		if err := kcpu.QuantizeBlocks(t, raw, v); err != nil {
 			return device.Weight{}, kcpu.Matrix{}, err
 		}
 	}
@@ -126,9 +126,9 @@ func CheckKernels(d *cuda.Device, seed uint64) []KernelResult {
 		r.Name = name
 		out = append(out, r)
 	}
-	for _, t := range []kcpu.DType{kcpu.F32, kcpu.F16, kcpu.BF16, kcpu.Q8_0} {
+	for _, t := range kcpu.DTypes() {
 		for _, m := range []int{1, 5, 40} {
-			run(fmt.Sprintf("matmul %s m=%d", t, m), func() (KernelResult, error) { return c.matmul(t, m, 200, 256) })
+			run(fmt.Sprintf("matmul %s m=%d", t, m), func() (KernelResult, error) { return c.matmul(t, m, 200, 512) })
 		}
 		run("embedding "+t.String(), func() (KernelResult, error) { return c.embedding(t) })
 	}
@@ -139,13 +139,13 @@ func CheckKernels(d *cuda.Device, seed uint64) []KernelResult {
 			run(fmt.Sprintf("rope neox=%v scaling=%q", neox, sc), func() (KernelResult, error) { return c.rope(neox, sc) })
 		}
 	}
-	for _, hd := range []int{64, 128} {
-		run(fmt.Sprintf("write_kv + attention prefill head_dim=%d", hd), func() (KernelResult, error) { return c.attention(hd, 0, 150) })
-		run(fmt.Sprintf("write_kv + attention decode head_dim=%d", hd), func() (KernelResult, error) { return c.attention(hd, 300, 1) })
+	for _, a := range attnChecks() {
+		run(a.String(), func() (KernelResult, error) { return c.attention(a) })
 	}
 	run("gather_rows", c.gather)
 	run("log_softmax + argmax", c.sampling)
 	c.checkArch(run)
+	c.mambaCases(run)
 	return out
 }
 
@@ -172,22 +172,47 @@ func (c *checker) matmul(t kcpu.DType, m, n, k int) (KernelResult, error) {
 		return KernelResult{}, err
 	}
 	want := make([]float32, m*n)
-	c.cpu.MatMul(want, xv, m, mat)
+	if t.Quantized() {
+		// The CPU kernels dot quantized weights with 8-bit activation rows;
+		// matvec_q dots the decoded weights with f32 x, so its reference
+		// is the float64 product of the decoded weights and x.
+		quantRef(want, xv, m, mat)
+	} else {
+		c.cpu.MatMul(want, xv, m, mat)
+	}
 	tol := 1e-4
 	if m >= cuda.CublasMinM && (t == kcpu.F16 || t == kcpu.BF16) {
 		tol = 3e-2 // cuBLAS takes x in the weight's half type
 	}
 	r := compare("", got, want, tol)
-	if m >= cuda.CublasMinM && c.d.Facts().CublasPath != "" && t != kcpu.Q8_0 {
+	switch {
+	case t.Quantized():
+		r.Details = "matvec_q kernel"
+	case m >= cuda.CublasMinM && c.d.Facts().CublasPath != "":
 		r.Details = "cuBLAS " + c.d.Facts().CublasPath
-	} else {
+	default:
 		r.Details = "matvec kernel"
 	}
 	return r, nil
 }
 
+// quantRef sets want = x · Wᵀ in float64 over the decoded weights.
+func quantRef(want, x []float32, m int, w kcpu.Matrix) {
+	row := make([]float32, w.Cols)
+	for r := range w.Rows {
+		kcpu.Dequantize(row, w, r)
+		for i := range m {
+			var s float64
+			for k, v := range row {
+				s += float64(v) * float64(x[i*w.Cols+k])
+			}
+			want[i*w.Rows+r] = float32(s)
+		}
+	}
+}
+
 func (c *checker) embedding(t kcpu.DType) (KernelResult, error) {
-	rows, cols := 300, 96
+	rows, cols := 300, 512
 	w, mat, err := c.weight(t, rows, cols, c.rand(rows*cols, 1))
 	if err != nil {
 		return KernelResult{}, err
@@ -302,72 +327,6 @@ func (c *checker) rope(neox bool, scaling string) (KernelResult, error) {
 	want := append([]float32(nil), xv...)
 	cr.Apply(want, n, heads, pos)
 	return compare("", got, want, 1e-5), nil
-}
-
-// attention writes start+n positions over a shuffled page table and runs
-// causal GQA for the last n of them.
-func (c *checker) attention(headDim, start, n int) (KernelResult, error) {
-	const ps, kvHeads, heads, pages = 16, 2, 8, 40
-	row := kvHeads * headDim
-	slots := pages * ps
-	table := make([]int32, pages)
-	for i, p := range c.rng.Perm(pages) {
-		table[i] = int32(p)
-	}
-	total := start + n
-	kAll, vAll := c.rand(total*row, 1), c.rand(total*row, 1)
-	K, err := c.buf(make([]float32, slots*row))
-	if err != nil {
-		return KernelResult{}, err
-	}
-	V, err := c.buf(make([]float32, slots*row))
-	if err != nil {
-		return KernelResult{}, err
-	}
-	kv := device.KVLayer{DType: device.KVF32, K: device.Span{Ptr: K.Ptr, Bytes: K.Bytes()}, V: device.Span{Ptr: V.Ptr, Bytes: V.Bytes()},
-		Slots: slots, PageSize: ps, KVHeads: kvHeads, HeadDim: headDim, VHeadDim: headDim}
-	kb, err := c.buf(kAll)
-	if err != nil {
-		return KernelResult{}, err
-	}
-	vb, err := c.buf(vAll)
-	if err != nil {
-		return KernelResult{}, err
-	}
-	if err := c.k.WriteKV(kv, kb, vb, total, table, 0); err != nil {
-		return KernelResult{}, err
-	}
-	qv := c.rand(n*heads*headDim, 1)
-	q, err := c.buf(qv)
-	if err != nil {
-		return KernelResult{}, err
-	}
-	o, err := c.buf(make([]float32, n*heads*headDim))
-	if err != nil {
-		return KernelResult{}, err
-	}
-	scale := float32(1 / math.Sqrt(float64(headDim)))
-	if err := c.k.Attention(o, q, n, heads, kv, table, start, device.AttnOpts{Scale: scale}, o); err != nil {
-		return KernelResult{}, err
-	}
-	got, err := c.get(o)
-	if err != nil {
-		return KernelResult{}, err
-	}
-	ck := kcpu.PagedKV{K: make([]float32, slots*row), V: make([]float32, slots*row), PageSize: ps, KVHeads: kvHeads, HeadDim: headDim}
-	kcpu.WriteKV(ck, kAll, vAll, total, table, 0)
-	want := make([]float32, n*heads*headDim)
-	c.cpu.Attention(want, qv, n, heads, ck, table, start, scale, make([]float32, kcpu.AttentionScratch(c.cpu, n, start)))
-	r := compare("", got, want, 1e-5)
-	// The KV cache itself must match exactly.
-	gotK, err := c.get(K)
-	if err != nil {
-		return KernelResult{}, err
-	}
-	if kr := compare("", gotK, ck.K, 0); !kr.OK {
-		r.OK, r.Details = false, fmt.Sprintf("KV cache differs (max %g)", kr.MaxAbs)
-	}
-	return r, nil
 }
 
 func (c *checker) gather() (KernelResult, error) {

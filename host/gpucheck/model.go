@@ -3,6 +3,7 @@
 package gpucheck
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"time"
@@ -12,16 +13,18 @@ import (
 	"github.com/kvhost/kvhost/host/device/cuda"
 	"github.com/kvhost/kvhost/host/kv"
 	"github.com/kvhost/kvhost/host/model"
+	"github.com/kvhost/kvhost/host/plan"
 	kcpu "github.com/kvhost/kvhost/kernels/cpu"
 )
 
 // Loaded is a model on a device with its KV pool and allocators.
 type Loaded struct {
-	M    *model.Model
-	Pool *kv.Pool
-	Act  *alloc.Allocator
-	W    *alloc.Direct
-	KV   *alloc.Direct
+	M     *model.Model
+	Pools *kv.Set  // declared by the built-in configurator, f32
+	Pool  *kv.Pool // its one token pool
+	Act   *alloc.Allocator
+	W     *alloc.Direct
+	KV    *alloc.Direct
 }
 
 // LoadModel loads path onto dev with a KV pool of pages×16 positions.
@@ -33,17 +36,26 @@ func LoadModel(dev device.Device, path string, pages int) (*Loaded, error) {
 	}
 	l.M = m
 	c := m.Config
-	l.Pool, err = kv.New(kv.Spec{Layers: c.Layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, PageSize: 16, NumPages: pages}, l.KV)
+	reg, err := plan.DefaultConfigurators()
 	if err != nil {
 		_ = m.Close()
 		return nil, err
 	}
+	kc, err := plan.ConfigureKV(context.Background(), reg, plan.KVRequest{Config: c, KVDType: "fp32", PageSize: 16})
+	if err == nil {
+		l.Pools, err = kv.Allocate(kc.Layout, []int{pages * 16}, l.KV)
+	}
+	if err != nil {
+		_ = m.Close()
+		return nil, err
+	}
+	l.Pool = l.Pools.TokenPools()[0]
 	return l, nil
 }
 
 // Close frees the pool, weights and cached activations.
 func (l *Loaded) Close() {
-	l.Pool.Close()
+	l.Pools.Close()
 	_ = l.M.Close()
 	_ = l.Act.EmptyCache()
 }
@@ -60,10 +72,10 @@ func Greedy(l *Loaded, prompt []int32, steps int) ([]int32, []float32, error) {
 	logits := make([]float32, c.Vocab)
 	var first []float32
 	toks := append([]int32(nil), prompt...)
-	seq := model.Seq{Tokens: prompt, Start: 0, Pages: pages, LogitRows: 1}
+	seq := model.Seq{Tokens: prompt, Start: 0, Pages: [][]int32{pages}, Slots: []int32{}, LogitRows: 1}
 	var out []int32
 	for s := 0; s < steps; s++ {
-		if err := l.M.Forward(l.Pool, []model.Seq{seq}, logits); err != nil {
+		if err := l.M.Forward(l.Pools, []model.Seq{seq}, logits); err != nil {
 			return out, first, err
 		}
 		if first == nil {
@@ -71,7 +83,7 @@ func Greedy(l *Loaded, prompt []int32, steps int) ([]int32, []float32, error) {
 		}
 		t := int32(kcpu.Argmax(logits))
 		out = append(out, t)
-		seq = model.Seq{Tokens: []int32{t}, Start: len(toks), Pages: pages, LogitRows: 1}
+		seq = model.Seq{Tokens: []int32{t}, Start: len(toks), Pages: [][]int32{pages}, Slots: []int32{}, LogitRows: 1}
 		toks = append(toks, t)
 	}
 	return out, first, nil
@@ -157,7 +169,7 @@ func BenchDecode(d *cuda.Device, l *Loaded, batch, steps int) DecodeResult {
 			return r
 		}
 		tables[i] = t
-		seqs[i] = model.Seq{Tokens: []int32{int32(1 + i%(c.Vocab-1))}, Start: 0, Pages: t, LogitRows: 1}
+		seqs[i] = model.Seq{Tokens: []int32{int32(1 + i%(c.Vocab-1))}, Start: 0, Pages: [][]int32{t}, Slots: []int32{}, LogitRows: 1}
 	}
 	logits := make([]float32, batch*c.Vocab)
 	advance := func() {
@@ -167,7 +179,7 @@ func BenchDecode(d *cuda.Device, l *Loaded, batch, steps int) DecodeResult {
 		}
 	}
 	err := d.Run(func() error {
-		if err := l.M.Forward(l.Pool, seqs, logits); err != nil {
+		if err := l.M.Forward(l.Pools, seqs, logits); err != nil {
 			return err
 		}
 		advance()
@@ -176,7 +188,7 @@ func BenchDecode(d *cuda.Device, l *Loaded, batch, steps int) DecodeResult {
 		}
 		t0 := time.Now()
 		for s := 0; s < steps; s++ {
-			if err := l.M.Forward(l.Pool, seqs, logits); err != nil {
+			if err := l.M.Forward(l.Pools, seqs, logits); err != nil {
 				return err
 			}
 			advance()
@@ -196,7 +208,7 @@ func BenchDecode(d *cuda.Device, l *Loaded, batch, steps int) DecodeResult {
 
 func graphDecode(d *cuda.Device, l *Loaded, seqs []model.Seq, logits []float32, steps int, advance func(), r *DecodeResult) error {
 	c := l.M.Config
-	g, err := l.M.CaptureDecodeGraphs(l.Pool, []int{len(seqs)})
+	g, err := l.M.CaptureDecodeGraphs(l.Pools, []int{len(seqs)})
 	if err != nil {
 		return fmt.Errorf("capture: %w", err)
 	}
@@ -208,7 +220,7 @@ func graphDecode(d *cuda.Device, l *Loaded, seqs []model.Seq, logits []float32, 
 	}
 	// The eager step and the replay of the same step write the same KV rows
 	// (same tokens, positions and history), so their logits must agree.
-	if err := l.M.Forward(l.Pool, seqs, logits); err != nil {
+	if err := l.M.Forward(l.Pools, seqs, logits); err != nil {
 		return err
 	}
 	eager := append([]float32(nil), logits...)
@@ -268,15 +280,15 @@ func BenchPrefill(d *cuda.Device, l *Loaded, tokens, runs int) PrefillResult {
 	for i := range prompt {
 		prompt[i] = int32(1 + (i*7919)%(c.Vocab-1))
 	}
-	seq := []model.Seq{{Tokens: prompt, Start: 0, Pages: pages, LogitRows: 1}}
+	seq := []model.Seq{{Tokens: prompt, Start: 0, Pages: [][]int32{pages}, Slots: []int32{}, LogitRows: 1}}
 	logits := make([]float32, c.Vocab)
 	err = d.Run(func() error {
-		if err := l.M.Forward(l.Pool, seq, logits); err != nil {
+		if err := l.M.Forward(l.Pools, seq, logits); err != nil {
 			return err
 		}
 		t0 := time.Now()
 		for i := 0; i < runs; i++ {
-			if err := l.M.Forward(l.Pool, seq, logits); err != nil {
+			if err := l.M.Forward(l.Pools, seq, logits); err != nil {
 				return err
 			}
 		}

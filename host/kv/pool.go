@@ -1,51 +1,39 @@
 package kv
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 
-	"github.com/kvhost/kvhost/host/alloc"
 	"github.com/kvhost/kvhost/host/device"
+	"github.com/kvhost/kvhost/sdk"
 )
 
-// Spec is the shape of a pool.
-type Spec struct {
-	Layers   int
-	KVHeads  int
-	HeadDim  int
-	PageSize int
-	NumPages int
+// ErrNoPages means a token pool cannot satisfy a page request right now.
+var ErrNoPages = errors.New("kv: pool exhausted")
+
+// Released marks a page-table entry whose page a sliding-window pool gave
+// back (Trim): the position range it covered is out of every window.
+const Released int32 = -1
+
+// buffer is one declared buffer's memory: unitBytes per token or slot.
+// Workspace buffers are allocated and accounted but never copied: no layer
+// reads them through the pool.
+type buffer struct {
+	span      device.Span
+	unitBytes int64
+	workspace bool
 }
 
-// BytesPerToken is the cell size of an F32 K+V cache over all layers.
-func (s Spec) BytesPerToken() int64 {
-	return 2 * int64(s.Layers) * int64(s.KVHeads) * int64(s.HeadDim) * 4
-}
-
-// Bytes is the arena size of the whole pool.
-func (s Spec) Bytes() int64 { return s.BytesPerToken() * int64(s.PageSize) * int64(s.NumPages) }
-
-// Validate names the bad field.
-func (s Spec) Validate() error {
-	switch {
-	case s.Layers <= 0:
-		return fmt.Errorf("kv: layers %d must be positive", s.Layers)
-	case s.KVHeads <= 0 || s.HeadDim <= 0:
-		return fmt.Errorf("kv: kv heads %d and head dim %d must be positive", s.KVHeads, s.HeadDim)
-	case s.PageSize <= 0 || s.PageSize > 1024:
-		return fmt.Errorf("kv: page size %d out of range [1, 1024]", s.PageSize)
-	case s.NumPages <= 0:
-		return fmt.Errorf("kv: pool of %d pages: no memory left for the KV cache", s.NumPages)
-	}
-	return nil
-}
-
-// Pool is the paged KV cache.
+// Pool is one token pool (full attention, sliding window or MLA latent):
+// every buffer of the pool carved into pages of PageSize tokens, handed to
+// page tables. Page ownership is the invariant: a page is on the free list
+// or held by page tables whose number its reference count says, and the
+// last Release returns it.
 type Pool struct {
-	spec   Spec
-	layers []device.KVLayer
-	ptrs   []device.Ptr
-	owner  *alloc.Direct
+	layout   PoolLayout
+	numPages int
+	bufs     []buffer
 
 	mu   sync.Mutex
 	free []int32
@@ -54,52 +42,44 @@ type Pool struct {
 	refs []int32
 }
 
-// ErrNoPages means the pool cannot satisfy a page request right now.
-var ErrNoPages = fmt.Errorf("kv: pool exhausted")
-
-// New allocates the arenas through a (category KV cache).
-func New(spec Spec, a *alloc.Direct) (*Pool, error) {
-	if err := spec.Validate(); err != nil {
-		return nil, err
+func newPool(l PoolLayout, tokens int, bufs []buffer) *Pool {
+	p := &Pool{layout: l, numPages: tokens / l.PageSize, bufs: bufs}
+	p.refs = make([]int32, p.numPages)
+	p.free = make([]int32, p.numPages)
+	for i := range p.free { // low pages handed out first
+		p.free[i] = int32(p.numPages - 1 - i)
 	}
-	p := &Pool{spec: spec, owner: a}
-	slots := spec.NumPages * spec.PageSize
-	bytes := int64(slots) * int64(spec.KVHeads*spec.HeadDim) * 4
-	for l := 0; l < spec.Layers; l++ {
-		var bufs [2]device.Span
-		for i := range bufs {
-			ptr, err := a.Alloc(bytes, alloc.KVCache)
-			if err != nil {
-				p.Close()
-				return nil, fmt.Errorf("kv: layer %d arena: %w", l, err)
-			}
-			p.ptrs = append(p.ptrs, ptr)
-			bufs[i] = device.Span{Ptr: ptr, Bytes: bytes}
-		}
-		p.layers = append(p.layers, device.KVLayer{DType: device.KVF32, K: bufs[0], V: bufs[1], Slots: slots, PageSize: spec.PageSize,
-			KVHeads: spec.KVHeads, HeadDim: spec.HeadDim, VHeadDim: spec.HeadDim})
-	}
-	p.initPages()
-	return p, nil
+	return p
 }
 
-// initPages puts every page on the free list, low pages handed out first.
-func (p *Pool) initPages() {
-	p.refs = make([]int32, p.spec.NumPages)
-	p.free = make([]int32, p.spec.NumPages)
-	for i := range p.free {
-		p.free[i] = int32(p.spec.NumPages - 1 - i)
+// Name, Kind, PageSize and Window are the declaration's.
+func (p *Pool) Name() string            { return p.layout.Name }
+func (p *Pool) Kind() sdk.PoolKind      { return p.layout.Kind }
+func (p *Pool) PageSize() int           { return p.layout.PageSize }
+func (p *Pool) Window() int             { return p.layout.Window }
+func (p *Pool) Layout() PoolLayout      { return p.layout }
+func (p *Pool) Pages() int              { return p.numPages }
+func (p *Pool) Tokens() int             { return p.numPages * p.layout.PageSize }
+func (p *Pool) PagesFor(n int) int      { return (n + p.layout.PageSize - 1) / p.layout.PageSize }
+func (p *Pool) unitBytes() int64        { return p.layout.UnitBytes }
+func (p *Pool) bytes() int64            { return int64(p.Tokens()) * p.unitBytes() }
+func (p *Pool) String() string          { return fmt.Sprintf("%s pool %s", p.layout.Kind, p.layout.Name) }
+func (p *Pool) windowed() bool          { return p.layout.Kind == sdk.SlidingWindow }
+func (p *Pool) held(pg int32) bool      { return pg != Released }
+func (p *Pool) validPage(pg int32) bool { return pg >= 0 && int(pg) < p.numPages }
+
+// MaxPages is the most pages a sequence of tokens tokens holds in this
+// pool when one forward adds at most chunk tokens to it: all of them in a
+// full or latent pool; in a sliding-window pool, whose pages Trim gives back
+// once they fall out of the window, those covering the window before the
+// chunk and the chunk itself.
+func (p *Pool) MaxPages(tokens, chunk int) int {
+	n := p.PagesFor(tokens)
+	if p.windowed() && chunk > 0 {
+		n = min(n, (p.layout.Window-1+chunk)/p.layout.PageSize+2)
 	}
+	return n
 }
-
-// Spec returns the pool's shape.
-func (p *Pool) Spec() Spec { return p.spec }
-
-// Layer returns layer l's cache.
-func (p *Pool) Layer(l int) device.KVLayer { return p.layers[l] }
-
-// PagesFor is the number of pages n tokens occupy.
-func (p *Pool) PagesFor(n int) int { return (n + p.spec.PageSize - 1) / p.spec.PageSize }
 
 // Grow appends pages to table until it covers n tokens. It takes all pages
 // or none: on ErrNoPages the table is unchanged.
@@ -123,18 +103,24 @@ func (p *Pool) Grow(table []int32, n int) ([]int32, error) {
 }
 
 // Release drops table's hold on its pages; a page returns to the free list
-// when no table holds it.
+// when no table holds it. Released entries are skipped.
 func (p *Pool) Release(table []int32) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, pg := range table {
-		if p.refs[pg] <= 0 {
-			panic(fmt.Sprintf("kv: release of free page %d", pg))
+		if p.held(pg) {
+			p.unref(pg)
 		}
-		p.refs[pg]--
-		if p.refs[pg] == 0 {
-			p.free = append(p.free, pg)
-		}
+	}
+}
+
+func (p *Pool) unref(pg int32) {
+	if !p.validPage(pg) || p.refs[pg] <= 0 {
+		panic(fmt.Sprintf("kv: %s: release of free page %d", p, pg))
+	}
+	p.refs[pg]--
+	if p.refs[pg] == 0 {
+		p.free = append(p.free, pg)
 	}
 }
 
@@ -144,13 +130,18 @@ func (p *Pool) Share(table []int32) []int32 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, pg := range table {
-		p.refs[pg]++
+		if p.held(pg) {
+			p.refs[pg]++
+		}
 	}
 	return append([]int32(nil), table...)
 }
 
 // Shared reports whether page pg is held by more than one table.
 func (p *Pool) Shared(pg int32) bool {
+	if !p.held(pg) {
+		return false
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.refs[pg] > 1
@@ -163,32 +154,47 @@ func (p *Pool) FreePages() int {
 	return len(p.free)
 }
 
-// Close frees the arenas.
-func (p *Pool) Close() {
-	for _, ptr := range p.ptrs {
-		_ = p.owner.Free(ptr)
+// Trim gives back the pages of table that lie wholly before position from
+// (the earliest position a later query may read: the next position less the
+// window, plus one), marking their entries Released, and returns how many
+// it released. Only a sliding-window pool trims; in any other pool Trim
+// does nothing, since every position stays readable.
+func (p *Pool) Trim(table []int32, from int) int {
+	if !p.windowed() || from <= 0 {
+		return 0
 	}
-	p.ptrs = nil
-	p.layers = nil
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for i := 0; i < min(from/p.layout.PageSize, len(table)); i++ {
+		if p.held(table[i]) {
+			p.unref(table[i])
+			table[i] = Released
+			n++
+		}
+	}
+	return n
 }
 
 // Unshare gives table a private copy of its page i when another table holds
 // it too (copy-on-write before a write into a shared partial page). It
-// copies every layer's K and V rows (and their scales) with the device's
-// kernels, one page as one row of 32-bit words.
+// copies the page in every buffer of the pool with the device's kernels.
 func (p *Pool) Unshare(table []int32, i int, k device.Kernels) error {
 	if !p.Shared(table[i]) {
 		return nil
 	}
-	fresh, err := p.Grow(nil, p.spec.PageSize)
+	fresh, err := p.Grow(nil, p.layout.PageSize)
 	if err != nil {
 		return err
 	}
 	src, dst := table[i], fresh[0]
-	for _, l := range p.layers {
-		if err := copyPage(k, l, src, dst); err != nil {
+	for _, b := range p.bufs {
+		if b.workspace {
+			continue
+		}
+		if err := copyRows(k, b, int64(p.layout.PageSize), src, dst); err != nil {
 			p.Release(fresh)
-			return fmt.Errorf("kv: copy page %d: %w", src, err)
+			return fmt.Errorf("kv: %s: copy page %d: %w", p, src, err)
 		}
 	}
 	p.Release(table[i : i+1])
@@ -196,28 +202,14 @@ func (p *Pool) Unshare(table []int32, i int, k device.Kernels) error {
 	return nil
 }
 
-// copyPage copies page src of every span of l to page dst.
-func copyPage(k device.Kernels, l device.KVLayer, src, dst int32) error {
-	spans := []struct {
-		s        device.Span
-		rowBytes int64
-	}{
-		{l.K, l.DType.RowBytes(l.KRowElems())}, {l.KScale, l.DType.ScaleBytes(l.KRowElems())},
-		{l.V, l.DType.RowBytes(l.VRowElems())}, {l.VScale, l.DType.ScaleBytes(l.VRowElems())},
+// copyRows copies block src of rows units of b to block dst, as 32-bit
+// words (NewLayout refuses pages that are not whole words).
+func copyRows(k device.Kernels, b buffer, rows int64, src, dst int32) error {
+	block := rows * b.unitBytes
+	if block%4 != 0 {
+		return fmt.Errorf("kv: a block of %d bytes is not whole 32-bit words", block)
 	}
-	for _, sp := range spans {
-		if sp.s.Ptr == 0 || sp.rowBytes == 0 {
-			continue
-		}
-		page := int64(l.PageSize) * sp.rowBytes
-		if page%4 != 0 {
-			return fmt.Errorf("kv: a page of %d bytes is not whole 32-bit words", page)
-		}
-		words := int(page / 4)
-		b := device.Buf{Ptr: sp.s.Ptr, N: int(sp.s.Bytes / 4)}
-		if err := k.GatherRows(b.Slice(int(dst)*words, words), b, words, []int32{src}); err != nil {
-			return err
-		}
-	}
-	return nil
+	words := int(block / 4)
+	buf := device.Buf{Ptr: b.span.Ptr, N: int(b.span.Bytes / 4)}
+	return k.GatherRows(buf.Slice(int(dst)*words, words), buf, words, []int32{src})
 }

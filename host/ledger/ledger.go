@@ -54,7 +54,7 @@ type Ledger struct {
 	last    int64
 	phases  []Phase
 	sources []Source
-	pools   []KVPool
+	pools   func() []KVPool
 	budget  any
 	runtime *alloc.Allocator
 	diags   func() any
@@ -94,11 +94,12 @@ func (l *Ledger) AddSource(s Source) {
 	l.sources = append(l.sources, s)
 }
 
-// AddKVPool registers a KV pool for the capacity/use table.
-func (l *Ledger) AddKVPool(p KVPool) {
+// SetKVPools names the reading of every KV pool's capacity and use (a live
+// kv.Set's Stats), taken at each snapshot.
+func (l *Ledger) SetKVPools(read func() []KVPool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.pools = append(l.pools, p)
+	l.pools = read
 }
 
 // SetBudget records the sizing inputs and derived values (any

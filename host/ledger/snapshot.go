@@ -12,33 +12,9 @@ import (
 	"github.com/kvhost/kvhost/host/kv"
 )
 
-// KVPool is one KV pool's capacity and use.
-type KVPool struct {
-	Name           string `json:"name"`
-	PageSize       int    `json:"page_size"`
-	Pages          int    `json:"pages"`
-	FreePages      int    `json:"free_pages"`
-	CapacityTokens int    `json:"capacity_tokens"`
-	UsedTokens     int    `json:"used_tokens"` // pages in use × page size
-	CellBytes      int64  `json:"cell_bytes"`  // bytes per token over all layers
-	Bytes          int64  `json:"bytes"`       // K+V bytes of the whole pool
-	pool           *kv.Pool
-}
-
-// PoolOf wraps a live pool; its use is read at every snapshot.
-func PoolOf(name string, p *kv.Pool) KVPool { return KVPool{Name: name, pool: p} }
-
-func (k KVPool) read() KVPool {
-	if k.pool == nil {
-		return k
-	}
-	s := k.pool.Spec()
-	k.PageSize, k.Pages, k.FreePages = s.PageSize, s.NumPages, k.pool.FreePages()
-	k.CapacityTokens = s.NumPages * s.PageSize
-	k.UsedTokens = (s.NumPages - k.FreePages) * s.PageSize
-	k.CellBytes, k.Bytes = s.BytesPerToken(), s.Bytes()
-	return k
-}
+// KVPool is one KV pool's capacity and use (kind, tokens or slots, bytes,
+// in use); the pools come from the configurator's declaration (host/kv).
+type KVPool = kv.PoolStat
 
 // Runtime is the caching allocator now and its peaks since start.
 type Runtime struct {
@@ -90,7 +66,7 @@ func (s Snapshot) Outside() int64 {
 func (l *Ledger) Snapshot() Snapshot {
 	l.mu.Lock()
 	sources := append([]Source(nil), l.sources...)
-	pools := append([]KVPool(nil), l.pools...)
+	pools := l.pools
 	s := Snapshot{Device: l.dev.Info(), StartFreeBytes: l.start, Unit: "bytes; GiB = 2^30 B", Phases: append([]Phase(nil), l.phases...), Budget: l.budget}
 	rt, diags, base := l.runtime, l.diags, l.base
 	l.mu.Unlock()
@@ -117,8 +93,8 @@ func (l *Ledger) Snapshot() Snapshot {
 		s.ByCategory["cached"] += u.Cached
 		s.ByCategory["rounding"] += u.Rounding
 	}
-	for _, p := range pools {
-		s.KVPools = append(s.KVPools, p.read())
+	if pools != nil {
+		s.KVPools = pools()
 	}
 	if rt != nil {
 		st := rt.Stats()
@@ -203,7 +179,15 @@ func WriteTable(w io.Writer, s Snapshot) error {
 	}
 	fmt.Fprintf(tw, "\t\t\t\t\n")
 	for _, p := range s.KVPools {
-		fmt.Fprintf(tw, "KV pool %s\t%d tokens\t%d pages of %d\t%d B/token\t%s GiB\t%d used\t\n", p.Name, p.CapacityTokens, p.Pages, p.PageSize, p.CellBytes, gib(p.Bytes), p.UsedTokens)
+		if p.Unit == "request" {
+			fmt.Fprintf(tw, "KV pool %s (%s)\t%d slots\t\t%d B/slot\t%s GiB\t%d used\t\n", p.Name, p.Kind, p.Slots, p.CellBytes, gib(p.Bytes), p.UsedSlots)
+			continue
+		}
+		kind := string(p.Kind)
+		if p.Window > 0 {
+			kind = fmt.Sprintf("%s %d", p.Kind, p.Window)
+		}
+		fmt.Fprintf(tw, "KV pool %s (%s, %s)\t%d tokens\t%d pages of %d\t%d B/token\t%s GiB\t%d used\t\n", p.Name, kind, p.DType, p.CapacityTokens, p.Pages, p.PageSize, p.CellBytes, gib(p.Bytes), p.UsedTokens)
 	}
 	fmt.Fprintf(tw, "total\t%d\tfree %d\t(GiB = 2^30 B)\t\n", s.TotalBytes, s.FreeBytes)
 	return tw.Flush()

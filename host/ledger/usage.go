@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"fmt"
+	"os"
 	"sort"
 	"sync"
 
@@ -118,7 +119,10 @@ type PageMeter struct {
 	device int64
 }
 
-var _ alloc.Driver = (*PageMeter)(nil)
+var (
+	_ alloc.Driver      = (*PageMeter)(nil)
+	_ device.FileMapper = (*PageMeter)(nil)
+)
 
 // NewPageMeter meters drv, which charges in page-byte units.
 func NewPageMeter(drv alloc.Driver, page int64) *PageMeter {
@@ -137,6 +141,31 @@ func (m *PageMeter) Malloc(size int64) (device.Ptr, error) {
 	m.device += cost
 	m.mu.Unlock()
 	return p, nil
+}
+
+// MapFile maps a file range through the metered driver (device.FileMapper)
+// and meters it as a Malloc of size bytes, which is what the device charges.
+func (m *PageMeter) MapFile(f *os.File, off, size int64) (device.Ptr, error) {
+	fm, ok := m.drv.(device.FileMapper)
+	if !ok {
+		return 0, fmt.Errorf("ledger: the metered device cannot map files")
+	}
+	p, err := fm.MapFile(f, off, size)
+	if err != nil {
+		return 0, err
+	}
+	cost := DirectCost(size, m.page)
+	m.mu.Lock()
+	m.live[p] = cost
+	m.device += cost
+	m.mu.Unlock()
+	return p, nil
+}
+
+// CanMapFiles reports whether the metered device maps files in place.
+func (m *PageMeter) CanMapFiles() bool {
+	_, ok := m.drv.(device.FileMapper)
+	return ok
 }
 
 // Free implements alloc.Driver.

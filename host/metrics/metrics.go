@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/kvhost/kvhost/host/kv"
 	"github.com/kvhost/kvhost/host/ledger"
 )
 
@@ -25,6 +26,7 @@ type Load struct {
 	Running, Waiting int
 	KVPagesTotal     int
 	KVPagesFree      int
+	Pools            []kv.PoolStat
 	Preemptions      int64
 	Steps            int64
 	GraphSteps       int64
@@ -63,6 +65,13 @@ type Sources struct {
 	// ModelName, when set, is the model_name label of every kvhost_* and
 	// vllm:* series (vLLM labels its series so).
 	ModelName string
+	// KVPageSize is the KV cache page size in tokens (serve's --page-size).
+	// With Engine set and KVPageSize > 0, the cache geometry is exported as
+	// kvhost_cache_config_info and vllm:cache_config_info (labels
+	// block_size and num_gpu_blocks, value 1): the model-server protocol's
+	// optional BlockSize and NumGPUBlocks, which the endpoint picker's
+	// default vLLM mapping reads.
+	KVPageSize int
 }
 
 // ErrorEvent is one failed request, kept for the dashboard: what kind of

@@ -57,8 +57,9 @@ func newFakeHost() *fakeHost {
 		snap: ledger.Snapshot{TotalBytes: 10000, FreeBytes: 8744, StartFreeBytes: 10000,
 			Phases:     []ledger.Phase{{Name: "weights", FreeBefore: 10000, FreeAfter: 9000, Delta: 1000}},
 			Allocators: []ledger.Usage{u},
-			KVPools:    []ledger.KVPool{{Name: "full", PageSize: 16, Pages: 10, FreePages: 10, CapacityTokens: 160, Bytes: 4096}},
-			Runtime:    &ledger.Runtime{PeakAllocatedBytes: 1200, PeakReservedBytes: 1250}},
+			KVPools: []ledger.KVPool{{Name: "full", Kind: "full", Unit: "token", PageSize: 16, Pages: 10, FreePages: 10, CapacityTokens: 160, Bytes: 4096},
+				{Name: "state", Kind: "state", Unit: "request", PageSize: 1, Pages: 8, FreePages: 8, Slots: 8, Bytes: 800}},
+			Runtime: &ledger.Runtime{PeakAllocatedBytes: 1200, PeakReservedBytes: 1250}},
 		plugins: []PluginStat{{Kind: "sampler", Name: "typical", Version: "1.0.0", SHA256: "ab12", Source: "builtin"}},
 	}
 }
@@ -153,6 +154,7 @@ func TestScrapeEveryMetricPresentAndMoving(t *testing.T) {
 	h.mu.Lock()
 	h.load = Load{Running: 3, Waiting: 2, KVPagesTotal: 100, KVPagesFree: 25, Preemptions: 4, Steps: 40, GraphSteps: 30, EagerDecodeSteps: 5}
 	h.snap.KVPools[0].FreePages, h.snap.KVPools[0].UsedTokens = 4, 96
+	h.snap.KVPools[1].FreePages, h.snap.KVPools[1].UsedSlots = 5, 3
 	h.snap.Allocators[0].Categories["kv_cache"] = 4096
 	h.snap.Runtime.PeakAllocatedBytes = 5000
 	h.snap.FreeBytes = 4000
@@ -182,7 +184,10 @@ func TestScrapeEveryMetricPresentAndMoving(t *testing.T) {
 		{"kvhost_kv_cache_usage_ratio", nil, 0.75},
 		{"vllm:kv_cache_usage_perc", nil, 0.75},
 		{"vllm:gpu_cache_usage_perc", nil, 0.75},
-		{"kvhost_kv_pool_used_tokens", map[string]string{"pool": "full"}, 96},
+		{"kvhost_kv_pool_used_tokens", map[string]string{"pool": "full", "kind": "full"}, 96},
+		{"kvhost_kv_pool_used_tokens", map[string]string{"pool": "state", "kind": "state"}, 3},
+		{"kvhost_kv_pool_usage_ratio", map[string]string{"pool": "full"}, 0.6},
+		{"kvhost_kv_pool_usage_ratio", map[string]string{"pool": "state"}, 3.0 / 8},
 		{"kvhost_preemptions_total", nil, 4},
 		{"kvhost_engine_steps_total", nil, 40},
 		{"kvhost_decode_steps_total", map[string]string{"mode": "graph"}, 30},
@@ -267,7 +272,11 @@ func TestNoSourcesServesEventMetricsOnly(t *testing.T) {
 }
 
 func TestKVUsage(t *testing.T) {
-	pools := []ledger.KVPool{{CapacityTokens: 100, UsedTokens: 10}, {CapacityTokens: 300, UsedTokens: 290}}
+	// A full pool 10% used and a window pool 290/300 used: the window pool
+	// is what stops admission, so it is the usage.
+	pools := []ledger.KVPool{{Kind: "full", Pages: 100, FreePages: 90, CapacityTokens: 100, UsedTokens: 10},
+		{Kind: "window", Pages: 300, FreePages: 10, CapacityTokens: 300, UsedTokens: 290}}
+	slots := []ledger.KVPool{pools[0], {Kind: "state", Unit: "request", Pages: 4, FreePages: 1, Slots: 4, UsedSlots: 3}}
 	tests := []struct {
 		name   string
 		st     Load
@@ -277,8 +286,9 @@ func TestKVUsage(t *testing.T) {
 		ok     bool
 	}{
 		{"engine pages", Load{KVPagesTotal: 8, KVPagesFree: 2}, true, pools, 0.75, true},
-		{"engine without pages falls back to pools", Load{}, true, pools, 0.75, true},
-		{"pools only", Load{}, false, pools, 300.0 / 400, true},
+		{"engine pools: the fullest", Load{KVPagesTotal: 8, KVPagesFree: 2, Pools: slots}, true, pools, 0.75, true},
+		{"engine without pages falls back to pools", Load{}, true, pools, 290.0 / 300, true},
+		{"pools only", Load{}, false, pools, 290.0 / 300, true},
 		{"empty", Load{}, false, nil, 0, false},
 		{"over-reported use clamps", Load{KVPagesTotal: 4, KVPagesFree: -4}, true, nil, 1, true},
 	}
@@ -327,7 +337,7 @@ func TestWork(t *testing.T) {
 	h.load = Load{Running: 1, Waiting: 4, KVPagesTotal: 10, KVPagesFree: 5, Preemptions: 2}
 	w := m.Work()
 	if w.Running != 1 || w.Waiting != 4 || w.Preemptions != 2 || w.TokensIn != 5 || w.TokensOut != 2 ||
-		w.Requests != 1 || w.Errors != 1 || len(w.RecentErrors) != 1 || w.RecentErrors[0].Message != "internal server error" || len(w.KVPools) != 1 || w.KVUsage == nil || *w.KVUsage != 0.5 {
+		w.Requests != 1 || w.Errors != 1 || len(w.RecentErrors) != 1 || w.RecentErrors[0].Message != "internal server error" || len(w.KVPools) != 2 || w.KVUsage == nil || *w.KVUsage != 0.5 {
 		t.Fatalf("work = %+v", w)
 	}
 }

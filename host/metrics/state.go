@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"sort"
+	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -12,13 +13,16 @@ import (
 var (
 	descWaiting   = prometheus.NewDesc("kvhost_num_requests_waiting", "Requests admitted and waiting for a batch slot (queue depth).", nil, nil)
 	descRunning   = prometheus.NewDesc("kvhost_num_requests_running", "Sequences in the running batch (running batch size).", nil, nil)
-	descKVUsage   = prometheus.NewDesc("kvhost_kv_cache_usage_ratio", "Fraction of the KV cache in use, 0 to 1 (engine pages when known, else all ledger pools).", nil, nil)
+	descKVUsage   = prometheus.NewDesc("kvhost_kv_cache_usage_ratio", "Fraction of the KV cache in use, 0 to 1: the fullest pool's (engine pools when known, else the ledger's).", nil, nil)
 	descPreempt   = prometheus.NewDesc("kvhost_preemptions_total", "Sequences preempted (recomputed later) because the KV pool was full.", nil, nil)
 	descSteps     = prometheus.NewDesc("kvhost_engine_steps_total", "Forward steps the engine ran.", nil, nil)
 	descDecode    = prometheus.NewDesc("kvhost_decode_steps_total", "Pure decode steps by how they ran: graph (captured) or eager (no graph fit the batch).", []string{"mode"}, nil)
-	descPoolCap   = prometheus.NewDesc("kvhost_kv_pool_capacity_tokens", "KV pool capacity in tokens (request slots for per-request pools).", []string{"pool"}, nil)
-	descPoolUsed  = prometheus.NewDesc("kvhost_kv_pool_used_tokens", "KV pool tokens in use (pages in use × page size).", []string{"pool"}, nil)
-	descPoolBytes = prometheus.NewDesc("kvhost_kv_pool_size_bytes", "Device bytes of a KV pool (K and V over all layers).", []string{"pool"}, nil)
+	descPoolCap   = prometheus.NewDesc("kvhost_kv_pool_capacity_tokens", "KV pool capacity in tokens (request slots for state pools).", poolLabels, nil)
+	descPoolUsed  = prometheus.NewDesc("kvhost_kv_pool_used_tokens", "KV pool tokens in use, pages in use × page size (slots in use for state pools).", poolLabels, nil)
+	descPoolBytes = prometheus.NewDesc("kvhost_kv_pool_size_bytes", "Device bytes of a KV pool (every declared buffer of it).", poolLabels, nil)
+	descPoolRatio = prometheus.NewDesc("kvhost_kv_pool_usage_ratio", "Fraction of a KV pool's pages (slots) in use, 0 to 1.", poolLabels, nil)
+	// poolLabels name a pool and its kind (full, window, latent, state).
+	poolLabels    = []string{"pool", "kind"}
 	descLedger    = prometheus.NewDesc("kvhost_ledger_bytes", "Device bytes an allocator holds, explained by category (the seven categories plus cached and rounding).", []string{"allocator", "kind", "category"}, nil)
 	descAllocTot  = prometheus.NewDesc("kvhost_ledger_allocator_bytes", "Device bytes an allocator holds in total.", []string{"allocator", "kind"}, nil)
 	descDevTotal  = prometheus.NewDesc("kvhost_device_memory_total_bytes", "Device memory in total.", nil, nil)
@@ -32,7 +36,7 @@ var (
 	descPlFail      = prometheus.NewDesc("kvhost_plugin_failures_total", "Failed calls into a plugin version (trap, deadline, bad answer).", pluginLabels, nil)
 	descPlSeconds   = prometheus.NewDesc("kvhost_plugin_call_seconds_total", "Time spent in calls into a plugin version.", pluginLabels, nil)
 	descPlDisabled  = prometheus.NewDesc("kvhost_sampler_disabled", "1 while a sampler policy version is disabled after repeated failures (the default policy serves its requests).", pluginLabels, nil)
-	descPlFallbacks = prometheus.NewDesc("kvhost_sampler_fallbacks_total", "Rows another policy sampled because this sampler version was disabled.", pluginLabels, nil)
+	descPlFallbacks = prometheus.NewDesc("kvhost_sampler_fallbacks_total", "Rows another policy (the default, or the host sampler) sampled because this sampler version failed a step or was disabled.", pluginLabels, nil)
 	descPlInfo      = prometheus.NewDesc("kvhost_plugin_info", "A loaded plugin version (value 1), with its sha256 and source.", []string{"kind", "plugin", "version", "sha256", "source"}, nil)
 
 	// Aliases under the names the Gateway API inference extension's
@@ -41,6 +45,12 @@ var (
 	descVLLMRunning = prometheus.NewDesc("vllm:num_requests_running", "Alias of kvhost_num_requests_running for the Gateway API inference extension.", nil, nil)
 	descVLLMKV      = prometheus.NewDesc("vllm:kv_cache_usage_perc", "Alias of kvhost_kv_cache_usage_ratio (0 to 1) for the Gateway API inference extension.", nil, nil)
 	descVLLMGPUKV   = prometheus.NewDesc("vllm:gpu_cache_usage_perc", "Alias of kvhost_kv_cache_usage_ratio (0 to 1) under vLLM's older name.", nil, nil)
+
+	// The KV cache geometry as labels of a constant 1, vLLM's shape: the
+	// picker reads block_size (tokens per page) and num_gpu_blocks (pages).
+	cacheLabels       = []string{"block_size", "num_gpu_blocks"}
+	descCacheInfo     = prometheus.NewDesc("kvhost_cache_config_info", "KV cache geometry (value 1): block_size is the page size in tokens, num_gpu_blocks the engine's pages.", cacheLabels, nil)
+	descVLLMCacheInfo = prometheus.NewDesc("vllm:cache_config_info", "Alias of kvhost_cache_config_info under vLLM's name (the inference extension's BlockSize and NumGPUBlocks).", cacheLabels, nil)
 )
 
 // stateCollector reads Sources at scrape time.
@@ -50,9 +60,9 @@ var _ prometheus.Collector = (*stateCollector)(nil)
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descWaiting, descRunning, descKVUsage, descPreempt, descSteps, descDecode,
-		descPoolCap, descPoolUsed, descPoolBytes, descLedger, descAllocTot, descDevTotal, descDevFree, descPeakAlloc,
+		descPoolCap, descPoolUsed, descPoolBytes, descPoolRatio, descLedger, descAllocTot, descDevTotal, descDevFree, descPeakAlloc,
 		descPeakRes, descPhase, descPlCalls, descPlFail, descPlSeconds, descPlInfo, descPlDisabled, descPlFallbacks,
-		descVLLMWaiting, descVLLMRunning, descVLLMKV, descVLLMGPUKV} {
+		descVLLMWaiting, descVLLMRunning, descVLLMKV, descVLLMGPUKV, descCacheInfo, descVLLMCacheInfo} {
 		ch <- d
 	}
 }
@@ -76,6 +86,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descSteps, counts, float64(st.Steps))
 		ch <- prometheus.MustNewConstMetric(descDecode, counts, float64(st.GraphSteps), "graph")
 		ch <- prometheus.MustNewConstMetric(descDecode, counts, float64(st.EagerDecodeSteps), "eager")
+		if c.src.KVPageSize > 0 && st.KVPagesTotal > 0 {
+			l := []string{strconv.Itoa(c.src.KVPageSize), strconv.Itoa(st.KVPagesTotal)}
+			ch <- prometheus.MustNewConstMetric(descCacheInfo, gauge, 1, l...)
+			ch <- prometheus.MustNewConstMetric(descVLLMCacheInfo, gauge, 1, l...)
+		}
 	}
 	if haveL {
 		snap = c.src.Ledger.Snapshot()
@@ -123,9 +138,15 @@ func collectLedger(ch chan<- prometheus.Metric, s ledger.Snapshot) {
 		ch <- prometheus.MustNewConstMetric(descLedger, gauge, float64(u.Rounding), u.Name, u.Kind, "rounding")
 	}
 	for _, p := range s.KVPools {
-		ch <- prometheus.MustNewConstMetric(descPoolCap, gauge, float64(p.CapacityTokens), p.Name)
-		ch <- prometheus.MustNewConstMetric(descPoolUsed, gauge, float64(p.UsedTokens), p.Name)
-		ch <- prometheus.MustNewConstMetric(descPoolBytes, gauge, float64(p.Bytes), p.Name)
+		capacity, used := p.CapacityTokens, p.UsedTokens
+		if p.Unit == "request" {
+			capacity, used = p.Slots, p.UsedSlots
+		}
+		l := []string{p.Name, string(p.Kind)}
+		ch <- prometheus.MustNewConstMetric(descPoolCap, gauge, float64(capacity), l...)
+		ch <- prometheus.MustNewConstMetric(descPoolUsed, gauge, float64(used), l...)
+		ch <- prometheus.MustNewConstMetric(descPoolBytes, gauge, float64(p.Bytes), l...)
+		ch <- prometheus.MustNewConstMetric(descPoolRatio, gauge, p.Used(), l...)
 	}
 	for _, p := range s.Phases {
 		ch <- prometheus.MustNewConstMetric(descPhase, gauge, float64(p.Delta), p.Name)
@@ -137,22 +158,23 @@ func collectLedger(ch chan<- prometheus.Metric, s ledger.Snapshot) {
 }
 
 // KVUsage is the KV-cache utilisation the gateway routes on, in [0, 1]:
-// the engine's pages in use over its pages when the engine is known and has
-// pages (the scheduler's own view), else Σ used over Σ capacity of the
-// ledger's pools. ok is false when neither is known.
+// the fullest pool's share in use — with several pools (a hybrid model's
+// full and window pools, or token and state pools) the first to fill is
+// what stops admission. The engine's own pools when the engine is known
+// (its pages when it reports no pools), else the ledger's. ok is false when
+// neither is known.
 func KVUsage(st Load, haveEngine bool, pools []ledger.KVPool) (u float64, ok bool) {
-	if haveEngine && st.KVPagesTotal > 0 {
+	if haveEngine && len(st.Pools) > 0 {
+		pools = st.Pools
+	} else if haveEngine && st.KVPagesTotal > 0 {
 		return clamp01(float64(st.KVPagesTotal-st.KVPagesFree) / float64(st.KVPagesTotal)), true
 	}
-	var used, capacity int64
 	for _, p := range pools {
-		used += int64(p.UsedTokens)
-		capacity += int64(p.CapacityTokens)
+		if p.Pages > 0 {
+			u, ok = max(u, p.Used()), true
+		}
 	}
-	if capacity <= 0 {
-		return 0, false
-	}
-	return clamp01(float64(used) / float64(capacity)), true
+	return clamp01(u), ok
 }
 
 func clamp01(x float64) float64 { return min(max(x, 0), 1) }

@@ -81,3 +81,33 @@ func TestVLLMSeriesWithModelName(t *testing.T) {
 		t.Errorf("kvhost_http_requests_total labels %v", s.GetLabel())
 	}
 }
+
+// TestCacheConfigInfo: the KV geometry the endpoint picker reads (the
+// model-server protocol's BlockSize and NumGPUBlocks, as vLLM labels them)
+// follows the page size and the engine's pages; without a page size or an
+// engine there is no such series (the picker then uses its own defaults).
+func TestCacheConfigInfo(t *testing.T) {
+	load := func() Load { return Load{KVPagesTotal: 1234, KVPagesFree: 1000} }
+	m := New(Sources{Engine: load, KVPageSize: 16, ModelName: "org/tiny"})
+	for _, name := range []string{"kvhost_cache_config_info", "vllm:cache_config_info"} {
+		f := family(t, m, name)
+		if f.GetType() != dto.MetricType_GAUGE || len(f.GetMetric()) != 1 {
+			t.Fatalf("%s: type %v with %d series, want one gauge", name, f.GetType(), len(f.GetMetric()))
+		}
+		s := f.GetMetric()[0]
+		if s.GetGauge().GetValue() != 1 || label(s, "block_size") != "16" || label(s, "num_gpu_blocks") != "1234" || label(s, "model_name") != "org/tiny" {
+			t.Errorf("%s = %v %v, want 1 with block_size 16, num_gpu_blocks 1234, model_name org/tiny", name, s.GetGauge().GetValue(), s.GetLabel())
+		}
+	}
+	for _, src := range []Sources{{Engine: load}, {KVPageSize: 16}} {
+		fams, err := New(src).Registry().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range fams {
+			if f.GetName() == "vllm:cache_config_info" || f.GetName() == "kvhost_cache_config_info" {
+				t.Errorf("%s exported without both a page size and an engine", f.GetName())
+			}
+		}
+	}
+}

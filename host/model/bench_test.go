@@ -7,7 +7,10 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/kvhost/kvhost/host/kv"
+	"github.com/kvhost/kvhost/host/kv/kvtest"
 	"github.com/kvhost/kvhost/host/model/synth"
+	"github.com/kvhost/kvhost/sdk"
 )
 
 // benchModel generates (once, cached across runs in the temp dir) a demo
@@ -45,7 +48,17 @@ func benchModel(b *testing.B, size, dtype string) string {
 	return path
 }
 
-var benchShapes = []struct{ size, dtype string }{{"small", "f32"}, {"small", "f16"}, {"small", "q8_0"}, {"medium", "f32"}, {"medium", "f16"}, {"medium", "q8_0"}}
+// benchShapes are the rows (f32, f16, q8_0, Q4_K_M) and the other
+// common mixes, for both sizes.
+var benchShapes = func() []struct{ size, dtype string } {
+	var out []struct{ size, dtype string }
+	for _, size := range []string{"small", "medium"} {
+		for _, dtype := range []string{"f32", "f16", "q8_0", "q4_k_m", "q6_k", "q4_0", "q5_k_m"} {
+			out = append(out, struct{ size, dtype string }{size, dtype})
+		}
+	}
+	return out
+}()
 
 // decodeSpan is how many positions the decode benchmarks walk after their
 // 64-token prompt before starting over: 128, as llama-bench's tg128 (the
@@ -60,72 +73,128 @@ func BenchmarkDecode(b *testing.B) {
 		for _, batch := range []int{1, 16} {
 			b.Run(fmt.Sprintf("%s-%s/batch=%d", sh.size, sh.dtype, batch), func(b *testing.B) {
 				r := load(b, benchModel(b, sh.size, sh.dtype), 2048)
-				const prompt = 64
-				seqs := make([]Seq, batch)
-				for i := range seqs {
-					toks := make([]int32, prompt)
-					for j := range toks {
-						toks[j] = int32(1 + (i*131+j*17)%31000)
-					}
-					pages, err := r.pool.Grow(nil, r.m.Config.ContextLen)
-					if err != nil {
-						b.Fatal(err)
-					}
-					seqs[i] = Seq{Tokens: toks, Pages: pages, LogitRows: 1}
-				}
-				logits := make([]float32, batch*r.m.Config.Vocab)
-				if err := r.m.Forward(r.pool, seqs, logits); err != nil {
-					b.Fatal(err)
-				}
-				tok := make([]int32, batch)
-				for i := range seqs {
-					seqs[i].Tokens = tok[i : i+1]
-					seqs[i].Start = prompt
-				}
-				b.ReportAllocs()
-				b.ResetTimer()
-				for n := 0; n < b.N; n++ {
-					for i := range seqs {
-						if seqs[i].Start >= prompt+decodeSpan {
-							seqs[i].Start = prompt
-						}
-					}
-					if err := r.m.Forward(r.pool, seqs, logits); err != nil {
-						b.Fatal(err)
-					}
-					for i := range seqs {
-						tok[i] = int32(argmax32(logits[i*r.m.Config.Vocab : (i+1)*r.m.Config.Vocab]))
-						seqs[i].Start++
-					}
-				}
-				b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "tok/s")
+				benchDecode(b, r, r.pools, nil, batch)
 			})
 		}
 	}
 }
 
-// BenchmarkPrefill reports prompt tokens/s for one 128-token prompt.
-func BenchmarkPrefill(b *testing.B) {
-	for _, sh := range benchShapes {
-		b.Run(sh.size+"-"+sh.dtype+"/tokens=128", func(b *testing.B) {
-			r := load(b, benchModel(b, sh.size, sh.dtype), 256)
-			toks := make([]int32, 128)
-			for j := range toks {
-				toks[j] = int32(1 + j*97%31000)
-			}
-			pages, err := r.pool.Grow(nil, len(toks))
-			if err != nil {
-				b.Fatal(err)
-			}
-			logits := make([]float32, r.m.Config.Vocab)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for n := 0; n < b.N; n++ {
-				if err := r.m.Forward(r.pool, []Seq{{Tokens: toks, Pages: pages, LogitRows: 1}}, logits); err != nil {
-					b.Fatal(err)
+// BenchmarkDecodeKV is BenchmarkDecode over f32 weights with the KV cache
+// in f32, f16 and fp8 (e4m3), eager and through captured graphs (as the
+// engine decodes): what --kv-cache-dtype costs or saves per decoded token.
+func BenchmarkDecodeKV(b *testing.B) {
+	for _, size := range []string{"small", "medium"} {
+		for _, kvd := range []string{sdk.KVFP32, sdk.KVFP16, sdk.KVFP8E4M3} {
+			for _, mode := range []string{"eager", "graphs"} {
+				for _, batch := range []int{1, 16} {
+					b.Run(fmt.Sprintf("%s/kv=%s/%s/batch=%d", size, kvd, mode, batch), func(b *testing.B) {
+						r := load(b, benchModel(b, size, "f32"), 16)
+						pools := kvtest.MHA(b, r.arena, r.m.Config.KVNeeds(), kvd, 16, 2048+16)
+						var g *DecodeGraphs
+						if mode == "graphs" {
+							var err error
+							if g, err = r.m.CaptureDecodeGraphs(pools, []int{batch}); err != nil {
+								b.Fatal(err)
+							}
+							defer g.Close()
+						}
+						benchDecode(b, r, pools, g, batch)
+					})
 				}
 			}
-			b.ReportMetric(float64(b.N*len(toks))/b.Elapsed().Seconds(), "tok/s")
-		})
+		}
+	}
+}
+
+// benchDecode decodes batch sequences, each after a 64-token prompt, over
+// pools (through g when not nil), walking decodeSpan positions before
+// starting over.
+func benchDecode(b *testing.B, r *rig, pools *kv.Set, g *DecodeGraphs, batch int) {
+	const prompt = 64
+	p := pools.TokenPools()[0]
+	seqs := make([]Seq, batch)
+	for i := range seqs {
+		toks := make([]int32, prompt)
+		for j := range toks {
+			toks[j] = int32(1 + (i*131+j*17)%31000)
+		}
+		pages, err := p.Grow(nil, r.m.Config.ContextLen)
+		if err != nil {
+			b.Fatal(err)
+		}
+		seqs[i] = Seq{Tokens: toks, Pages: one(pages), LogitRows: 1}
+	}
+	logits := make([]float32, batch*r.m.Config.Vocab)
+	if err := r.m.Forward(pools, seqs, logits); err != nil {
+		b.Fatal(err)
+	}
+	tok := make([]int32, batch)
+	for i := range seqs {
+		seqs[i].Tokens = tok[i : i+1]
+		seqs[i].Start = prompt
+	}
+	step := func() {
+		for i := range seqs {
+			if seqs[i].Start >= prompt+decodeSpan {
+				seqs[i].Start = prompt
+			}
+		}
+		if g != nil {
+			if ok, err := g.Run(seqs, logits); !ok || err != nil {
+				b.Fatal(ok, err)
+			}
+		} else if err := r.m.Forward(pools, seqs, logits); err != nil {
+			b.Fatal(err)
+		}
+		for i := range seqs {
+			tok[i] = int32(argmax32(logits[i*r.m.Config.Vocab : (i+1)*r.m.Config.Vocab]))
+			seqs[i].Start++
+		}
+	}
+	// One untimed pass over the span: a serving pool's pages are already
+	// resident (llama-bench likewise clears its cache once and warms up),
+	// so the timed steps measure decoding, not first-touch page faults.
+	for range decodeSpan {
+		step()
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for n := 0; n < b.N; n++ {
+		step()
+	}
+	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "tok/s")
+}
+
+// BenchmarkPrefill reports prompt tokens/s for one prompt of 128, 512 and
+// 2048 tokens (llama-bench's pp128/pp512/pp2048); attention's share grows
+// with the prompt, so pp2048 tracks the tiled attention kernel.
+func BenchmarkPrefill(b *testing.B) {
+	const chunk = 512
+	for _, sh := range benchShapes {
+		for _, n := range []int{128, 512, 2048} {
+			b.Run(fmt.Sprintf("%s-%s/tokens=%d", sh.size, sh.dtype, n), func(b *testing.B) {
+				r := load(b, benchModel(b, sh.size, sh.dtype), n/16+1)
+				toks := make([]int32, n)
+				for j := range toks {
+					toks[j] = int32(1 + j*97%31000)
+				}
+				pages, err := r.pool.Grow(nil, len(toks))
+				if err != nil {
+					b.Fatal(err)
+				}
+				logits := make([]float32, r.m.Config.Vocab)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for range b.N {
+					for s := 0; s < n; s += chunk {
+						e := min(n, s+chunk)
+						if err := r.m.Forward(r.pools, []Seq{{Tokens: toks[s:e], Start: s, Pages: one(pages), LogitRows: 1}}, logits); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				b.ReportMetric(float64(b.N*len(toks))/b.Elapsed().Seconds(), "tok/s")
+			})
+		}
 	}
 }

@@ -63,6 +63,11 @@ func (c Config) Validate() error {
 // KVRow is the number of floats one token occupies in one layer's K (or V).
 func (c Config) KVRow() int { return c.KVHeads * c.HeadDim }
 
+// AttnShape is the attention shape the kernels size their scratch by.
+func (c Config) AttnShape() device.AttnShape {
+	return device.AttnShape{Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim, VHeadDim: c.HeadDim}
+}
+
 // QRow is the width of the query projection.
 func (c Config) QRow() int { return c.Heads * c.HeadDim }
 

@@ -19,18 +19,45 @@ type layer struct {
 }
 
 // Seq is one sequence's part of a forward: Tokens new tokens at positions
-// Start.., written into the pages of Pages (which must already cover
-// Start+len(Tokens) positions). LogitRows trailing positions get logits.
+// Start.., written into its pages. Pages holds one page table per token
+// pool of the kv.Set (Pages[i] for TokenPools()[i]), each already covering
+// Start+len(Tokens) positions; Slots one slot per state pool. LogitRows
+// trailing positions get logits.
 type Seq struct {
 	Tokens    []int32
 	Start     int
-	Pages     []int32
+	Pages     [][]int32
+	Slots     []int32
 	LogitRows int
 	// Hidden, when not nil, receives the final hidden state of every row of
 	// Tokens — after the output norm, what the LM head reads — as
 	// len(Tokens) × Config.Hidden floats (embeddings pool it). A batch with
 	// Hidden never runs as a captured decode graph.
 	Hidden []float32
+}
+
+// KVNeeds is what each layer keeps between forwards, the need a
+// configurator's declaration must meet (kv.NewLayout): the Llama family's
+// layers each keep K and V rows of KVHeads × HeadDim for every past
+// position.
+func (c Config) KVNeeds() []kv.LayerNeed {
+	out := make([]kv.LayerNeed, c.Layers)
+	for i := range out {
+		out[i] = kv.LayerNeed{KVHeads: c.KVHeads, HeadDim: c.HeadDim, VHeadDim: c.HeadDim}
+	}
+	return out
+}
+
+// checkPools verifies that seqs carry a page table for every token pool of
+// pools and a slot for every state pool.
+func checkPools(pools *kv.Set, seqs []Seq) error {
+	for i, s := range seqs {
+		if len(s.Pages) != len(pools.TokenPools()) || len(s.Slots) != len(pools.SlotPools()) {
+			return fmt.Errorf("model: sequence %d has %d page tables and %d slots for %d token and %d state pools",
+				i, len(s.Pages), len(s.Slots), len(pools.TokenPools()), len(pools.SlotPools()))
+		}
+	}
+	return nil
 }
 
 // scope tracks the activations of one forward so an error anywhere frees
@@ -80,8 +107,11 @@ func (s *scope) release() {
 // Forward runs one batched forward over seqs and writes Σ LogitRows × Vocab
 // logits (in sequence order) into logits. It is not safe for concurrent use:
 // one goroutine owns the device.
-func (m *Model) Forward(pool *kv.Pool, seqs []Seq, logits []float32) error {
+func (m *Model) Forward(pools *kv.Set, seqs []Seq, logits []float32) error {
 	c := m.Config
+	if err := checkPools(pools, seqs); err != nil {
+		return err
+	}
 	total, rows := 0, 0
 	for i, s := range seqs {
 		if len(s.Tokens) == 0 {
@@ -114,7 +144,7 @@ func (m *Model) Forward(pool *kv.Pool, seqs []Seq, logits []float32) error {
 		return err
 	}
 	for l := range m.layers {
-		if err := m.block(&sc, pool, l, seqs, x, total); err != nil {
+		if err := m.block(&sc, pools, l, seqs, x, total); err != nil {
 			return fmt.Errorf("model: layer %d: %w", l, err)
 		}
 	}
@@ -145,22 +175,22 @@ func (m *Model) prepareHost(seqs []Seq, total, rows int) {
 	}
 }
 
-func (m *Model) block(sc *scope, pool *kv.Pool, l int, seqs []Seq, x device.Buf, total int) error {
+func (m *Model) block(sc *scope, pools *kv.Set, l int, seqs []Seq, x device.Buf, total int) error {
 	c, k := m.Config, m.k
 	h, q, kk, vv, att, err := m.attentionIn(sc, l, x, total, m.positions)
 	if err != nil {
 		return err
 	}
 	scale := float32(1 / math.Sqrt(float64(c.HeadDim)))
-	kvl := pool.Layer(l)
+	kvl, tp := pools.Layer(l), pools.Table(l)
 	off := 0
 	for _, s := range seqs {
 		n := len(s.Tokens)
 		ks, vs := kk.Slice(off*c.KVRow(), n*c.KVRow()), vv.Slice(off*c.KVRow(), n*c.KVRow())
-		if err := k.WriteKV(kvl, ks, vs, n, s.Pages, s.Start); err != nil {
+		if err := k.WriteKV(kvl, ks, vs, n, s.Pages[tp], s.Start); err != nil {
 			return err
 		}
-		err := k.Attention(att.Slice(off*c.QRow(), n*c.QRow()), q.Slice(off*c.QRow(), n*c.QRow()), n, c.Heads, kvl, s.Pages, s.Start, device.AttnOpts{Scale: scale}, m.attnScratch)
+		err := k.Attention(att.Slice(off*c.QRow(), n*c.QRow()), q.Slice(off*c.QRow(), n*c.QRow()), n, c.Heads, kvl, s.Pages[tp], s.Start, device.AttnOpts{Scale: scale}, m.attnScratch)
 		if err != nil {
 			return err
 		}

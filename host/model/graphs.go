@@ -16,23 +16,25 @@ import (
 var ErrNoCapture = errors.New("model: the device cannot capture decode graphs")
 
 // decodeInputs are the fixed host buffers a captured decode step reads:
-// one token, position and page table per row.
+// one token, position and page table per token pool per row
+// (tables[pool][row]) and one slot per state pool per row (slots[pool][row]).
 type decodeInputs struct {
 	ids       []int32
 	positions []int32
-	tables    [][]int32
+	tables    [][][]int32
+	slots     [][]int32
 }
 
 // decodeStep runs one token for each of rows sequences. Every per-step value
 // is read from in's slices when the kernels run, so the same launches can be
 // captured once and replayed (spec §4: fixed buffers, graph-shared logits).
-func (m *Model) decodeStep(sc *scope, pool *kv.Pool, in *decodeInputs, rows int, logitsBuf device.Buf, logits []float32) error {
+func (m *Model) decodeStep(sc *scope, pools *kv.Set, in *decodeInputs, rows int, logitsBuf device.Buf, logits []float32) error {
 	c, k := m.Config, m.k
 	dk, ok := k.(device.DecodeKernels)
 	if !ok {
 		return ErrNoCapture
 	}
-	ids, pos, tables := in.ids[:rows], in.positions[:rows], in.tables[:rows]
+	ids, pos := in.ids[:rows], in.positions[:rows]
 	x, err := sc.buf(rows * c.Hidden)
 	if err != nil {
 		return err
@@ -46,7 +48,7 @@ func (m *Model) decodeStep(sc *scope, pool *kv.Pool, in *decodeInputs, rows int,
 		if err != nil {
 			return err
 		}
-		kvl := pool.Layer(l)
+		kvl, tables := pools.Layer(l), in.tables[pools.Table(l)][:rows]
 		if err := dk.WriteKVRows(kvl, kk, vv, pos, tables); err != nil {
 			return err
 		}
@@ -72,11 +74,11 @@ func (m *Model) decodeStep(sc *scope, pool *kv.Pool, in *decodeInputs, rows int,
 // its blocks: the pool's size is the largest bucket's peak, not the sum.
 type DecodeGraphs struct {
 	m         *Model
-	pool      *kv.Pool
+	pools     *kv.Set
 	buckets   []int // ascending
 	graphs    map[int]device.Graph
 	in        decodeInputs
-	dummy     []int32
+	pad       *padding // one padding page per token pool, slot per state pool
 	logitsBuf device.Buf
 	logits    []float32
 	poolID    alloc.PoolID
@@ -86,8 +88,9 @@ type DecodeGraphs struct {
 
 // CaptureDecodeGraphs captures a decode step for every bucket (batch sizes),
 // largest first, into one private pool. Pad rows of a replay write to a
-// dummy page the graphs own.
-func (m *Model) CaptureDecodeGraphs(pool *kv.Pool, buckets []int) (g *DecodeGraphs, err error) {
+// dummy page the graphs own in each token pool and a dummy slot in each
+// state pool.
+func (m *Model) CaptureDecodeGraphs(pools *kv.Set, buckets []int) (g *DecodeGraphs, err error) {
 	_, ok := m.dev.(device.Capturer)
 	if _, dok := m.k.(device.DecodeKernels); !ok || !dok {
 		return nil, ErrNoCapture
@@ -102,19 +105,25 @@ func (m *Model) CaptureDecodeGraphs(pool *kv.Pool, buckets []int) (g *DecodeGrap
 		return nil, fmt.Errorf("model: decode bucket %d must be positive", buckets[0])
 	}
 	maxBS, c := buckets[len(buckets)-1], m.Config
-	g = &DecodeGraphs{m: m, pool: pool, buckets: buckets, graphs: map[int]device.Graph{}, poolID: m.act.NewPrivatePool("decode-graphs")}
+	g = &DecodeGraphs{m: m, buckets: buckets, graphs: map[int]device.Graph{}, poolID: m.act.NewPrivatePool("decode-graphs")}
 	defer func() {
 		if err != nil {
 			g.Close()
 		}
 	}()
-	if g.dummy, err = pool.Grow(nil, pool.Spec().PageSize); err != nil {
-		return nil, fmt.Errorf("model: decode graphs need a padding page: %w", err)
+	if err := g.bind(pools); err != nil {
+		return nil, err
 	}
-	maxPages := pool.PagesFor(c.ContextLen)
-	g.in = decodeInputs{ids: make([]int32, maxBS), positions: make([]int32, maxBS), tables: make([][]int32, maxBS)}
-	for i := range g.in.tables {
-		g.in.tables[i] = make([]int32, maxPages)
+	g.in = decodeInputs{ids: make([]int32, maxBS), positions: make([]int32, maxBS), tables: make([][][]int32, len(pools.TokenPools())),
+		slots: make([][]int32, len(pools.SlotPools()))}
+	for p, tp := range pools.TokenPools() {
+		g.in.tables[p] = make([][]int32, maxBS)
+		for i := range g.in.tables[p] {
+			g.in.tables[p][i] = make([]int32, tp.PagesFor(c.ContextLen))
+		}
+	}
+	for p := range g.in.slots {
+		g.in.slots[p] = make([]int32, maxBS)
 	}
 	g.fillPadding(0)
 	p, err := m.act.AllocIn(g.poolID, int64(maxBS)*int64(c.Vocab)*4, alloc.Graph)
@@ -143,7 +152,7 @@ func (g *DecodeGraphs) capture() error {
 			return err
 		}
 		sc := scope{a: m.act, cat: alloc.Graph}
-		err := m.decodeStep(&sc, g.pool, &g.in, bs, g.logitsBuf, g.logits)
+		err := m.decodeStep(&sc, g.pools, &g.in, bs, g.logitsBuf, g.logits)
 		sc.release()
 		graph, cerr := capt.EndCapture()
 		m.act.EndCapture()
@@ -158,19 +167,72 @@ func (g *DecodeGraphs) capture() error {
 	return nil
 }
 
-// Recapture rebinds the graphs to pool — the KV pool after post-capture
+// bind takes a padding page in every token pool of pools and a padding
+// slot in every state pool, releasing the ones held in the previous set
+// once the new ones are taken.
+func (g *DecodeGraphs) bind(pools *kv.Set) error {
+	next := &padding{pools: pools, pages: make([][]int32, len(pools.TokenPools())), slots: make([]int32, len(pools.SlotPools()))}
+	for i := range next.slots {
+		next.slots[i] = -1
+	}
+	for i, tp := range pools.TokenPools() {
+		pg, err := tp.Grow(nil, tp.PageSize())
+		if err != nil {
+			next.release()
+			return fmt.Errorf("model: decode graphs need a padding page in %s: %w", tp, err)
+		}
+		next.pages[i] = pg
+	}
+	for i, sp := range pools.SlotPools() {
+		sl, err := sp.Acquire()
+		if err != nil {
+			next.release()
+			return fmt.Errorf("model: decode graphs need a padding slot in %s: %w", sp, err)
+		}
+		next.slots[i] = sl
+	}
+	g.pad.release()
+	g.pools, g.pad = pools, next
+	return nil
+}
+
+// padding is what the graphs' pad rows point at: a page of every token
+// pool and a slot of every state pool of one set.
+type padding struct {
+	pools *kv.Set
+	pages [][]int32
+	slots []int32
+}
+
+// release gives the padding back (nil-safe).
+func (p *padding) release() {
+	if p == nil {
+		return
+	}
+	for i, d := range p.pages {
+		if d != nil {
+			p.pools.TokenPools()[i].Release(d)
+		}
+	}
+	for i, sl := range p.slots {
+		if sl >= 0 {
+			p.pools.SlotPools()[i].Release(sl)
+		}
+	}
+	p.pages, p.slots = nil, nil
+}
+
+// Recapture rebinds the graphs to pools — the KV pools after post-capture
 // growth, whose buffers are longer views of the same memory — by capturing
 // again into the same private pool: the same allocation sequence on the
 // same free blocks, so it costs no new device memory.
-func (g *DecodeGraphs) Recapture(pool *kv.Pool) error {
-	dummy, err := pool.Grow(nil, pool.Spec().PageSize)
-	if err != nil {
-		return fmt.Errorf("model: decode graphs need a padding page: %w", err)
+func (g *DecodeGraphs) Recapture(pools *kv.Set) error {
+	if len(pools.TokenPools()) != len(g.in.tables) {
+		return fmt.Errorf("model: recapture over %d token pools, captured over %d", len(pools.TokenPools()), len(g.in.tables))
 	}
-	if g.pool != nil && g.dummy != nil {
-		g.pool.Release(g.dummy)
+	if err := g.bind(pools); err != nil {
+		return err
 	}
-	g.pool, g.dummy = pool, dummy
 	g.fillPadding(0)
 	if err := g.closeGraphs(); err != nil {
 		return err
@@ -194,8 +256,13 @@ func (g *DecodeGraphs) closeGraphs() error {
 func (g *DecodeGraphs) fillPadding(from int) {
 	for i := from; i < len(g.in.ids); i++ {
 		g.in.ids[i], g.in.positions[i] = 0, 0
-		for j := range g.in.tables[i] {
-			g.in.tables[i][j] = g.dummy[0]
+		for p, rows := range g.in.tables {
+			for j := range rows[i] {
+				rows[i][j] = g.pad.pages[p][0]
+			}
+		}
+		for p, rows := range g.in.slots {
+			rows[i] = g.pad.slots[p]
 		}
 	}
 }
@@ -233,15 +300,23 @@ func (g *DecodeGraphs) Run(seqs []Seq, logits []float32) (bool, error) {
 			break
 		}
 	}
+	if err := checkPools(g.pools, seqs); err != nil {
+		return false, err
+	}
 	for i, s := range seqs {
 		g.in.ids[i], g.in.positions[i] = s.Tokens[0], int32(s.Start)
-		t := g.in.tables[i]
-		if len(s.Pages) > len(t) {
-			return false, fmt.Errorf("model: page table of %d pages exceeds the graphs' %d", len(s.Pages), len(t))
+		for p, rows := range g.in.tables {
+			t := rows[i]
+			if len(s.Pages[p]) > len(t) {
+				return false, fmt.Errorf("model: page table of %d pages exceeds the graphs' %d", len(s.Pages[p]), len(t))
+			}
+			copy(t, s.Pages[p])
+			for j := len(s.Pages[p]); j < len(t); j++ {
+				t[j] = g.pad.pages[p][0]
+			}
 		}
-		copy(t, s.Pages)
-		for j := len(s.Pages); j < len(t); j++ {
-			t[j] = g.dummy[0]
+		for p, rows := range g.in.slots {
+			rows[i] = s.Slots[p]
 		}
 	}
 	g.fillPadding(n)
@@ -263,8 +338,6 @@ func (g *DecodeGraphs) Close() {
 	}
 	_ = g.closeGraphs()
 	_ = g.m.act.ReleasePool(g.poolID)
-	if g.dummy != nil {
-		g.pool.Release(g.dummy)
-		g.dummy = nil
-	}
+	g.pad.release()
+	g.pad = nil
 }

@@ -14,7 +14,7 @@ func TestDecodeGraphsEqualEager(t *testing.T) {
 	path := writeTiny(t, "f32")
 	r := load(t, path, 512)
 	buckets := []int{1, 2, 4, 8}
-	g, err := r.m.CaptureDecodeGraphs(r.pool, buckets)
+	g, err := r.m.CaptureDecodeGraphs(r.pools, buckets)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,12 +36,12 @@ func TestDecodeGraphsEqualEager(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				sides[s].seqs = append(sides[s].seqs, Seq{Tokens: []int32{int32(argmax32(last))}, Start: len(prompt), Pages: pages, LogitRows: 1})
+				sides[s].seqs = append(sides[s].seqs, Seq{Tokens: []int32{int32(argmax32(last))}, Start: len(prompt), Pages: one(pages), LogitRows: 1})
 			}
 			sides[s].logits = make([]float32, n*V)
 		}
 		for step := 0; step < 6; step++ {
-			if err := r.m.Forward(r.pool, sides[0].seqs, sides[0].logits); err != nil {
+			if err := r.m.Forward(r.pools, sides[0].seqs, sides[0].logits); err != nil {
 				t.Fatal(err)
 			}
 			ok, err := g.Run(sides[1].seqs, sides[1].logits)
@@ -69,7 +69,7 @@ func TestDecodeGraphsEqualEager(t *testing.T) {
 		}
 		for s := range sides {
 			for _, q := range sides[s].seqs {
-				r.pool.Release(q.Pages)
+				r.pool.Release(q.Pages[0])
 			}
 		}
 	}
@@ -87,7 +87,7 @@ func TestDecodeGraphsEqualEager(t *testing.T) {
 func TestGraphPoolIsLargestBucket(t *testing.T) {
 	path := writeTiny(t, "f32")
 	r := load(t, path, 512)
-	only, err := r.m.CaptureDecodeGraphs(r.pool, []int{16})
+	only, err := r.m.CaptureDecodeGraphs(r.pools, []int{16})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestGraphPoolIsLargestBucket(t *testing.T) {
 	if captured.Launches() != 0 {
 		t.Fatalf("Close left the graph holding %d launches", captured.Launches())
 	}
-	all, err := r.m.CaptureDecodeGraphs(r.pool, []int{1, 2, 4, 8, 12, 16})
+	all, err := r.m.CaptureDecodeGraphs(r.pools, []int{1, 2, 4, 8, 12, 16})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func BenchmarkDecodeGraphs(b *testing.B) {
 		for _, batch := range []int{1, 16} {
 			b.Run(sh.size+"-"+sh.dtype+"/batch="+itoa(batch), func(b *testing.B) {
 				r := load(b, benchModel(b, sh.size, sh.dtype), 2048+16) // 16 contexts + the padding page
-				g, err := r.m.CaptureDecodeGraphs(r.pool, []int{batch})
+				g, err := r.m.CaptureDecodeGraphs(r.pools, []int{batch})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -133,14 +133,12 @@ func BenchmarkDecodeGraphs(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					seqs[i] = Seq{Tokens: []int32{int32(1 + i)}, Start: 64, Pages: pages, LogitRows: 1}
+					seqs[i] = Seq{Tokens: []int32{int32(1 + i)}, Start: 64, Pages: one(pages), LogitRows: 1}
 				}
 				// Positions walk as in BenchmarkDecode, so the two compare.
 				logits := make([]float32, batch*r.m.Config.Vocab)
 				V := r.m.Config.Vocab
-				b.ReportAllocs()
-				b.ResetTimer()
-				for n := 0; n < b.N; n++ {
+				step := func() {
 					for i := range seqs {
 						if seqs[i].Start >= 64+decodeSpan {
 							seqs[i].Start = 64
@@ -154,8 +152,59 @@ func BenchmarkDecodeGraphs(b *testing.B) {
 						seqs[i].Start++
 					}
 				}
+				for range decodeSpan { // untimed: fault the span's KV pages in (see BenchmarkDecode)
+					step()
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for n := 0; n < b.N; n++ {
+					step()
+				}
 				b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "tok/s")
 			})
 		}
+	}
+}
+
+// TestDecodeStepsDoNotAllocate: once warm, an eager decode step (a batch
+// of three one-token sequences through Forward) and a graph replay allocate
+// nothing on the Go heap, for a plain and a quantized model.
+func TestDecodeStepsDoNotAllocate(t *testing.T) {
+	for _, dtype := range []string{"f32", "q4_k_m"} {
+		t.Run(dtype, func(t *testing.T) {
+			r := load(t, writeTiny(t, dtype), 64)
+			seqs := make([]Seq, 3)
+			for i := range seqs {
+				pages, err := r.pool.Grow(nil, 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				seqs[i] = Seq{Tokens: []int32{int32(5 + i)}, Start: 10 + i, Pages: one(pages), LogitRows: 1}
+			}
+			logits := make([]float32, len(seqs)*r.m.Config.Vocab)
+			step := func() {
+				if err := r.m.Forward(r.pools, seqs, logits); err != nil {
+					t.Fatal(err)
+				}
+			}
+			step()
+			if n := testing.AllocsPerRun(10, step); n != 0 {
+				t.Errorf("eager decode step: %v allocations", n)
+			}
+			g, err := r.m.CaptureDecodeGraphs(r.pools, []int{len(seqs)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			replay := func() {
+				if ok, err := g.Run(seqs, logits); !ok || err != nil {
+					t.Fatal(ok, err)
+				}
+			}
+			replay()
+			if n := testing.AllocsPerRun(10, replay); n != 0 {
+				t.Errorf("graph step: %v allocations", n)
+			}
+		})
 	}
 }

@@ -28,8 +28,8 @@ func TestHiddenMatchesFloat64Reference(t *testing.T) {
 			t.Fatal(err)
 		}
 		l := make([]float32, V)
-		seq := Seq{Tokens: prompt[part.from:part.to], Start: part.from, Pages: pages, LogitRows: 1, Hidden: hidden[part.from*H : part.to*H]}
-		if err := r.m.Forward(r.pool, []Seq{seq}, l); err != nil {
+		seq := Seq{Tokens: prompt[part.from:part.to], Start: part.from, Pages: one(pages), LogitRows: 1, Hidden: hidden[part.from*H : part.to*H]}
+		if err := r.m.Forward(r.pools, []Seq{seq}, l); err != nil {
 			t.Fatal(err)
 		}
 		logits = l
@@ -50,7 +50,7 @@ func TestHiddenMatchesFloat64Reference(t *testing.T) {
 	}
 	// A wrong-sized buffer is refused, naming the sizes.
 	pages, _ = r.pool.Grow(pages, len(prompt)+1)
-	err = r.m.Forward(r.pool, []Seq{{Tokens: prompt[:1], Start: len(prompt), Pages: pages, Hidden: make([]float32, H-1)}}, nil)
+	err = r.m.Forward(r.pools, []Seq{{Tokens: prompt[:1], Start: len(prompt), Pages: one(pages), Hidden: make([]float32, H-1)}}, nil)
 	if err == nil {
 		t.Fatal("a short hidden buffer was accepted")
 	}

@@ -5,15 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
 
 	"github.com/kvhost/kvhost/host/device"
 	"github.com/kvhost/kvhost/host/model/gguf"
 	"github.com/kvhost/kvhost/host/model/tokenizer"
-	kcpu "github.com/kvhost/kvhost/kernels/cpu"
 )
 
 // ggufArchs maps GGUF general.architecture to how its rope rotates: llama.cpp's
@@ -267,41 +265,25 @@ func tokenizerFromGGUF(f *gguf.File) (tokenizer.Tokenizer, error) {
 	}
 }
 
-// ggufSource reads tensors from a GGUF file. Tensors in a block-quantized
-// format the kernels do not run natively (Q4_0, Q4_1, Q5_0, Q5_1, Q4_K,
-// Q5_K, Q6_K: what most published GGUF files use) are expanded to F16 as they
-// load, row by row; expanded records what that cost.
+// ggufSource reads tensors from a GGUF file. Every tensor type the kernels
+// run (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k–q6_k, iq4_nl,
+// iq4_xs) is kept as stored: no expansion, so device weight memory is the
+// file's bytes. fd is the file the header was parsed from, so a device that
+// maps files serves the tensors from it in place.
 type ggufSource struct {
-	f        *gguf.File
-	expanded *Expansion
+	f  *gguf.File
+	fd *os.File
 }
 
-// Expansion describes the quantized tensors a GGUF load expanded to F16: the
-// device holds DeviceBytes for what the file stores in FileBytes.
-type Expansion struct {
-	Tensors     int
-	FileBytes   int64
-	DeviceBytes int64
-	Types       map[string]int // tensors per GGML type
-}
+var (
+	_ tensorSource = ggufSource{}
+	_ fileBacked   = ggufSource{}
+)
 
-var ggufTypes = map[gguf.TensorType]device.DType{
-	gguf.TypeF32: device.F32, gguf.TypeF16: device.F16, gguf.TypeBF16: device.BF16, gguf.TypeQ8_0: device.Q8_0,
-}
-
-// GGUFDeviceBytes is how many bytes a GGUF tensor occupies once loaded: its
-// file size, or two bytes an element for a type expanded to F16. Plan uses it
-// to predict the weights phase.
-func GGUFDeviceBytes(ti gguf.TensorInfo) int64 {
-	if _, native := ggufTypes[ti.Type]; native || !ti.Type.Dequantizable() {
-		return int64(ti.Size)
-	}
-	n := int64(1)
-	for _, d := range ti.Dims {
-		n *= int64(d)
-	}
-	return 2 * n
-}
+// GGUFDeviceBytes is how many bytes a GGUF tensor occupies once loaded:
+// its file bytes, since every type the kernels run stays as stored. Plan
+// uses it to predict the weights phase.
+func GGUFDeviceBytes(ti gguf.TensorInfo) int64 { return int64(ti.Size) }
 
 func (s ggufSource) tensor(name string) ([]byte, device.DType, []int, bool, error) {
 	ti, raw, err := s.f.Tensor(name)
@@ -319,63 +301,20 @@ func (s ggufSource) tensor(name string) ([]byte, device.DType, []int, bool, erro
 		}
 		dims[i] = int(d)
 	}
-	typ, ok := ggufTypes[ti.Type]
-	if !ok && ti.Type.Dequantizable() && len(dims) > 0 {
-		if raw, err = expandF16(ti.Type, raw, dims[0]); err != nil {
-			return nil, 0, nil, false, fmt.Errorf("model: %s: tensor %s: %w", s.f.Path, name, err)
-		}
-		if e := s.expanded; e != nil {
-			e.Tensors++
-			e.FileBytes += int64(ti.Size)
-			e.DeviceBytes += int64(len(raw))
-			if e.Types == nil {
-				e.Types = map[string]int{}
-			}
-			e.Types[ti.Type.String()]++
-		}
-		typ, ok = device.F16, true
-	}
+	typ, ok := ti.Type.DType()
 	if !ok {
-		return nil, 0, nil, false, fmt.Errorf("model: %s: tensor %s has type %s; supported: f32, f16, bf16, q8_0, and q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k (expanded to f16)", s.f.Path, name, ti.Type)
+		return nil, 0, nil, false, fmt.Errorf("model: %s: tensor %s has type %s; supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs", s.f.Path, name, ti.Type)
 	}
-	return raw, typ, dims, true, nil
+	return raw, device.DType(typ), dims, true, nil
 }
 
-// expandF16 decodes a block-quantized tensor with rows of rowLen elements to
-// F16 bytes. Rows are split over the cores (an 8B model is billions of
-// elements); each worker's float32 scratch is one row.
-func expandF16(t gguf.TensorType, raw []byte, rowLen int) ([]byte, error) {
-	rb64, err := t.RowBytes(uint64(rowLen))
-	if err != nil {
-		return nil, err
+// fileRange is where a tensor's bytes lie in the file.
+func (s ggufSource) fileRange(name string) (*os.File, int64, bool) {
+	ti, ok := s.find(name)
+	if !ok || s.fd == nil {
+		return nil, 0, false
 	}
-	if rb64 == 0 || uint64(len(raw))%rb64 != 0 {
-		return nil, fmt.Errorf("%d bytes of %s are not whole rows of %d elements", len(raw), t, rowLen)
-	}
-	rb, rows := int(rb64), len(raw)/int(rb64)
-	out := make([]byte, 2*rowLen*rows)
-	workers := min(runtime.GOMAXPROCS(0), max(1, rows/16))
-	errs := make([]error, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			row := make([]float32, rowLen)
-			for r := w; r < rows; r += workers {
-				if err := gguf.Dequantize(t, raw[r*rb:(r+1)*rb], row); err != nil {
-					errs[w] = err
-					return
-				}
-				kcpu.F32ToF16Bytes(out[2*rowLen*r:2*rowLen*(r+1)], row)
-			}
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return s.fd, s.f.DataOffset + int64(ti.Offset), true
 }
 
 func (s ggufSource) find(name string) (gguf.TensorInfo, bool) {
@@ -403,7 +342,12 @@ func LoadGGUF(path string, o Options) (*Model, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	f, err := gguf.Open(path)
+	fd, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	defer fd.Close() // mappings of its tensors outlive it
+	f, err := gguf.Map(fd)
 	if err != nil {
 		return nil, err
 	}
@@ -425,12 +369,8 @@ func LoadGGUF(path string, o Options) (*Model, error) {
 	}
 	m := &Model{Name: name, Path: path, Config: cfg, Tokenizer: tok, ChatTemplate: ggufMeta{f: f}.str("tokenizer.chat_template")}
 	m.BOSText, m.EOSText = tok.TokenText(tok.BOS()), tok.TokenText(tok.EOS())
-	src := ggufSource{f: f, expanded: &Expansion{}}
-	if err := m.build(src, o); err != nil {
+	if err := m.build(ggufSource{f: f, fd: fd}, o); err != nil {
 		return nil, err
-	}
-	if src.expanded.Tensors > 0 {
-		m.Expanded = src.expanded
 	}
 	return m, nil
 }

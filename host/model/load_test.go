@@ -60,10 +60,10 @@ func TestBatchEqualsSingle(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				seqs[i] = Seq{Tokens: p, Pages: pages, LogitRows: 1}
+				seqs[i] = Seq{Tokens: p, Pages: one(pages), LogitRows: 1}
 			}
 			batched := make([]float32, len(prompts)*V)
-			if err := r.m.Forward(r.pool, seqs, batched); err != nil {
+			if err := r.m.Forward(r.pools, seqs, batched); err != nil {
 				t.Fatal(err)
 			}
 			for i := range prompts {
@@ -207,14 +207,14 @@ func TestLoadRejectsBadModels(t *testing.T) {
 			}
 			return kvs, ts
 		}), []string{"tokenizer has 1000 tokens"}},
-		{"quantized type without a decoder", rewrite(t, src, func(kvs []gguf.KV, ts []gguf.TensorSpec) ([]gguf.KV, []gguf.TensorSpec) {
+		{"quantized type without a kernel", rewrite(t, src, func(kvs []gguf.KV, ts []gguf.TensorSpec) ([]gguf.KV, []gguf.TensorSpec) {
 			for i := range ts {
 				if ts[i].Name == "blk.0.ffn_down.weight" {
-					ts[i].Type, ts[i].Data = gguf.TypeIQ4_NL, make([]byte, ts[i].Dims[0]*ts[i].Dims[1]/32*18)
+					ts[i].Type, ts[i].Data = gguf.TypeMXFP4, make([]byte, ts[i].Dims[0]*ts[i].Dims[1]/32*17)
 				}
 			}
 			return kvs, ts
-		}), []string{"blk.0.ffn_down.weight", "IQ4_NL", "q4_k", "expanded to f16"}},
+		}), []string{"blk.0.ffn_down.weight", "MXFP4", "q4_k", "iq4_xs"}},
 		{"rope_freqs of the wrong length", withRopeFreqs(t, src, gguf.TypeF32, f32Bytes(1, 2, 3)), []string{"rope_freqs.weight", "want [8]"}},
 		{"rope_freqs not F32", withRopeFreqs(t, src, gguf.TypeF16, make([]byte, 16)), []string{"rope_freqs.weight", "want F32"}},
 		{"rope_freqs with a zero factor", withRopeFreqs(t, src, gguf.TypeF32, f32Bytes(1, 1, 1, 0, 2, 2, 2, 2)), []string{"rope_freqs.weight[3]", "positive"}},

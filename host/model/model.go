@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"math"
+	"os"
 
 	"github.com/kvhost/kvhost/host/alloc"
 	"github.com/kvhost/kvhost/host/device"
@@ -20,9 +21,9 @@ type Model struct {
 	ChatTemplate string // "" when the model ships none
 	BOSText      string
 	EOSText      string
-	// Expanded is set when quantized GGUF tensors were expanded to F16 at
-	// load (see ggufSource), so startup can say what that cost.
-	Expanded *Expansion
+	// MappedBytes are the weight bytes served in place from the model
+	// file (a device that maps files: the CPU device), not copied.
+	MappedBytes int64
 
 	dev     device.Device
 	k       device.Kernels
@@ -113,7 +114,16 @@ type tensorSource interface {
 	progressTotal() int64
 }
 
-// uploader copies tensors into device memory, converting vectors to F32.
+// fileBacked is the optional capability of a source whose tensors lie in a
+// file: fileRange returns the open file and the byte offset of a tensor's
+// data, which a device that maps files serves in place.
+type fileBacked interface {
+	fileRange(name string) (f *os.File, off int64, ok bool)
+}
+
+// uploader copies tensors into device memory, converting vectors to F32;
+// matrices of a file-backed source are mapped in place instead when the
+// weights' device can map files.
 type uploader struct {
 	m     *Model
 	src   tensorSource
@@ -143,7 +153,35 @@ func (u *uploader) matrix(name string, rows, cols int, required bool) (device.We
 	if int64(len(raw)) != int64(want)*int64(rows) {
 		return device.Weight{}, fmt.Errorf("model: tensor %s holds %d bytes, %s [%d %d] needs %d", name, len(raw), typ, cols, rows, int64(want)*int64(rows))
 	}
-	return u.put(name, raw, device.Weight{Type: typ, Rows: rows, Cols: cols, Bytes: int64(len(raw))})
+	w := device.Weight{Type: typ, Rows: rows, Cols: cols, Bytes: int64(len(raw))}
+	if fb, ok := u.src.(fileBacked); ok && u.o.Weights.CanMapFiles() {
+		// F32 rows are read as float32 in place: map only what is aligned
+		// for that (GGUF aligns tensors to 32 bytes by default).
+		if f, off, ok := fb.fileRange(name); ok && off%4 == 0 {
+			return u.mapFile(name, f, off, w)
+		}
+	}
+	return u.put(name, raw, w)
+}
+
+// mapFile serves a matrix from its file in place.
+func (u *uploader) mapFile(name string, f *os.File, off int64, w device.Weight) (device.Weight, error) {
+	p, err := u.o.Weights.MapFile(f, off, w.Bytes, alloc.Weights)
+	if err != nil {
+		return device.Weight{}, fmt.Errorf("model: map %s (%d bytes): %w", name, w.Bytes, err)
+	}
+	w.Ptr = p
+	u.m.weightBytes += w.Bytes
+	u.m.MappedBytes += w.Bytes
+	u.progress(w.Bytes)
+	return w, nil
+}
+
+func (u *uploader) progress(n int64) {
+	u.done += n
+	if u.o.Progress != nil {
+		u.o.Progress(u.done, u.total)
+	}
 }
 
 func (u *uploader) vector(name string, n int, required bool) (device.Weight, error) {
@@ -207,10 +245,7 @@ func (u *uploader) put(name string, raw []byte, w device.Weight) (device.Weight,
 	}
 	w.Ptr = p
 	u.m.weightBytes += int64(len(raw))
-	u.done += int64(len(raw))
-	if u.o.Progress != nil {
-		u.o.Progress(u.done, u.total)
-	}
+	u.progress(int64(len(raw)))
 	return w, nil
 }
 
@@ -282,10 +317,7 @@ func (m *Model) build(src tensorSource, o Options) (err error) {
 	if m.ws == nil {
 		m.ws = alloc.NewWorkspaces(o.Activations)
 	}
-	floats := m.k.AttentionScratch(0, c.ContextLen)
-	if dk, ok := m.k.(device.DecodeKernels); ok {
-		floats = max(floats, dk.DecodeAttentionScratch(c.ContextLen))
-	}
+	floats := m.k.AttentionScratch(c.AttnShape())
 	p, err := m.ws.Get("attention.scratch", int64(floats)*4)
 	if err != nil {
 		return fmt.Errorf("model: %w", err)

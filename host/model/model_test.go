@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -12,6 +13,8 @@ import (
 	"github.com/kvhost/kvhost/host/device"
 	"github.com/kvhost/kvhost/host/device/cpu"
 	"github.com/kvhost/kvhost/host/kv"
+	"github.com/kvhost/kvhost/host/kv/kvtest"
+	"github.com/kvhost/kvhost/sdk"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata/")
@@ -19,14 +22,20 @@ var update = flag.Bool("update", false, "rewrite golden files in testdata/")
 type rig struct {
 	dev   *cpu.Device
 	m     *Model
-	pool  *kv.Pool
+	pools *kv.Set  // declared by the mha configurator's arithmetic
+	pool  *kv.Pool // its one token pool
 	act   *alloc.Allocator
 	arena *alloc.Direct
 }
 
+// one is the page tables of a sequence over the rig's single token pool.
+func one(pages []int32) [][]int32 { return [][]int32{pages} }
+
 func load(t testing.TB, path string, pages int) *rig {
 	t.Helper()
-	dev, err := cpu.New(device.Options{MemoryBytes: 8 << 30, Threads: 2}) // mmap: untouched pages cost nothing
+	// Kernel threads follow GOMAXPROCS, so `-cpu N` sets a benchmark's
+	// threads (bench-compare's -threads); mmap: untouched pages cost nothing.
+	dev, err := cpu.New(device.Options{MemoryBytes: 8 << 30, Threads: runtime.GOMAXPROCS(0)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,11 +45,8 @@ func load(t testing.TB, path string, pages int) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := r.m.Config
-	r.pool, err = kv.New(kv.Spec{Layers: c.Layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, PageSize: 16, NumPages: pages}, r.arena)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r.pools = kvtest.MHA(t, r.arena, r.m.Config.KVNeeds(), sdk.KVFP32, 16, pages)
+	r.pool = r.pools.TokenPools()[0]
 	return r
 }
 
@@ -54,7 +60,7 @@ func (r *rig) run(t testing.TB, pages *[]int32, tokens []int32, start, logitRows
 		t.Fatal(err)
 	}
 	logits := make([]float32, logitRows*r.m.Config.Vocab)
-	if err := r.m.Forward(r.pool, []Seq{{Tokens: tokens, Start: start, Pages: *pages, LogitRows: logitRows}}, logits); err != nil {
+	if err := r.m.Forward(r.pools, []Seq{{Tokens: tokens, Start: start, Pages: one(*pages), LogitRows: logitRows}}, logits); err != nil {
 		t.Fatal(err)
 	}
 	return logits

@@ -37,7 +37,7 @@ func TestActivationPeakMatchesAnalytic(t *testing.T) {
 		t.Helper()
 		r.act.ResetPeak()
 		logits := make([]float32, rows*c.Vocab)
-		if err := r.m.Forward(r.pool, []Seq{{Tokens: tokens, Start: start, Pages: pages, LogitRows: rows}}, logits); err != nil {
+		if err := r.m.Forward(r.pools, []Seq{{Tokens: tokens, Start: start, Pages: one(pages), LogitRows: rows}}, logits); err != nil {
 			t.Fatal(err)
 		}
 		return r.act.Stats().PeakAllocated - base

@@ -2,10 +2,14 @@ package model
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/kvhost/kvhost/host/alloc"
@@ -13,42 +17,38 @@ import (
 	"github.com/kvhost/kvhost/host/device/cpu"
 	"github.com/kvhost/kvhost/host/model/gguf"
 	"github.com/kvhost/kvhost/host/model/synth"
+	"github.com/kvhost/kvhost/internal/testmodels"
 	kcpu "github.com/kvhost/kvhost/kernels/cpu"
 )
 
-// quantScaleFields is where each quantized format keeps its f16 scales, and
-// a magnitude for them that keeps random blocks' weights small.
-var quantScaleFields = map[gguf.TensorType]struct {
-	offs []int
-	mag  float64
-}{
-	gguf.TypeQ4_0: {[]int{0}, 0.01}, gguf.TypeQ4_1: {[]int{0, 2}, 0.005}, gguf.TypeQ5_0: {[]int{0}, 0.005},
-	gguf.TypeQ5_1: {[]int{0, 2}, 0.003}, gguf.TypeQ4_K: {[]int{0, 2}, 1e-4}, gguf.TypeQ5_K: {[]int{0, 2}, 5e-5},
-	gguf.TypeQ6_K: {[]int{208}, 2e-5},
+// quantTypes are the GGUF types the kernels run block-quantized.
+var quantTypes = []gguf.TensorType{
+	gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K, gguf.TypeQ4_0, gguf.TypeQ4_1, gguf.TypeQ5_0,
+	gguf.TypeQ5_1, gguf.TypeQ8_0, gguf.TypeQ2_K, gguf.TypeQ3_K, gguf.TypeIQ4_NL, gguf.TypeIQ4_XS,
 }
 
-// randomQuantBlocks is n valid blocks of t: random quants and packed scales,
-// modest f16 scale fields.
-func randomQuantBlocks(r *rand.Rand, t gguf.TensorType, n int) []byte {
-	ts := int(t.TypeSize())
-	raw := make([]byte, n*ts)
-	for i := range raw {
-		raw[i] = byte(r.Uint32())
+// randomQuantBlocks is n blocks of t quantized (as llama.cpp does) from
+// N(0, σ²) draws.
+func randomQuantBlocks(r *rand.Rand, t gguf.TensorType, n int, sigma float64) []byte {
+	vals := make([]float32, n*int(t.BlockSize()))
+	for i := range vals {
+		vals[i] = float32(r.NormFloat64() * sigma)
 	}
-	f := quantScaleFields[t]
-	for b := range n {
-		for _, off := range f.offs {
-			h := kcpu.F32ToF16(float32(r.NormFloat64() * f.mag))
-			raw[b*ts+off], raw[b*ts+off+1] = byte(h), byte(h>>8)
-		}
+	raw := make([]byte, n*int(t.TypeSize()))
+	if err := gguf.Quantize(t, raw, vals); err != nil {
+		panic(err)
 	}
 	return raw
 }
 
-// TestLoadQuantizedGGUF: a model whose matrices (the embedding included) are
-// stored in the quantized GGUF formats, one per tensor in turn, loads by
-// expanding them to F16 and computes bit for bit what the same model stored
-// as those F16 values computes; the expansion is reported and counted.
+// TestLoadQuantizedGGUF: a model whose matrices (the embedding included) use
+// every quantized format, one per tensor in turn, loads without expansion —
+// device weight bytes are the file's, and on the CPU device every matrix is
+// served from the file in place — and computes within 3 % of the logits'
+// spread of its F16 twin (the same dequantized weights stored as F16). The
+// difference comes from the 8-bit activation rows the quantized kernels dot
+// with (each value off by up to half a step of its block's max/127) and the
+// twin's F16 rounding (2^-11); 1.2 % measured.
 func TestLoadQuantizedGGUF(t *testing.T) {
 	spec := synth.Spec{Name: "quant", Hidden: 256, Layers: 2, Heads: 4, KVHeads: 2, Intermediate: 512, Vocab: 32000, ContextLen: 256, DType: "f32", Seed: 3}
 	var buf bytes.Buffer
@@ -59,24 +59,34 @@ func TestLoadQuantizedGGUF(t *testing.T) {
 	if err := os.WriteFile(src, buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	types := []gguf.TensorType{gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K, gguf.TypeQ4_0, gguf.TypeQ4_1, gguf.TypeQ5_0, gguf.TypeQ5_1}
-	r := rand.New(rand.NewPCG(11, 12))
 	var quantized int
-	var fileBytes, expandedBytes int64
+	var matrixBytes, vectorBytes int64
+	used := map[gguf.TensorType]bool{}
 	qpath := rewrite(t, src, func(kvs []gguf.KV, ts []gguf.TensorSpec) ([]gguf.KV, []gguf.TensorSpec) {
 		for i := range ts {
 			if len(ts[i].Dims) != 2 {
+				vectorBytes += int64(4 * ts[i].Dims[0])
 				continue
 			}
-			typ := types[quantized%len(types)]
+			typ := quantTypes[quantized%len(quantTypes)]
 			quantized++
-			n := ts[i].Dims[0] * ts[i].Dims[1]
-			ts[i].Type, ts[i].Data = typ, randomQuantBlocks(r, typ, int(n/typ.BlockSize()))
-			fileBytes += int64(len(ts[i].Data))
-			expandedBytes += int64(2 * n)
+			vals := make([]float32, len(ts[i].Data)/4)
+			for j := range vals {
+				vals[j] = math.Float32frombits(binary.LittleEndian.Uint32(ts[i].Data[4*j:]))
+			}
+			data := make([]byte, len(vals)/int(typ.BlockSize())*int(typ.TypeSize()))
+			if err := gguf.Quantize(typ, data, vals); err != nil {
+				t.Fatal(err)
+			}
+			ts[i].Type, ts[i].Data = typ, data
+			matrixBytes += int64(len(data))
+			used[typ] = true
 		}
 		return kvs, ts
 	})
+	if len(used) != len(quantTypes) {
+		t.Fatalf("only %d of %d formats used", len(used), len(quantTypes))
+	}
 	fpath := rewrite(t, qpath, func(kvs []gguf.KV, ts []gguf.TensorSpec) ([]gguf.KV, []gguf.TensorSpec) {
 		for i := range ts {
 			if !ts[i].Type.Dequantizable() {
@@ -87,39 +97,41 @@ func TestLoadQuantizedGGUF(t *testing.T) {
 				t.Fatal(err)
 			}
 			data := make([]byte, 2*len(vals))
-			for j, v := range vals {
-				h := kcpu.F32ToF16(v)
-				data[2*j], data[2*j+1] = byte(h), byte(h>>8)
-			}
+			kcpu.F32ToF16Bytes(data, vals)
 			ts[i].Type, ts[i].Data = gguf.TypeF16, data
 		}
 		return kvs, ts
 	})
 	q, f := load(t, qpath, 16), load(t, fpath, 16)
-	e := q.m.Expanded
-	if e == nil || e.Tensors != quantized || e.FileBytes != fileBytes || e.DeviceBytes != expandedBytes || len(e.Types) != len(types) {
-		t.Fatalf("expansion reported %+v; want %d tensors of %d types, %d file bytes, %d device bytes", e, quantized, len(types), fileBytes, expandedBytes)
+	if got := q.m.WeightBytes(); got != matrixBytes+vectorBytes {
+		t.Fatalf("quantized model holds %d weight bytes; the file's matrices are %d and its vectors %d as f32", got, matrixBytes, vectorBytes)
 	}
-	if f.m.Expanded != nil {
-		t.Fatalf("the F16 model reports an expansion: %+v", f.m.Expanded)
-	}
-	if q.m.WeightBytes() != f.m.WeightBytes() {
-		t.Fatalf("weights: quantized model %d bytes on the device, F16 model %d", q.m.WeightBytes(), f.m.WeightBytes())
+	if q.m.MappedBytes != matrixBytes {
+		t.Fatalf("%d bytes served from the file in place, want every matrix's %d", q.m.MappedBytes, matrixBytes)
 	}
 	tokens := []int32{1, 900, 31000, 17, 4242, 77, 5}
 	var qp, fp []int32
 	a, b := q.run(t, &qp, tokens, 0, len(tokens)), f.run(t, &fp, tokens, 0, len(tokens))
-	var spread float64
-	for i := range a {
-		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
-			t.Fatalf("logit %d: %v from the quantized file, %v from the F16 one", i, a[i], b[i])
+	V := q.m.Config.Vocab
+	var worst float64
+	for row := range tokens {
+		ra, rb := a[row*V:(row+1)*V], b[row*V:(row+1)*V]
+		lo, hi := math.Inf(1), math.Inf(-1)
+		var diff float64
+		for i := range ra {
+			lo, hi = math.Min(lo, float64(rb[i])), math.Max(hi, float64(rb[i]))
+			diff = math.Max(diff, math.Abs(float64(ra[i]-rb[i])))
 		}
-		spread = math.Max(spread, math.Abs(float64(a[i]-a[0])))
+		if !(hi > lo) || math.IsInf(hi-lo, 0) {
+			t.Fatalf("position %d: degenerate logits (spread %v)", row, hi-lo)
+		}
+		worst = math.Max(worst, diff/(hi-lo))
+		if diff > 0.03*(hi-lo) || diff == 0 {
+			t.Fatalf("position %d: quantized logits differ from the F16 twin's by %g (spread %g)", row, diff, hi-lo)
+		}
 	}
-	if spread == 0 || math.IsNaN(spread) || math.IsInf(spread, 0) {
-		t.Fatalf("degenerate logits (spread %v)", spread)
-	}
-	// Plan counts the expanded size too.
+	t.Logf("largest difference: %.2f %% of the logit spread", 100*worst)
+	// Plan counts file bytes.
 	g, err := gguf.Open(qpath)
 	if err != nil {
 		t.Fatal(err)
@@ -131,8 +143,8 @@ func TestLoadQuantizedGGUF(t *testing.T) {
 			planned += GGUFDeviceBytes(ti)
 		}
 	}
-	if planned != expandedBytes {
-		t.Fatalf("GGUFDeviceBytes sums the matrices to %d, want %d", planned, expandedBytes)
+	if planned != matrixBytes {
+		t.Fatalf("GGUFDeviceBytes sums the matrices to %d, want the file's %d", planned, matrixBytes)
 	}
 }
 
@@ -144,7 +156,7 @@ func TestLoadProgressReachesTotal(t *testing.T) {
 		for i := range ts {
 			if ts[i].Name == "blk.1.ffn_up.weight" {
 				n := ts[i].Dims[0] * ts[i].Dims[1]
-				ts[i].Type, ts[i].Data = gguf.TypeQ4_0, randomQuantBlocks(rand.New(rand.NewPCG(1, 2)), gguf.TypeQ4_0, int(n/32))
+				ts[i].Type, ts[i].Data = gguf.TypeQ4_0, randomQuantBlocks(rand.New(rand.NewPCG(1, 2)), gguf.TypeQ4_0, int(n/32), 0.05)
 			}
 		}
 		return kvs, ts
@@ -164,20 +176,6 @@ func TestLoadProgressReachesTotal(t *testing.T) {
 	if done != total || done != m.WeightBytes() {
 		t.Fatalf("progress ended at %d of %d; the weights are %d bytes", done, total, m.WeightBytes())
 	}
-}
-
-// BenchmarkExpandF16: load-time expansion of a 4096×4096 Q4_K tensor (one
-// Llama-3-8B attention matrix) to F16.
-func BenchmarkExpandF16(b *testing.B) {
-	const n = 4096
-	raw := randomQuantBlocks(rand.New(rand.NewPCG(3, 4)), gguf.TypeQ4_K, n*n/256)
-	b.SetBytes(int64(len(raw)))
-	for b.Loop() {
-		if _, err := expandF16(gguf.TypeQ4_K, raw, n); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(n*n)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Melem/s")
 }
 
 // TestQ8ModelTracksF32: gen-model's q8_0 model is its f32 model's weights
@@ -201,5 +199,55 @@ func TestQ8ModelTracksF32(t *testing.T) {
 		if diff > 0.03*(hi-lo) || diff == 0 {
 			t.Fatalf("position %d: q8_0 logits differ from f32 by %g (spread %g)", row, diff, hi-lo)
 		}
+	}
+}
+
+// TestStoriesQ4KMMatchesLlamaCpp: stories260K quantized by llama-quantize
+// to Q4_K_M (its 172-wide FFN rows fall back to other types: a mix of
+// formats) generates, greedily, the text llama.cpp's llama-simple
+// generates from the same file — the kernels compute what ggml computes.
+func TestStoriesQ4KMMatchesLlamaCpp(t *testing.T) {
+	tools, ok := testmodels.LlamaCpp()
+	if !ok {
+		t.Skip("skipping: ../shared/tools/llama.cpp is absent; this cross-check runs llama-quantize and llama-simple")
+	}
+	path := filepath.Join(t.TempDir(), "stories-q4_k_m.gguf")
+	run := filepath.Join(tools, "run")
+	if msg, err := exec.Command(run, "llama-quantize", storiesPath(t), path, "Q4_K_M").CombinedOutput(); err != nil {
+		t.Fatalf("llama-quantize: %v\n%s", err, msg)
+	}
+	const prompt, n = "Once upon a time", 48
+	out, err := exec.Command(run, "llama-simple", "-m", path, "-n", strconv.Itoa(n), prompt).Output()
+	if err != nil {
+		t.Fatalf("llama-simple: %v", err)
+	}
+	want := strings.TrimSpace(string(out))
+	r := load(t, path, 64)
+	toks, err := r.m.Tokenizer.Encode(prompt, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pages []int32
+	logits := r.run(t, &pages, toks, 0, 1)
+	pos := len(toks)
+	var gen []int32
+	for range n {
+		next := int32(argmax32(logits))
+		gen = append(gen, next)
+		logits = r.run(t, &pages, []int32{next}, pos, 1)
+		pos++
+	}
+	text, err := r.m.Tokenizer.Decode(gen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// llama-simple prints the prompt (after its BOS piece) and then the
+	// generated text.
+	got := prompt + text
+	if !strings.HasSuffix(want, got) {
+		t.Fatalf("greedy text differs from llama.cpp's:\nkvhost:    %q\nllama.cpp: %q", got, want)
+	}
+	if r.m.MappedBytes == 0 {
+		t.Fatal("no weight was served from the file in place")
 	}
 }

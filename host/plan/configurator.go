@@ -7,14 +7,19 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/kvhost/kvhost/host/device"
+	"github.com/kvhost/kvhost/host/kv"
 	"github.com/kvhost/kvhost/host/model"
 	"github.com/kvhost/kvhost/host/plugin"
 	"github.com/kvhost/kvhost/host/plugin/builtin"
 	"github.com/kvhost/kvhost/sdk"
 )
 
-// KVDType is what the CPU device stores K and V as.
-const KVDType = sdk.KVFP32
+// DefaultKVDType is the KV cache dtype serve and plan use when none is
+// given (--kv-cache-dtype auto on the CPU device): f16, what CPU engines
+// use, half the memory of f32; its greedy text equals f32's on stories260K
+// and gen-model small (host/model TestKVDTypesAgainstF32).
+const DefaultKVDType = sdk.KVFP16
 
 // hfArchitecture names the Hugging Face architecture a configurator claims
 // for each kvhost architecture.
@@ -38,14 +43,36 @@ func ConfigJSON(c model.Config) (json.RawMessage, error) {
 	})
 }
 
-// KVConfig is the KV layout a configurator plugin declared for a model.
+// KVRequest is what the configurator is asked: the model (its own
+// config.json when it has one, else the equivalent of Config) and the host
+// facts serve runs with.
+type KVRequest struct {
+	Config model.Config
+	// HFConfig is the model's config.json, passed verbatim; nil passes
+	// ConfigJSON(Config) (a GGUF file).
+	HFConfig json.RawMessage
+	// KVDType is --kv-cache-dtype in the sdk's spelling (fp32, fp16, bf16,
+	// fp8_e4m3, fp8_e5m2, mxfp8, nvfp4); "" is DefaultKVDType.
+	KVDType        string
+	PageSize       int
+	TP             int
+	MaxRunning     int
+	ChunkedPrefill int
+}
+
+// KVConfig is the KV layout a configurator plugin declared for a model,
+// verified against the model's layers (kv.NewLayout): what serve allocates.
 type KVConfig struct {
 	Plugin  string `json:"plugin"`
 	Version string `json:"version"`
 	SHA256  string `json:"sha256"`
-	Pool    string `json:"pool"`
-	// CellBytes is the plugin's bytes per token over all layers.
-	CellBytes int64 `json:"cell_bytes"`
+	KVDType string `json:"kv_dtype"`
+	// Pool names the token pool whose tokens Budget.Tokens counts (Primary).
+	Pool string `json:"pool"`
+	// CellBytes is the bytes per token over the token pools (the spec's
+	// cell when there is one pool; a GPU plan reports its main pool's).
+	CellBytes int64      `json:"cell_bytes"`
+	Layout    *kv.Layout `json:"layout"`
 	layout    *plugin.Layout
 }
 
@@ -53,50 +80,62 @@ type KVConfig struct {
 // binary was built without `make plugins` and no --plugins folder was given.
 var ErrNoConfigurators = errors.New("plan: no KV configurator plugins are available (build them with `make plugins`, or pass --plugins DIR)")
 
-// ConfigureKV asks the configurator that claims c's architecture for its
-// layout (spec §3) and turns it into the arena layout the CPU device
-// stores: one buffer per declared K/V buffer, each of equal row bytes. It
-// refuses a plugin whose layout disagrees with what the device stores.
-func ConfigureKV(ctx context.Context, reg *plugin.Registry, c model.Config, pageSize int) (KVConfig, Layout, error) {
+// ConfigureKV asks the configurator that claims the model's architecture and
+// accepts the KV dtype for its declaration (spec §3) and verifies it
+// against the model's layers: the layout the host will allocate, and
+// nothing else (the host computes no cell size of its own).
+func ConfigureKV(ctx context.Context, reg *plugin.Registry, req KVRequest) (KVConfig, error) {
 	if len(reg.Names()) == 0 {
-		return KVConfig{}, Layout{}, ErrNoConfigurators
+		return KVConfig{}, ErrNoConfigurators
 	}
-	cfg, err := ConfigJSON(c)
-	if err != nil {
-		return KVConfig{}, Layout{}, err
+	c := req.Config
+	cfg := req.HFConfig
+	if cfg == nil {
+		var err error
+		if cfg, err = ConfigJSON(c); err != nil {
+			return KVConfig{}, err
+		}
 	}
-	p, err := reg.ForArchitecture(ctx, hfArchitecture[c.Arch], KVDType)
-	if err != nil {
-		return KVConfig{}, Layout{}, err
+	arch, ok := hfArchitecture[c.Arch]
+	if !ok {
+		return KVConfig{}, fmt.Errorf("plan: no Hugging Face architecture for %q", c.Arch)
 	}
-	l, err := p.Configure(ctx, sdk.ConfigureInput{Model: cfg, Host: sdk.HostFacts{KVDType: KVDType, PageSize: int64(pageSize), TPSize: 1, ContextLength: int64(c.ContextLen)}})
+	dtype := sdk.CanonicalKVDType(req.KVDType)
+	if dtype == "" {
+		dtype = DefaultKVDType
+	}
+	tp := max(1, req.TP)
+	p, err := reg.ForArchitecture(ctx, arch, dtype)
 	if err != nil {
-		return KVConfig{}, Layout{}, err
+		return KVConfig{}, err
+	}
+	l, err := p.Configure(ctx, sdk.ConfigureInput{Model: cfg, Host: sdk.HostFacts{KVDType: dtype, PageSize: int64(req.PageSize), TPSize: int64(tp),
+		ContextLength: int64(c.ContextLen), MaxRunningRequests: int64(max(0, req.MaxRunning)), ChunkedPrefill: int64(max(0, req.ChunkedPrefill))}})
+	if err != nil {
+		return KVConfig{}, err
+	}
+	needs := c.KVNeeds()
+	for i := range needs { // KV heads are split over tensor-parallel ranks (spec §3)
+		needs[i].KVHeads = max(1, needs[i].KVHeads/tp)
+	}
+	lay, err := kv.NewLayout(l.Pools, needs)
+	if err != nil {
+		return KVConfig{}, fmt.Errorf("plan: configurator %s: %w", p.Name(), err)
 	}
 	d := p.Descriptor()
-	kc := KVConfig{Plugin: d.Name, Version: d.Version, SHA256: p.SHA256(), layout: l}
-	if len(l.Pools) != 1 || l.Pools[0].Unit != sdk.UnitToken {
-		return KVConfig{}, Layout{}, fmt.Errorf("plan: configurator %s declared %d pools; the CPU device serves one token pool", d.Name, len(l.Pools))
+	return KVConfig{Plugin: d.Name, Version: d.Version, SHA256: p.SHA256(), KVDType: dtype, Pool: lay.Pools[Primary(lay)].Name,
+		CellBytes: lay.TokenBytes(), Layout: lay, layout: l}, nil
+}
+
+// StoredAs is the device's name of the KV encoding (f32, f16, bf16,
+// fp8_e4m3, fp8_e5m2, mxfp8, nvfp4: --kv-cache-dtype's spellings), which
+// the pools report too.
+func (k KVConfig) StoredAs() string {
+	d, err := device.ParseKVDType(k.KVDType)
+	if err != nil {
+		return k.KVDType
 	}
-	pool := l.Pools[0]
-	kc.Pool, kc.CellBytes = pool.Name, pool.BytesPerUnit
-	var row int64
-	for _, b := range pool.Buffers {
-		n, err := b.Bytes()
-		if err != nil {
-			return KVConfig{}, Layout{}, err
-		}
-		if row != 0 && n != row {
-			return KVConfig{}, Layout{}, fmt.Errorf("plan: configurator %s declared buffers of %d and %d bytes per token; the CPU arena holds equal rows", d.Name, row, n)
-		}
-		row = n
-	}
-	lay := Layout{Buffers: len(pool.Buffers), RowBytes: row, PageSize: pageSize}
-	if want := int64(2*c.Layers) * int64(c.KVRow()) * 4; lay.CellBytes() != want || lay.Buffers != 2*c.Layers {
-		return KVConfig{}, Layout{}, fmt.Errorf("plan: configurator %s declared %d buffers, %d bytes per token; the CPU device stores %d buffers, %d bytes per token",
-			d.Name, lay.Buffers, lay.CellBytes(), 2*c.Layers, want)
-	}
-	return kc, lay, nil
+	return d.String()
 }
 
 // Record is kc without its live plugin handle, for budgets and JSON.
@@ -105,18 +144,23 @@ func (k KVConfig) Record() *KVConfig {
 	return &k
 }
 
-// Units asks the configurator how many tokens available bytes hold under
-// tokenCap (the granularity-aware bound the host computed); the host checks
-// the answer (plugin.Layout.Size verifies Σ units × bytes ≤ available).
-func (k KVConfig) Units(ctx context.Context, available int64, tokenCap int) (int, error) {
+// Size asks the configurator for every pool's units (tokens or slots) in
+// available bytes under the caps (0: none), in Layout.Pools order; the
+// host checks the answer (plugin.Layout.Size: Σ units × bytes ≤ available,
+// caps, whole pages).
+func (k KVConfig) Size(ctx context.Context, available int64, tokenCap, requestCap int) ([]int, error) {
 	if k.layout == nil {
-		return tokenCap, nil
+		return nil, fmt.Errorf("plan: configurator %s: no live plugin to size the pools", k.Plugin)
 	}
-	units, err := k.layout.Size(ctx, available, int64(tokenCap), 0)
+	units, err := k.layout.Size(ctx, available, int64(tokenCap), int64(requestCap))
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return int(units[k.Pool]), nil
+	out := make([]int, len(k.Layout.Pools))
+	for i, p := range k.Layout.Pools {
+		out[i] = int(units[p.Name])
+	}
+	return out, nil
 }
 
 var (

@@ -3,12 +3,22 @@
 // arithmetic applied to predictions, so that plan can show the ledger serve
 // would produce without loading any weights.
 //
-// Policies. "kvhost" (the default) reserves the pool's upper bound as
+// The pools are the configurator's: ConfigureKV asks the plugin that claims
+// the architecture and KV dtype for its declaration (verified by kv.NewLayout)
+// and every bytes → units step asks the plugin again (FitUnits shrinks the
+// ask until each buffer's granular mapping fits); the host computes no cell
+// size of its own.
+//
+// Policies. "kvhost" (the default) reserves the pools' upper bound as
 // address space, maps a prefix, profiles the worst-case forwards
 // (ProfileBatches) against it, keeps the measured peak plus one largest
-// segment as headroom and grows the pool into the rest at the device's
+// segment as headroom and grows the pools into the rest at the device's
 // granularity, never over-committing (padding and granules are inside the
-// budget). "sglang-compat" reproduces spec §2–§3 bit for bit (host/budget).
+// budget). On the CPU device the pools are capped at what the scheduler
+// can use (DefaultTokenCap) unless --max-total-tokens or a memory fraction
+// asks for more. "sglang-compat" reproduces spec §2–§3 bit for bit
+// (host/budget) and refuses pools that cannot hold one request at the
+// model's context (CompatUnits).
 //
 // Invariant: on the CPU device, Plan's phases, allocators, pool and budget
 // equal what host/boot measures, to the byte. The profile forward is

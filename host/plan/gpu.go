@@ -434,8 +434,12 @@ func gpuLedger(dev GPUDevice, g gpuLayout, b Budget, units map[string]int64, st 
 	for _, p := range g.pools {
 		u := int(units[p.Name])
 		page := int(max(1, g.pad(p)))
-		snap.KVPools = append(snap.KVPools, ledger.KVPool{Name: p.Name, PageSize: page, Pages: u / page, FreePages: u / page,
-			CapacityTokens: u, CellBytes: p.BytesPerUnit, Bytes: int64(u) * p.BytesPerUnit})
+		kp := ledger.KVPool{Name: p.Name, Kind: p.Kind, Unit: p.Unit().String(), PageSize: page, Pages: u / page, FreePages: u / page,
+			CapacityTokens: u, CellBytes: p.BytesPerUnit, Bytes: int64(u) * p.BytesPerUnit}
+		if p.Unit() == sdk.UnitRequest {
+			kp.CapacityTokens, kp.Slots = 0, u
+		}
+		snap.KVPools = append(snap.KVPools, kp)
 	}
 	return snap
 }

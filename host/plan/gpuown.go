@@ -73,7 +73,7 @@ func kvhostGPU(ctx context.Context, in GPUInput, dev GPUDevice, g gpuLayout, sg 
 	reqTok := budget.ReqToTokenBytes(rows, in.ContextLen, 0)
 	b := Budget{Policy: "kvhost", TotalBytes: dev.TotalBytes, PBytes: dev.PBytes, ABytes: dev.ABytes, WeightBytes: dev.WeightBytes,
 		ChunkedPrefill: in.ChunkedPrefill, MaxRunning: rows, ContextLen: in.ContextLen, MaxTotalTokens: in.MaxTotalTokens,
-		Layout: g.layout(gran), ProfilePeakBytes: peak, FragmentationBytes: frag, HeadroomBytes: peak + frag,
+		PageSize: max(1, g.page), Granularity: gran, ProfilePeakBytes: peak, FragmentationBytes: frag, HeadroomBytes: peak + frag,
 		KVConfigurator: g.rec, GraphBuckets: budget.DecodeCaptureBatches(maxBS), GraphPoolBytes: st.graphPool + st.shared, SGLang: &sg.SGLang}
 	if fraction {
 		b.MemFractionStatic, b.FractionFromFlag = in.MemFractionStatic, true
@@ -89,7 +89,7 @@ func kvhostGPU(ctx context.Context, in GPUInput, dev GPUDevice, g gpuLayout, sg 
 	b.KVBudgetBytes = max(0, avail)
 	reqCap := 0
 	for _, q := range g.pools {
-		if q.Unit == sdk.UnitRequest {
+		if q.Unit() == sdk.UnitRequest {
 			reqCap = rows*mambaRatio(in) + 1 // state slots for the admitted batch, plus the padding slot
 		}
 	}
@@ -125,7 +125,7 @@ func kvhostGPU(ctx context.Context, in GPUInput, dev GPUDevice, g gpuLayout, sg 
 		// The state pool holds ratio slots per request plus the padding
 		// slot; when the configurator's memory ratio gave fewer than the
 		// batch needs, the batch is what the slots hold.
-		if r := mambaRatio(in); q.Unit == sdk.UnitRequest && int(units[q.Name]-1)/r < rows {
+		if r := mambaRatio(in); q.Unit() == sdk.UnitRequest && int(units[q.Name]-1)/r < rows {
 			held := max(1, int(units[q.Name]-1)/r)
 			adm.Note = strings.TrimPrefix(fmt.Sprintf("%s; the %d state slots (%d per request) hold %d running requests", adm.Note, units[q.Name]-1, r, held), "; ")
 			adm.Admitted, b.MaxRunning = held, held

@@ -61,7 +61,7 @@ func configureGPU(ctx context.Context, reg *plugin.Registry, raw json.RawMessage
 	d := p.Descriptor()
 	g := gpuLayout{lay: l, pools: l.Pools, page: int(h.PageSize)}
 	for _, q := range l.Pools {
-		if q.Unit != sdk.UnitToken {
+		if q.Unit() != sdk.UnitToken {
 			continue
 		}
 		if g.main == "" || q.Name == "full" {
@@ -87,7 +87,7 @@ func (g gpuLayout) cell() int64 {
 
 // pad is the rows a pool allocates beyond its units.
 func (g gpuLayout) pad(q sdk.Pool) int64 {
-	if q.Unit == sdk.UnitToken {
+	if q.Unit() == sdk.UnitToken {
 		return int64(max(1, g.page))
 	}
 	return 0
@@ -167,7 +167,7 @@ func (g gpuLayout) fit(ctx context.Context, available int64, tokenCap, requestCa
 func (g gpuLayout) poolPlans(sgl, chosen map[string]int64, gran int64) []PoolPlan {
 	out := make([]PoolPlan, 0, len(g.pools))
 	for _, q := range g.pools {
-		p := PoolPlan{Name: q.Name, Unit: q.Unit, CellBytes: q.BytesPerUnit, Buffers: len(q.Buffers), PageSize: int(g.pad(q)),
+		p := PoolPlan{Name: q.Name, Unit: q.Unit(), CellBytes: q.BytesPerUnit, Buffers: len(q.Buffers), PageSize: int(g.pad(q)),
 			SGLangUnits: sgl[q.Name], Units: chosen[q.Name]}
 		if sgl != nil {
 			p.SGLangBytes = (sgl[q.Name] + g.pad(q)) * q.BytesPerUnit
@@ -179,26 +179,4 @@ func (g gpuLayout) poolPlans(sgl, chosen map[string]int64, gran int64) []PoolPla
 		out = append(out, p)
 	}
 	return out
-}
-
-// layout is the main pool as a Budget layout: one buffer per declared
-// buffer when their rows are equal, otherwise the cell as a single row.
-func (g gpuLayout) layout(gran int64) Layout {
-	cell := g.cell()
-	l := Layout{Buffers: 1, RowBytes: cell, PageSize: max(1, g.page), Granularity: gran}
-	for _, q := range g.pools {
-		if q.Name != g.main || len(q.Buffers) == 0 {
-			continue
-		}
-		first, _ := q.Buffers[0].Bytes()
-		equal := true
-		for _, b := range q.Buffers {
-			n, _ := b.Bytes()
-			equal = equal && n == first
-		}
-		if equal {
-			l.Buffers, l.RowBytes = len(q.Buffers), first
-		}
-	}
-	return l
 }

@@ -140,7 +140,7 @@ func (s *SGLangGPU) setUnits(in GPUInput, g gpuLayout, units map[string]int64) {
 	s.MaxRunning = budget.MaxRunningRequests(s.Tokens, in.ContextLen, in.MaxRunning, 1)
 	s.PaddingBytes = 0
 	for _, q := range g.pools {
-		if q.Unit == sdk.UnitRequest {
+		if q.Unit() == sdk.UnitRequest {
 			s.MambaRatio = mambaRatio(in)
 			s.MambaSlots = int(units[q.Name]) - 1 // one padding slot
 			s.MaxRunning = min(s.MaxRunning, s.MambaSlots/s.MambaRatio)
@@ -195,12 +195,12 @@ func sglangBudget(in GPUInput, dev GPUDevice, g gpuLayout, s *SGLangGPU, st stat
 	gran := int64(budget.DefaultVMMGranularity)
 	b := Budget{Policy: "sglang-compat", TotalBytes: dev.TotalBytes, PBytes: dev.PBytes, ABytes: dev.ABytes, WeightBytes: dev.WeightBytes,
 		MemFractionStatic: s.MemFractionStatic, FractionFromFlag: in.MemFractionStatic > 0, ChunkedPrefill: in.ChunkedPrefill,
-		MaxRunning: s.MaxRunning, ContextLen: in.ContextLen, MaxTotalTokens: in.MaxTotalTokens, Layout: g.layout(1),
+		MaxRunning: s.MaxRunning, ContextLen: in.ContextLen, MaxTotalTokens: in.MaxTotalTokens, PageSize: max(1, g.page), Granularity: 1,
 		HeadroomBytes: int64(s.SlackGiB * budget.GiB), Tokens: s.Tokens, UpperBoundTokens: s.Tokens, KVBudgetBytes: s.BudgetBytes,
 		KVConfigurator: g.rec, GraphBuckets: budget.DecodeCaptureBatches(maxBS), GraphPoolBytes: st.graphPool + st.shared, SGLang: &s.SGLang}
 	b.KVMappedBytes, b.PrefixMappedBytes = s.AllocatorBytes, s.AllocatorBytes
 	if pc := s.PostCapture; pc != nil {
-		b.Layout.Granularity = gran
+		b.Granularity = gran
 		b.UpperBoundTokens, b.PrefixTokens, b.PrefixMappedBytes = pc.UpperBoundTokens, in.PageSize, pc.BootBackingBytes
 		b.ReservedAddressBytes = g.mapped(map[string]int64{g.main: int64(pc.UpperBoundTokens)}, gran)
 		b.FreeAfterCapture = pc.FreeAfterBytes + pc.MappedBytes - pc.BootBackingBytes

@@ -21,16 +21,9 @@ import (
 // matrices are sized from torch_dtype) or a GGUF file (header only: tensor
 // sizes from the tensor infos).
 func LoadModel(path string) (name string, c model.Config, ts []Tensor, err error) {
-	st, err := os.Stat(path)
+	cfgPath, err := configPath(path)
 	if err != nil {
-		return "", model.Config{}, nil, fmt.Errorf("plan: %w", err)
-	}
-	cfgPath := ""
-	switch {
-	case st.IsDir():
-		cfgPath = filepath.Join(path, "config.json")
-	case strings.HasSuffix(path, ".json"):
-		cfgPath = path
+		return "", model.Config{}, nil, err
 	}
 	if cfgPath == "" {
 		return loadGGUF(path)
@@ -41,6 +34,40 @@ func LoadModel(path string) (name string, c model.Config, ts []Tensor, err error
 	}
 	c, ts, err = configJSON(raw, cfgPath)
 	return filepath.Base(filepath.Dir(cfgPath)), c, ts, err
+}
+
+// HFConfig is the config.json of a model served from a Hugging Face
+// directory (or given as a config.json), which the KV configurator receives
+// verbatim; nil for a GGUF file, whose configurator input the host writes
+// (ConfigJSON).
+func HFConfig(path string) (json.RawMessage, error) {
+	cfgPath, err := configPath(path)
+	if err != nil || cfgPath == "" {
+		return nil, err
+	}
+	raw, err := os.ReadFile(cfgPath)
+	if err != nil {
+		return nil, fmt.Errorf("plan: %w", err)
+	}
+	if !json.Valid(raw) {
+		return nil, fmt.Errorf("plan: %s is not valid JSON", cfgPath)
+	}
+	return raw, nil
+}
+
+// configPath is the config.json a model path names: the file in a Hugging
+// Face directory, the path itself when it is a .json, "" for a GGUF file.
+func configPath(path string) (string, error) {
+	st, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("plan: %w", err)
+	case st.IsDir():
+		return filepath.Join(path, "config.json"), nil
+	case strings.HasSuffix(path, ".json"):
+		return path, nil
+	}
+	return "", nil
 }
 
 //go:embed models/*.json

@@ -2,12 +2,14 @@ package plan
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 
 	"github.com/kvhost/kvhost/host/alloc"
 	"github.com/kvhost/kvhost/host/budget"
 	"github.com/kvhost/kvhost/host/device"
+	"github.com/kvhost/kvhost/host/engine"
 	"github.com/kvhost/kvhost/host/ledger"
 	"github.com/kvhost/kvhost/host/model"
 	"github.com/kvhost/kvhost/host/plugin"
@@ -35,6 +37,11 @@ type Input struct {
 	LogprobChunk int `json:"logprob_chunk_size"`
 	// GraphMaxBS: -1 spec §2's default for the memory class, 0 no graphs.
 	GraphMaxBS int `json:"cuda_graph_max_bs"`
+	// KVDType is --kv-cache-dtype in the sdk's spelling ("": DefaultKVDType).
+	KVDType string `json:"kv_cache_dtype"`
+	// HFConfig is the model's own config.json (nil for a GGUF file), which
+	// the configurator receives verbatim as serve's does.
+	HFConfig json.RawMessage `json:"-"`
 	// Configurators sizes the KV pool (nil: the built-in set), exactly as
 	// serve's.
 	Configurators *plugin.Registry `json:"-"`
@@ -123,7 +130,7 @@ func planCPU(in Input) (Report, error) {
 	A := ph.add("weights", wdev+wsSeg)
 	b := Budget{TotalBytes: in.DeviceBytes, PBytes: P, ABytes: A, WeightBytes: wdev,
 		ChunkedPrefill: in.ChunkedPrefill, MaxRunning: in.MaxRunning, ContextLen: c.ContextLen, MaxTotalTokens: in.MaxTotalTokens, Threads: in.Threads,
-		Layout: Layout{Buffers: 2 * c.Layers, RowBytes: int64(c.KVRow()) * 4, PageSize: in.PageSize, Granularity: page}}
+		MaxChoices: engine.MaxChoices, PageSize: in.PageSize, Granularity: page}
 	reg := in.Configurators
 	if reg == nil {
 		var err error
@@ -131,13 +138,15 @@ func planCPU(in Input) (Report, error) {
 			return Report{}, err
 		}
 	}
-	kc, lay, err := ConfigureKV(context.Background(), reg, c, in.PageSize)
+	ctx := context.Background()
+	kc, err := ConfigureKV(ctx, reg, KVRequest{Config: c, HFConfig: in.HFConfig, KVDType: in.KVDType, PageSize: in.PageSize,
+		MaxRunning: in.MaxRunning, ChunkedPrefill: in.ChunkedPrefill})
 	if err != nil {
 		return Report{}, fmt.Errorf("plan: KV configurator: %w", err)
 	}
-	lay.Granularity = b.Layout.Granularity
-	b.Layout, b.KVConfigurator = lay, kc.Record()
-	sg := SGLangFigures(b.TotalBytes, P, A, 0, in.ChunkedPrefill, 1, float64(b.Layout.CellBytes()), in.PageSize, in.MaxTotalTokens, c.ContextLen)
+	l := kc.Layout
+	b.KVConfigurator, b.KVDType = kc.Record(), kc.StoredAs()
+	sg := SGLangFigures(b.TotalBytes, P, A, 0, in.ChunkedPrefill, 1, float64(kc.CellBytes), in.PageSize, in.MaxTotalTokens, c.ContextLen)
 	arena := ledger.NewUsage("kv_arena", ledger.KindArena)
 	graphMax := in.GraphMaxBS
 	if graphMax < 0 {
@@ -154,36 +163,31 @@ func planCPU(in Input) (Report, error) {
 	}
 	if in.SGLangCompat {
 		b.Policy = "sglang-compat"
+		b.Caps(false, in.MemFractionStatic)
 		if in.MemFractionStatic > 0 {
-			sg = SGLangFigures(b.TotalBytes, P, A, in.MemFractionStatic, in.ChunkedPrefill, 1, float64(b.Layout.CellBytes()), in.PageSize, in.MaxTotalTokens, c.ContextLen)
+			sg = SGLangFigures(b.TotalBytes, P, A, in.MemFractionStatic, in.ChunkedPrefill, 1, float64(kc.CellBytes), in.PageSize, in.MaxTotalTokens, c.ContextLen)
 			b.FractionFromFlag = true
 		}
 		b.MemFractionStatic = sg.MemFractionStatic
 		b.HeadroomBytes = int64(sg.SlackGiB * budget.GiB)
-		if sg.Error != "" || sg.Tokens <= 0 {
-			return Report{}, fmt.Errorf("plan: SGLang-compatible sizing fails: %s", sg.Error)
-		}
-		t, err := kc.Units(context.Background(), sg.BudgetBytes, sg.Tokens)
+		units, err := CompatUnits(ctx, kc, &b, sg, c.ContextLen)
 		if err != nil {
 			return Report{}, err
 		}
-		b.Tokens, b.KVBudgetBytes, b.UpperBoundTokens = t, sg.BudgetBytes, sg.Tokens
-		buf := int64(t) * b.Layout.RowBytes
-		b.KVMappedBytes = int64(b.Layout.Buffers) * alignUp(buf, page)
+		b.Units, b.Tokens, b.KVBudgetBytes = units, units[Primary(l)], sg.BudgetBytes
+		b.UpperBoundUnits, b.UpperBoundTokens = units, b.Tokens
+		b.KVMappedBytes = l.Mapped(units, page)
 		arena.Kind = ledger.KindDirect
 		ph.add("KV pools", b.KVMappedBytes)
 		ph.add("workspaces", 0)
 		ph.add("graph capture (profile forward)", b.GraphPoolBytes)
 	} else {
 		b.Policy = "kvhost"
-		b.Layout.Granularity = gran
-		b.UpperBoundTokens = UpperBound(A, b.Layout, in.MaxTotalTokens)
-		b.PrefixTokens = min(ProfileTokens(in.ChunkedPrefill, in.PageSize), b.UpperBoundTokens)
-		if b.PrefixTokens <= 0 {
-			return Report{}, fmt.Errorf("plan: the weights leave %d bytes, not one KV page", A)
+		b.Granularity = gran
+		b.Caps(true, in.MemFractionStatic)
+		if err := b.Reserve(ctx, kc); err != nil {
+			return Report{}, err
 		}
-		b.ReservedAddressBytes = b.Layout.BufferBytes(b.UpperBoundTokens) * int64(b.Layout.Buffers)
-		b.PrefixMappedBytes = b.Layout.Mapped(b.PrefixTokens)
 		ph.add("KV pools", b.PrefixMappedBytes)
 		ph.add("workspaces", 0)
 		peak, largest, err := ActivationPeak(c, ProfileBatches(c.ContextLen, in.ChunkedPrefill, in.MaxRunning), in.Threads, in.LogprobChunk)
@@ -196,10 +200,7 @@ func planCPU(in Input) (Report, error) {
 			b.HeadroomBytes = FractionHeadroom(P, in.MemFractionStatic)
 		}
 		b.FreeAfterCapture = ph.add("graph capture (profile forward)", b.GraphPoolBytes)
-		if err := Grow(&b, c.ContextLen); err != nil {
-			return Report{}, err
-		}
-		if err := ApplyUnits(context.Background(), kc, &b, c.ContextLen); err != nil {
+		if err := Grow(ctx, kc, &b, c.ContextLen); err != nil {
 			return Report{}, err
 		}
 		ph.add("post-capture KV growth", b.KVMappedBytes-b.PrefixMappedBytes)
@@ -211,7 +212,7 @@ func planCPU(in Input) (Report, error) {
 	w := ledger.NewUsage("weights", ledger.KindDirect)
 	w.DeviceBytes, w.Categories[alloc.Weights.String()], w.Rounding = wdev, req, wdev-req
 	arena.DeviceBytes = b.KVMappedBytes
-	arena.Categories[alloc.KVCache.String()] = int64(b.Tokens) * b.Layout.CellBytes()
+	arena.Categories[alloc.KVCache.String()] = l.Bytes(b.Units)
 	arena.Rounding = arena.DeviceBytes - arena.Categories[alloc.KVCache.String()]
 	rows := []ledger.Usage{w, cachingUsage(ws, wsBlock, wsSeg)}
 	if graphRow != nil {
@@ -222,6 +223,31 @@ func planCPU(in Input) (Report, error) {
 	r := Report{Input: in, Budget: b, Ledger: snap, Peaks: cpuPeaks(c, b)}
 	r.Largest = largest(r.Peaks)
 	return r, nil
+}
+
+// Reserve sizes the address-space reservation and the profile prefix of
+// kvhost's policy: the configurator's units for everything free after the
+// weights (under the caps, in whole granules) bound each pool, and a
+// chunk's pages of each token pool (one slot of each state pool) are mapped
+// for the profile forward.
+func (b *Budget) Reserve(ctx context.Context, kc KVConfig) error {
+	l := kc.Layout
+	upper, err := FitUnits(ctx, kc, b.ABytes, b.Granularity, b.TokenCap, b.RequestCap, 0)
+	if err != nil {
+		if !isGuest(err) {
+			return err
+		}
+		need := l.Mapped(minUnits(l, b.ContextLen, b.ChunkedPrefill), b.Granularity)
+		return fmt.Errorf("plan: the weights leave %d bytes, which hold no KV pools: %w", b.ABytes, &budget.InsufficientMemoryError{
+			Phase: "kv-reserve", NeedBytes: need, HaveBytes: b.ABytes,
+			Knob: "--device-memory", Suggest: fmt.Sprintf("%dMiB", (b.TotalBytes-b.ABytes+need)/budget.MiB+1)})
+	}
+	b.UpperBoundUnits, b.UpperBoundTokens = upper, upper[Primary(l)]
+	b.PrefixUnits = ProfileUnits(l, b.ChunkedPrefill, upper)
+	b.PrefixTokens = b.PrefixUnits[Primary(l)]
+	b.ReservedAddressBytes = l.Mapped(upper, b.Granularity)
+	b.PrefixMappedBytes = l.Mapped(b.PrefixUnits, b.Granularity)
+	return nil
 }
 
 func snapshot(info device.Info, start int64, ph *phaser, us []ledger.Usage, b Budget) ledger.Snapshot {
@@ -242,8 +268,18 @@ func snapshot(info device.Info, start int64, ph *phaser, us []ledger.Usage, b Bu
 		s.ByCategory["rounding"] += u.Rounding
 		s.ByCategory["cached"] += u.Cached
 	}
-	s.KVPools = []ledger.KVPool{{Name: "kv", PageSize: b.Layout.PageSize, Pages: b.Tokens / b.Layout.PageSize, FreePages: b.Tokens / b.Layout.PageSize,
-		CapacityTokens: b.Tokens, CellBytes: b.Layout.CellBytes(), Bytes: int64(b.Tokens) * b.Layout.CellBytes()}}
+	if kc := b.KVConfigurator; kc != nil && kc.Layout != nil {
+		for i, p := range kc.Layout.Pools {
+			free := b.Units[i]
+			if p.Tokens() {
+				free /= p.PageSize
+				if len(b.GraphBuckets) > 0 && b.Pad == 0 {
+					free-- // the decode graphs' padding page, taken from the pool
+				}
+			}
+			s.KVPools = append(s.KVPools, p.Stat(b.Units[i], free))
+		}
+	}
 	return s
 }
 
@@ -255,7 +291,7 @@ func cpuPeaks(c model.Config, b Budget) []Peak {
 		{"profiled forward (caching segments)", b.ProfilePeakBytes},
 		{"dense layer, chunk limit", budget.DenseLayerPeak(k, c.Hidden, c.Intermediate, 4)},
 		{"attention moment, chunk limit", budget.AttentionPeak(k, c.Hidden, c.Heads, c.KVHeads, c.HeadDim, 4)},
-		{"attention scratch", int64(b.Threads) * int64(c.ContextLen) * 4},
+		{"attention scratch", AttentionWorkspace(c, b.Threads)},
 		{"LM head, pruned (max batch rows)", int64(rows) * int64(c.Vocab+c.Hidden) * 4},
 		{"LM head, unpruned (chunk rows)", int64(k) * int64(c.Vocab+c.Hidden) * 4},
 	}

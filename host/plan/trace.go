@@ -5,7 +5,9 @@ import (
 
 	"github.com/kvhost/kvhost/host/alloc"
 	"github.com/kvhost/kvhost/host/device"
+	"github.com/kvhost/kvhost/host/kv"
 	"github.com/kvhost/kvhost/host/model"
+	kcpu "github.com/kvhost/kvhost/kernels/cpu"
 )
 
 // SeqShape is one sequence of a forward: N new tokens at positions Start..,
@@ -17,7 +19,7 @@ type SeqShape struct {
 // ProfileBatches are the worst-case forwards the slack must hold (engine
 // rules: at most chunk new tokens per forward, decodes first, at most
 // maxRunning sequences, positions below the context): a single prefill
-// chunk ending at the last prompt position (largest attention scratch), then
+// chunk ending at the last prompt position (the longest attention), then
 // a mixed batch of min(maxRunning, chunk) − 1 decodes at the last position
 // plus a prefill filling the chunk (most logits rows), then a chunk whose
 // every row wants logits (input logprobs: full-vocabulary rows, computed in
@@ -37,26 +39,44 @@ func ProfileBatches(contextLen, chunk, maxRunning int) [][]SeqShape {
 	return [][]SeqShape{a, b, lp}
 }
 
-// ProfileTokens is how many KV slots a profile pool needs: page tables wrap
-// around a small pool, so one chunk's worth of pages is enough.
-func ProfileTokens(chunk, pageSize int) int {
-	return (chunk + pageSize - 1) / pageSize * pageSize
+// ProfileUnits are the units a profile set of pools needs: page tables
+// wrap around a small pool, so one chunk's worth of pages of each token
+// pool is enough, and one slot of each state pool (slots wrap too); never
+// more than upper.
+func ProfileUnits(l *kv.Layout, chunk int, upper []int) []int {
+	out := make([]int, len(l.Pools))
+	for i, p := range l.Pools {
+		out[i] = 1
+		if p.Tokens() {
+			out[i] = (chunk + p.PageSize - 1) / p.PageSize * p.PageSize
+		}
+		out[i] = min(out[i], upper[i])
+	}
+	return out
 }
 
-// ProfileSeqs turns shapes into model sequences over a pool of pages pages:
-// page tables wrap around, so any position maps to a valid page.
-func ProfileSeqs(shapes []SeqShape, pages, pageSize int) []model.Seq {
+// ProfileSeqs turns shapes into model sequences over pools: page tables
+// wrap around each token pool, so any position maps to a valid page, and
+// slots wrap around each state pool.
+func ProfileSeqs(shapes []SeqShape, pools *kv.Set) []model.Seq {
 	out := make([]model.Seq, len(shapes))
 	for i, s := range shapes {
-		table := make([]int32, (s.Start+s.N+pageSize-1)/pageSize)
-		for j := range table {
-			table[j] = int32((j + i) % pages)
+		seq := model.Seq{Start: s.Start, LogitRows: s.LogitRows}
+		for _, p := range pools.TokenPools() {
+			table := make([]int32, p.PagesFor(s.Start+s.N))
+			for j := range table {
+				table[j] = int32((j + i) % p.Pages())
+			}
+			seq.Pages = append(seq.Pages, table)
 		}
-		toks := make([]int32, s.N)
-		for j := range toks {
-			toks[j] = int32((j*7 + i) % 13)
+		for _, p := range pools.SlotPools() {
+			seq.Slots = append(seq.Slots, int32(i%p.Slots()))
 		}
-		out[i] = model.Seq{Tokens: toks, Start: s.Start, Pages: table, LogitRows: s.LogitRows}
+		seq.Tokens = make([]int32, s.N)
+		for j := range seq.Tokens {
+			seq.Tokens[j] = int32((j*7 + i) % 13)
+		}
+		out[i] = seq
 	}
 	return out
 }
@@ -151,8 +171,8 @@ func ActivationPeak(c model.Config, batches [][]SeqShape, threads, logitsChunk i
 		logitsChunk = model.DefaultLogitsChunk
 	}
 	a := alloc.New("profile", &simDriver{next: 1 << 46})
-	// host/model holds the attention scratch workspace (threads·context
-	// floats) from load on; the profile starts with it live.
+	// host/model holds the attention scratch workspace from load on; the
+	// profile starts with it live.
 	if _, err := a.Alloc(AttentionWorkspace(c, threads), alloc.Workspace); err != nil {
 		return 0, 0, err
 	}
@@ -179,7 +199,9 @@ func ActivationPeak(c model.Config, batches [][]SeqShape, threads, logitsChunk i
 }
 
 // AttentionWorkspace is the attention scratch host/model allocates at load
-// (kcpu.AttentionScratch(0, context) floats).
+// on the CPU device: the kernels' own figure (a few tiles per worker,
+// independent of the context length).
 func AttentionWorkspace(c model.Config, threads int) int64 {
-	return int64(threads) * int64(c.ContextLen) * 4
+	s := c.AttnShape()
+	return int64(kcpu.AttentionScratch(threads, s.HeadDim, s.VHeadDim)) * 4
 }

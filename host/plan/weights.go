@@ -101,13 +101,16 @@ func WeightCost(ts []Tensor, page int64) (requested, device int64) {
 // logits rows and sampler scratch live in host memory and are listed as
 // such.
 func Reservations(c model.Config, b Budget) []Reservation {
-	cell := b.Layout.CellBytes()
+	var kvBytes int64
+	if b.KVConfigurator != nil {
+		kvBytes = b.KVConfigurator.Layout.Bytes(b.Units)
+	}
 	rows := min(b.MaxRunning, b.ChunkedPrefill)
 	out := []Reservation{
 		{Name: "activation peak (profiled forward)", Bytes: b.ProfilePeakBytes, Device: true, Note: "caching-allocator segments at the chunk limit and the maximum batch"},
 		{Name: "fragmentation allowance", Bytes: b.FragmentationBytes, Device: true, Note: "one more of the largest segment the profile needed"},
-		{Name: "KV granule rounding", Bytes: b.KVMappedBytes - int64(b.Tokens)*cell, Device: true, Note: "mapping rounded up per buffer"},
-		{Name: "request→token tables", Bytes: int64(b.MaxRunning+1) * int64((c.ContextLen+b.Layout.PageSize-1)/b.Layout.PageSize) * 4, Device: false, Note: "page tables, host memory on the CPU device"},
+		{Name: "KV granule rounding", Bytes: b.KVMappedBytes - kvBytes, Device: true, Note: "mapping rounded up per buffer"},
+		{Name: "request→token tables", Bytes: int64(b.MaxRunning+1) * int64((c.ContextLen+b.PageSize-1)/b.PageSize) * 4, Device: false, Note: "page tables, host memory on the CPU device"},
 		{Name: "logits rows", Bytes: int64(rows) * int64(c.Vocab) * 4, Device: false, Note: "engine logits buffer, host memory"},
 		{Name: "sampler and logprob scratch", Bytes: int64(c.Vocab) * 8, Device: false, Note: "one row at a time, host memory"},
 	}

@@ -7,8 +7,9 @@ import (
 	"github.com/kvhost/kvhost/sdk"
 )
 
-// BenchmarkCompileCold compiles the mha plugin with no cache at all.
-func BenchmarkCompileCold(b *testing.B) {
+// BenchmarkLoadCold loads the mha plugin with no cache at all: limits and
+// instrumentation, validation of the original, compile, handshake.
+func BenchmarkLoadCold(b *testing.B) {
 	wasm := readWasm(b, "mha")
 	ctx := context.Background()
 	for b.Loop() {
@@ -16,21 +17,21 @@ func BenchmarkCompileCold(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, _, err := rt.compile(ctx, wasm); err != nil {
+		if _, err := rt.Load(ctx, "mha", wasm); err != nil {
 			b.Fatal(err)
 		}
 		_ = rt.Close(ctx)
 	}
 }
 
-// BenchmarkCompileCached compiles through the file cache with a new runtime
-// (and cache handle) each time: a process restart.
-func BenchmarkCompileCached(b *testing.B) {
+// BenchmarkLoadCached loads through the file cache and its records with a
+// new runtime each time: a process restart (no validation, no compile).
+func BenchmarkLoadCached(b *testing.B) {
 	wasm := readWasm(b, "mha")
 	ctx := context.Background()
 	dir := b.TempDir()
 	warm, _ := NewRuntime(ctx, Config{CacheDir: dir})
-	if _, _, err := warm.compile(ctx, wasm); err != nil {
+	if _, err := warm.Load(ctx, "mha", wasm); err != nil {
 		b.Fatal(err)
 	}
 	_ = warm.Close(ctx)
@@ -39,7 +40,7 @@ func BenchmarkCompileCached(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, _, err := rt.compile(ctx, wasm); err != nil {
+		if _, err := rt.Load(ctx, "mha", wasm); err != nil {
 			b.Fatal(err)
 		}
 		_ = rt.Close(ctx)
@@ -52,11 +53,11 @@ func BenchmarkInstantiate(b *testing.B) {
 	p := load(b, "mha")
 	ctx := context.Background()
 	for b.Loop() {
-		inst, err := p.instantiate(ctx)
+		inst, err := p.m.instantiate(ctx)
 		if err != nil {
 			b.Fatal(err)
 		}
-		_ = inst.mod.Close(ctx)
+		p.m.discard(inst)
 	}
 }
 

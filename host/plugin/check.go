@@ -6,13 +6,13 @@ import (
 	"encoding/json"
 
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/kvhost/kvhost/sdk"
+	"github.com/kvhost/kvhost/sdk/sampler"
 )
 
 //go:embed samples/*.json
@@ -21,24 +21,39 @@ var samples embed.FS
 // SelfTestAvailable is the byte budget the self-test sizes with (64 GiB).
 const SelfTestAvailable = 64 << 30
 
-// Report is what a plugin check found: the handshake result and one
-// self-test configure + size.
+// Report is what a plugin check found: the kind, the handshake result and
+// the kind's self-test (a configurator: one configure + size; a sampler:
+// one synthetic batch).
 type Report struct {
-	Path       string
-	Bytes      int
-	SHA256     string
-	Load       time.Duration // compile (or cache hit) + handshake
+	Path   string
+	Kind   string
+	Bytes  int
+	SHA256 string
+	Load   time.Duration // validate, instrument, compile (or cache hit), handshake, self-test
+	// Configurator: its descriptor and self-test.
 	Descriptor sdk.Descriptor
 	Sample     string // sample config used for the self-test
 	Host       sdk.HostFacts
 	Pools      []sdk.Pool
 	Available  int64
 	Units      map[string]int64
+	// Sampler: its descriptor and self-test step.
+	Sampler  sampler.Descriptor
+	MaxBatch int
+	// Calls are the version's call counters after the self-test (its
+	// start-up included in MaxFuel); Budget the fuel of one call (a
+	// configurator's) or of the self-test's step (a sampler's).
+	Calls  Stats
+	Budget int64
 }
 
-// String prints the declaration: descriptor, pools with a buffer summary,
-// and the self-test sizing.
+// String prints the declaration: for a configurator its descriptor, pools
+// with a buffer summary and the self-test sizing; for a sampler its
+// descriptor, parameters and self-test step.
 func (r *Report) String() string {
+	if r.Kind == KindSampler {
+		return r.samplerString()
+	}
 	var b strings.Builder
 	d := r.Descriptor
 	fmt.Fprintf(&b, "plugin %s %s (%s, ABI %d) %s\n", d.Name, d.Version, d.Kind, d.ABI, r.Path)
@@ -48,7 +63,14 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "self-test: %s, kv_dtype %s, page %d, tp %d, context %d\n",
 		r.Sample, r.Host.KVDType, r.Host.PageSize, r.Host.TPSize, r.Host.ContextLength)
 	for _, p := range r.Pools {
-		fmt.Fprintf(&b, "  pool %-6s %-7s %12d B/%s  %s\n", p.Name, p.Unit, p.BytesPerUnit, p.Unit, bufferSummary(p))
+		kind := string(p.Kind)
+		switch {
+		case p.Kind == sdk.SlidingWindow:
+			kind = fmt.Sprintf("%s %d, page %d", p.Kind, p.Window, p.PageSize)
+		case p.Unit() == sdk.UnitToken:
+			kind = fmt.Sprintf("%s, page %d", p.Kind, p.PageSize)
+		}
+		fmt.Fprintf(&b, "  pool %-6s (%s) %12d B/%s  %s\n", p.Name, kind, p.BytesPerUnit, p.Unit(), bufferSummary(p))
 	}
 	names := make([]string, 0, len(r.Units))
 	for n := range r.Units {
@@ -60,11 +82,12 @@ func (r *Report) String() string {
 		for _, p := range r.Pools {
 			if p.Name == n {
 				used += r.Units[n] * p.BytesPerUnit
-				fmt.Fprintf(&b, "  size(%d): %s = %d %ss\n", r.Available, n, r.Units[n], p.Unit)
+				fmt.Fprintf(&b, "  size(%d): %s = %d %ss\n", r.Available, n, r.Units[n], p.Unit())
 			}
 		}
 	}
 	fmt.Fprintf(&b, "  uses %d of %d bytes\n", used, r.Available)
+	fmt.Fprintf(&b, "  %d calls, longest %v, at most %d fuel of the %d budget\n", r.Calls.Calls, r.Calls.Max.Round(time.Microsecond), r.Calls.MaxFuel, r.Budget)
 	return b.String()
 }
 
@@ -131,18 +154,27 @@ func sampleFor(d sdk.Descriptor) (string, []byte, error) {
 	return name, raw, err
 }
 
-// Check loads wasm as the named plugin, runs the handshake and a self-test
-// (configure a sample config that matches a claimed architecture, in the
-// plugin's preferred KV dtype, then size it for SelfTestAvailable bytes),
-// and closes it again.
-func (r *Runtime) Check(ctx context.Context, name string, wasm []byte) (*Report, error) {
-	start := time.Now()
-	p, err := r.Load(ctx, name, wasm)
-	if err != nil {
-		return nil, err
+func (r *Report) samplerString() string {
+	var b strings.Builder
+	d := r.Sampler
+	fmt.Fprintf(&b, "plugin %s %s (%s, ABI %d) %s\n", d.Name, d.Version, d.Kind, d.ABI, r.Path)
+	fmt.Fprintf(&b, "  sha256 %s, %d bytes, loaded in %v\n", r.SHA256, r.Bytes, r.Load.Round(time.Millisecond))
+	fmt.Fprintf(&b, "  candidates %d, state %d, history %d, argmax-invariant %v\n", d.Candidates, d.State, d.History, d.ArgmaxInvariant)
+	fmt.Fprintf(&b, "  host pre-ops: %s\n", strings.Join(d.PreOps, ", "))
+	for _, p := range d.Params {
+		fmt.Fprintf(&b, "  param %-20s %-5s [%g, %g] default %g\n", p.Name, p.Type, p.Min, p.Max, p.Default)
 	}
-	defer p.Close(ctx)
-	rep := &Report{Path: name, Bytes: len(wasm), SHA256: p.SHA256(), Load: time.Since(start), Descriptor: p.Descriptor(), Available: SelfTestAvailable}
+	fmt.Fprintf(&b, "self-test: a synthetic batch of %d rows answered from its candidates in %v, spending at most %d fuel (budget %d)\n",
+		min(8, r.MaxBatch), r.Calls.Max.Round(time.Microsecond), r.Calls.MaxFuel, r.Budget)
+	return b.String()
+}
+
+// SelfTest configures a sample config that matches a claimed architecture
+// (else Llama-3-8B), in the plugin's preferred KV dtype, and sizes it for
+// SelfTestAvailable bytes: the checks a configurator passes before it may
+// size a pool.
+func (p *Plugin) SelfTest(ctx context.Context) (*Report, error) {
+	rep := &Report{Kind: KindConfigurator, Bytes: p.Size(), SHA256: p.SHA256(), Descriptor: p.Descriptor(), Available: SelfTestAvailable}
 	sample, raw, err := sampleFor(rep.Descriptor)
 	if err != nil {
 		return nil, fmt.Errorf("plugin: self-test samples: %w", err)
@@ -160,13 +192,45 @@ func (r *Runtime) Check(ctx context.Context, name string, wasm []byte) (*Report,
 	return rep, nil
 }
 
-// CheckFile is `kvhost plugin check FILE.wasm`: it checks one file with a
-// default runtime (default compilation cache). A broken file gives an error
-// whose message is one line.
-func CheckFile(ctx context.Context, path string) (*Report, error) {
-	wasm, err := os.ReadFile(path)
+// Check loads wasm as the named plugin, of whichever kind its exports
+// say, runs the handshake and its kind's self-test, and closes it again.
+func (r *Runtime) Check(ctx context.Context, name string, wasm []byte) (*Report, error) {
+	start := time.Now()
+	kind, err := r.KindOf(name, wasm)
 	if err != nil {
-		return nil, fmt.Errorf("plugin: %w", err)
+		return nil, err
+	}
+	if kind == KindSampler {
+		s, err := r.LoadSampler(ctx, name, wasm)
+		if err != nil {
+			return nil, err
+		}
+		defer s.Close(ctx)
+		return &Report{Path: name, Kind: kind, Bytes: len(wasm), SHA256: s.SHA256(), Load: time.Since(start),
+			Sampler: s.Descriptor(), Calls: s.Stats(), Budget: s.budget(min(8, s.MaxBatch())), MaxBatch: s.MaxBatch()}, nil
+	}
+	p, err := r.Load(ctx, name, wasm)
+	if err != nil {
+		return nil, err
+	}
+	defer p.Close(ctx)
+	rep, err := p.SelfTest(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rep.Path, rep.Load = name, time.Since(start)
+	rep.Calls, rep.Budget = p.m.stats(), r.cfg.CallFuel
+	return rep, nil
+}
+
+// CheckFile is `kvhost plugin check FILE.wasm`: it checks one file, a
+// configurator or a sampler, with a default runtime (default compilation
+// cache). It reads only a regular file within the size cap. A broken file
+// gives an error whose message is one line.
+func CheckFile(ctx context.Context, path string) (*Report, error) {
+	wasm, err := ReadPluginFile(path, DefaultMaxModuleBytes)
+	if err != nil {
+		return nil, err
 	}
 	rt, err := NewRuntime(ctx, Config{})
 	if err != nil {

@@ -37,7 +37,7 @@ func (l *Layout) RequestBytes() int64 { return l.unitBytes(sdk.UnitRequest) }
 func (l *Layout) unitBytes(u sdk.Unit) int64 {
 	var n int64
 	for _, p := range l.Pools {
-		if p.Unit == u {
+		if p.Unit() == u {
 			n += p.BytesPerUnit
 		}
 	}
@@ -57,40 +57,27 @@ func (l *Layout) Pool(name string) (sdk.Pool, bool) {
 // Configure runs the plugin's kvhost_configure on the model config and host
 // facts (defaults filled into a copy) and returns the verified layout.
 func (p *Plugin) Configure(ctx context.Context, in sdk.ConfigureInput) (*Layout, error) {
-	if p.desc.Kind != sdk.KindConfigurator {
-		return nil, fmt.Errorf("plugin: %s is a %s, not a configurator", p.name, p.desc.Kind)
-	}
 	in.Host = in.Host.WithDefaults()
 	if err := in.Host.Validate(); err != nil {
-		return nil, fmt.Errorf("plugin: %s: configure: %w", p.name, err)
+		return nil, fmt.Errorf("plugin: %s: configure: %w", p.m.name, err)
 	}
 	raw, err := json.Marshal(in)
 	if err != nil {
-		return nil, fmt.Errorf("plugin: %s: configure input: %w", p.name, err)
+		return nil, fmt.Errorf("plugin: %s: configure input: %w", p.m.name, err)
 	}
 	if len(raw) > sdk.MaxInputBytes {
-		return nil, fmt.Errorf("plugin: %s: configure input is %d bytes, limit %d", p.name, len(raw), sdk.MaxInputBytes)
+		return nil, fmt.Errorf("plugin: %s: configure input is %d bytes, limit %d", p.m.name, len(raw), sdk.MaxInputBytes)
 	}
 	inst, err := p.acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
 	pools, err := p.configure(ctx, inst, string(raw))
-	p.release(inst, healthy(err))
+	p.release(inst, err)
 	if err != nil {
 		return nil, err
 	}
-	return &Layout{Plugin: p.name, Input: in, Pools: pools, p: p, input: string(raw)}, nil
-}
-
-// healthy says whether an instance may be reused after a call that
-// returned err: only a clean result or the guest's own reported error.
-func healthy(err error) bool {
-	if err == nil {
-		return true
-	}
-	_, guest := err.(*GuestError)
-	return guest
+	return &Layout{Plugin: p.m.name, Input: in, Pools: pools, p: p, input: string(raw)}, nil
 }
 
 // configure runs kvhost_configure on inst and verifies the declarations.
@@ -102,10 +89,10 @@ func (p *Plugin) configure(ctx context.Context, inst *instance, input string) ([
 	}
 	ptr := api.DecodeU32(res[0])
 	if ptr == 0 || !inst.mod.Memory().WriteString(ptr, input) {
-		return nil, &ContractError{Plugin: p.name, Call: sdk.ExportMalloc,
+		return nil, &ContractError{Plugin: p.m.name, Call: sdk.ExportMalloc,
 			Detail: fmt.Sprintf("returned block %d cannot hold %d bytes", ptr, len(input))}
 	}
-	st := &callState{plugin: p.name, phase: phaseConfigure}
+	st := &callState{plugin: p.m.name, phase: phaseConfigure}
 	res, err = p.call(ctx, inst, sdk.ExportConfigure, st, api.EncodeU32(ptr), api.EncodeI32(int32(len(input))))
 	if err != nil {
 		return nil, err
@@ -116,17 +103,17 @@ func (p *Plugin) configure(ctx context.Context, inst *instance, input string) ([
 	// A protocol violation outranks the guest's status, which may only be
 	// the guest's reaction to the host refusing it.
 	if st.err != nil {
-		return nil, &ContractError{Plugin: p.name, Call: "configure", Detail: st.err.Error()}
+		return nil, &ContractError{Plugin: p.m.name, Call: "configure", Detail: st.err.Error()}
 	}
 	if s := api.DecodeI32(res[0]); s != sdk.StatusOK {
-		return nil, &GuestError{Plugin: p.name, Call: "configure", Status: s, Msg: p.lastError(ctx, inst)}
+		return nil, &GuestError{Plugin: p.m.name, Call: "configure", Status: s, Msg: p.lastError(ctx, inst)}
 	}
 	if len(st.pools) == 0 {
-		return nil, &ContractError{Plugin: p.name, Call: "configure", Detail: "declared no pools"}
+		return nil, &ContractError{Plugin: p.m.name, Call: "configure", Detail: "declared no pools"}
 	}
 	for _, pool := range st.pools {
 		if err := pool.Check(); err != nil {
-			return nil, &ContractError{Plugin: p.name, Call: "configure", Detail: strings.TrimPrefix(err.Error(), "sdk: ")}
+			return nil, &ContractError{Plugin: p.m.name, Call: "configure", Detail: strings.TrimPrefix(err.Error(), "sdk: ")}
 		}
 	}
 	inst.configured = input
@@ -134,20 +121,20 @@ func (p *Plugin) configure(ctx context.Context, inst *instance, input string) ([
 }
 
 // Size runs the plugin's kvhost_size for this layout and verifies the
-// result: every declared pool gets units ≥ 1, token pools ≤ tokenCap and
-// request pools ≤ requestCap (a cap of 0 means none), and Σ units ×
-// bytes_per_unit ≤ available.
+// result: every declared pool gets units ≥ 1, token pools ≤ tokenCap in
+// whole pages and request pools ≤ requestCap (a cap of 0 means none), and
+// Σ units × bytes_per_unit ≤ available.
 func (l *Layout) Size(ctx context.Context, available, tokenCap, requestCap int64) (map[string]int64, error) {
 	p := l.p
 	if available < 0 || tokenCap < 0 || requestCap < 0 {
-		return nil, fmt.Errorf("plugin: %s: size(%d, %d, %d): arguments must be >= 0", p.name, available, tokenCap, requestCap)
+		return nil, fmt.Errorf("plugin: %s: size(%d, %d, %d): arguments must be >= 0", p.m.name, available, tokenCap, requestCap)
 	}
 	inst, err := p.acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
 	units, err := l.size(ctx, inst, available, tokenCap, requestCap)
-	p.release(inst, healthy(err))
+	p.release(inst, err)
 	return units, err
 }
 
@@ -160,25 +147,25 @@ func (l *Layout) size(ctx context.Context, inst *instance, available, tokenCap, 
 		}
 		if !reflect.DeepEqual(pools, l.Pools) {
 			inst.configured = ""
-			return nil, &ContractError{Plugin: p.name, Call: "configure",
+			return nil, &ContractError{Plugin: p.m.name, Call: "configure",
 				Detail: "declared different pools for the same input (configure must be a pure function)"}
 		}
 	}
-	st := &callState{plugin: p.name, phase: phaseSize, pools: l.Pools, units: map[string]int64{}}
+	st := &callState{plugin: p.m.name, phase: phaseSize, pools: l.Pools, units: map[string]int64{}}
 	res, err := p.call(ctx, inst, sdk.ExportSize, st,
 		api.EncodeI64(available), api.EncodeI64(tokenCap), api.EncodeI64(requestCap))
 	if err != nil {
 		return nil, err
 	}
 	refuse := func(format string, args ...any) error {
-		return &ContractError{Plugin: p.name, Call: fmt.Sprintf("size(%d, %d, %d)", available, tokenCap, requestCap),
+		return &ContractError{Plugin: p.m.name, Call: fmt.Sprintf("size(%d, %d, %d)", available, tokenCap, requestCap),
 			Detail: fmt.Sprintf(format, args...)}
 	}
 	if st.err != nil {
 		return nil, refuse("%v", st.err)
 	}
 	if s := api.DecodeI32(res[0]); s != sdk.StatusOK {
-		return nil, &GuestError{Plugin: p.name, Call: "size", Status: s, Msg: p.lastError(ctx, inst)}
+		return nil, &GuestError{Plugin: p.m.name, Call: "size", Status: s, Msg: p.lastError(ctx, inst)}
 	}
 	var total uint64
 	var terms []string
@@ -191,11 +178,14 @@ func (l *Layout) size(ctx context.Context, inst *instance, available, tokenCap, 
 			return nil, refuse("pool %s got %d units, want >= 1", pool.Name, n)
 		}
 		limit := tokenCap
-		if pool.Unit == sdk.UnitRequest {
+		if pool.Unit() == sdk.UnitRequest {
 			limit = requestCap
 		}
 		if limit > 0 && n > limit {
-			return nil, refuse("pool %s got %d %ss, over the cap of %d", pool.Name, n, pool.Unit, limit)
+			return nil, refuse("pool %s got %d %ss, over the cap of %d", pool.Name, n, pool.Unit(), limit)
+		}
+		if n%pool.PageSize != 0 {
+			return nil, refuse("pool %s got %d tokens, not a whole number of %d-token pages", pool.Name, n, pool.PageSize)
 		}
 		hi, lo := bits.Mul64(uint64(n), uint64(pool.BytesPerUnit))
 		if hi != 0 || lo > math.MaxInt64 || total+lo > math.MaxInt64 {

@@ -1,47 +1,84 @@
-// Package plugin hosts kvhost's WebAssembly plugins with wazero: it
-// compiles each plugin once (file-backed compilation cache, one
-// CompiledModule per plugin version keyed by the sha256 of its bytes),
-// performs the ABI handshake (../../sdk/ABI.md), pools instances for
-// concurrent callers, and implements the host side of the configurator
-// contract (Configure, then Layout.Size) with every result verified.
+// Package plugin is kvhost's one WebAssembly runtime: every plugin kind —
+// KV configurators (../../sdk/ABI.md) and sampling policies
+// (../../sdk/SAMPLER_ABI.md) — is loaded, bounded, pooled and swapped here,
+// on one wazero runtime (Runtime), with one error family (errors.go) and
+// one registry of sources for both kinds (Registry). Package fuel
+// instruments modules; package builtin embeds the built-in set of both
+// kinds.
 //
-// Plugin calls are fault boundaries. Invariants:
+// Loading a version (Runtime.prepare, then a kind adapter) goes:
 //
-//   - Only wazero's compiler is used, never the interpreter; the runtime is
-//     built WithCloseOnContextDone(true), and every call (instantiation,
-//     handshake, configure, size) runs under Config.CallTimeout, so an
-//     infinite loop ends that call with a *DeadlineError.
+//  1. Load limits and index checks (fuel.Instrument, before wazero decodes
+//     anything): module size (Config.MaxModuleBytes, also the upload and
+//     plugins-folder cap), functions, code size, body size, locals, entries
+//     per section; every global, function, table, type, local, element and
+//     data index inside the original module's counts. A refusal is a
+//     *RefusedError at stage "limits" or "instrument" (3 million empty
+//     functions are refused in milliseconds).
+//  2. The kind, from the exports (kindOf): a plugin of another kind is a
+//     *KindError, before anything is compiled.
+//  3. Validation of the original by wazero's interpreter, then the compile
+//     of the instrumented module (which wazero validates again), both in a
+//     bounded worker — one compile at a time — that a caller abandons when
+//     its context ends or Config.CompileTimeout passes; the worker then
+//     discards the result.
+//  4. The import rule of the kind (*ImportError), an instance, the
+//     handshake (ABI version *ABIError, exports *MissingExportError, a
+//     descriptor of the right kind), the kind's checks and self-test.
+//  5. Accepted: a record (below) is written, the first instance pooled.
 //
-//   - A trap (Go panic, unreachable, out of bounds, out of memory under
-//     Config.MemoryLimitPages) ends the call with a *TrapError, and the
-//     instance that trapped is closed, never returned to the pool. So is any
-//     instance whose call timed out or broke the contract.
+// Invariants:
 //
-//   - Host functions are registered with WithGoModuleFunction (no
-//     reflection) and touch guest memory only through api.Memory's
-//     bounds-checked Read/Write, re-taken on every access and copied out at
-//     once; guest memory growth moves it.
+//   - A guest can fail its own call, never stall, freeze or crash the host.
+//     Every call runs with a fuel budget (package fuel: one unit per loop
+//     iteration or function entry, bulk memory and table operations and
+//     growth charged by their length, so a budget bounds time) and a
+//     wall-clock deadline enforced by the watchdog, which drains an overdue
+//     instance's fuel so it traps at its next check (watchdog.go explains
+//     why, and what wazero offers instead). Memories and tables are capped
+//     per kind (Config.MemoryLimitPages, SamplerMemoryLimitPages,
+//     MaxTableElements): declared maxima are lowered to the cap, growth
+//     past it fails in the guest. No goroutine is ever left inside wasm.
+//   - A failed call (*TrapError, *FuelError, *DeadlineError, a broken
+//     contract) discards its instance; the version keeps serving from fresh
+//     ones. IsGuestFault tells the plugin's faults from the caller's.
+//   - Host functions are registered with WithGoModuleFunction and touch
+//     guest memory only through api.Memory's bounds-checked Read/Write,
+//     re-taken on every access; a sampler's I/O views are re-derived and
+//     checked after every call.
+//   - Nothing a plugin declares is trusted: a configurator's pools must
+//     add up and fit (*ContractError), a sampler's answers must be its
+//     rows' candidates.
+//   - The compilation cache lives in Config.CacheDir with a record per
+//     accepted (or described) module, keyed by the sha256 of its bytes:
+//     its kind, descriptor and compiled files. A refused or abandoned
+//     module leaves no compiled code behind; the cache is evicted by size,
+//     least recently used first, across wazero versions, never touching a
+//     file being written. Registry.ForArchitecture decides which
+//     configurator claims a model from the records, or else by asking the
+//     interpreter (Runtime.Describe), and compiles only the claimant.
+//   - Versions are swapped with Generation and Current: a new version is
+//     built and checked completely, published atomically, and the old one
+//     closes when its last call returns (drains). The sampling registry
+//     swaps policies this way.
+//   - The plugins folder is read as regular files within the size cap
+//     only (ScanFolder, ReadPluginFile); anything else is skipped with its
+//     reason. With an allow-list (package allowlist) every plugin that is
+//     not a built-in must be pinned, checked before it is described or
+//     compiled.
 //
-//   - Nothing a plugin declares is trusted: each pool's buffers must add up
-//     to its bytes_per_unit, and Size's units must fit the available bytes
-//     and the caps; otherwise the call fails with a *ContractError naming the
-//     plugin and the numbers.
-//
-//   - Configure and Size are pure in the ABI; the host checks it: Size on an
-//     instance that did not run the layout's configure re-runs it and
-//     refuses a plugin whose declarations change.
-//
-//   - Imports are the ABI's only (*ImportError, checked after compiling,
-//     before instantiating): functions of module "kvhost" and, for Go
-//     guests, wasi_snapshot_preview1, each one the host provides with the
-//     host's signature; never a memory. Each instance's memory is capped
-//     at Config.MemoryLimitPages: a larger declared minimum fails to
-//     compile, growth past it fails in the guest (Go guests then die with
-//     "fatal error: out of memory", a *TrapError).
-//
-// Registry finds plugins in the embedded built-in set (package builtin)
-// and in a --plugins directory, where a file with the same name overrides
-// the built-in. With RegistryOptions.AllowSHA256 (package allowlist), a
-// plugin whose bytes are neither a built-in's nor listed is refused before
-// it is compiled. CheckFile is `kvhost plugin check FILE.wasm`.
+// How a kind plugs in (the configurator and the sampler are the two
+// adapters; an output constraint — per-sequence state, an allowed-token
+// mask each step, issue 19 — is the third): the sdk names its exports and
+// descriptor; here, one kindSpec in kinds.go (its descriptor kind, ABI
+// version, the marker export that identifies it, required exports with
+// signatures, allowed import modules, memory cap, descriptor limit) added
+// to kinds; and one adapter file holding a typed wrapper around *module — a
+// Load function that calls Runtime.open, parses the descriptor, runs the
+// kind's per-instance setup (module.setup, e.g. allocating the I/O region)
+// and self-test, then accept or refuse — and its call methods, each a
+// module.call or callFn with the kind's fuel budget and deadline. Pooling,
+// limits, caps, fuel, deadlines, caching, typed errors and swapping come
+// from the core; the kind's own registry (like package sampling's) lists
+// its sources from Registry with Kind.
 package plugin

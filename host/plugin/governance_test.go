@@ -10,6 +10,7 @@ import (
 	"testing/fstest"
 
 	"github.com/kvhost/kvhost/host/plugin/allowlist"
+	"github.com/kvhost/kvhost/host/plugin/fuel"
 )
 
 // wasmImport is one import of a hand-assembled test module.
@@ -67,21 +68,28 @@ func TestImportRuleConfigurator(t *testing.T) {
 		{"unknown wasi", wasmImport{module: "wasi_snapshot_preview1", name: "sock_connect"}, "this host does not provide it"},
 		{"kvhost signature", wasmImport{module: "kvhost", name: "set_units", params: []byte{i32, i32, i32}, results: []byte{i32}},
 			"imports kvhost.set_units: signature (i32,i32,i32)->(i32), the host's is (i32,i32,i64)->(i32)"},
-		{"memory", wasmImport{module: "kvhost", name: "memory", memory: true}, "must define its own memory"},
 	}
 	for _, tc := range tests {
 		_, err := testRT.Load(context.Background(), "imp", moduleWith(0, tc.imp))
 		var ie *ImportError
-		if !errors.As(err, &ie) || ie.Plugin != "imp" || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: %v, want an *ImportError containing %q", tc.name, err, tc.want)
+		var re *RefusedError
+		if !errors.As(err, &ie) || ie.Plugin != "imp" || !strings.Contains(err.Error(), tc.want) || !errors.As(err, &re) || re.Stage != "imports" {
+			t.Errorf("%s: %v, want an *ImportError at stage imports containing %q", tc.name, err, tc.want)
 		}
+	}
+	// An imported memory could not be capped: refused while instrumenting,
+	// before anything is compiled.
+	_, err := testRT.Load(context.Background(), "imp", moduleWith(0, wasmImport{module: "kvhost", name: "memory", memory: true}))
+	var re *RefusedError
+	if !errors.As(err, &re) || re.Stage != "instrument" || !strings.Contains(err.Error(), `imports memory "memory": a plugin must define its own memory`) {
+		t.Errorf("imported memory: %v", err)
 	}
 	// The ABI's own imports pass the rule (then fail the handshake for
 	// lacking exports): the rule does not refuse everything.
 	ok := moduleWith(0,
 		wasmImport{module: "kvhost", name: "set_units", params: []byte{i32, i32, i64}, results: []byte{i32}},
 		wasmImport{module: "wasi_snapshot_preview1", name: "fd_write", params: []byte{i32, i32, i32, i32}, results: []byte{i32}})
-	_, err := testRT.Load(context.Background(), "ok", ok)
+	_, err = testRT.Load(context.Background(), "ok", ok)
 	var me *MissingExportError
 	if !errors.As(err, &me) {
 		t.Fatalf("ABI imports: %v, want a *MissingExportError", err)
@@ -89,7 +97,7 @@ func TestImportRuleConfigurator(t *testing.T) {
 }
 
 // TestMemoryCapConfigurable: the cap is the runtime's MemoryLimitPages: a
-// module whose minimum memory exceeds it is refused at compile, the same
+// module whose minimum memory exceeds it is refused before compiling, the same
 // module compiles under a larger cap, and the Go memory bomb dies of "out
 // of memory" under a small cap too.
 func TestMemoryCapConfigurable(t *testing.T) {
@@ -101,7 +109,8 @@ func TestMemoryCapConfigurable(t *testing.T) {
 	}
 	defer small.Close(ctx)
 	fat := moduleWith(100)
-	if _, err := small.Load(ctx, "fat", fat); err == nil || !strings.Contains(err.Error(), "fat: compile:") || !strings.Contains(err.Error(), "min 100 pages") || !strings.Contains(err.Error(), "over limit of 64 pages") {
+	var le *fuel.LimitError
+	if _, err := small.Load(ctx, "fat", fat); !errors.As(err, &le) || le.Have != 100 || le.Limit != 64 || !strings.Contains(err.Error(), "fat: refused at limits") {
 		t.Fatalf("100-page module under a 64-page cap: %v", err)
 	}
 	if _, err := testRT.Load(ctx, "fat", fat); errors.As(err, new(*MissingExportError)) == false {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/kvhost/kvhost/sdk"
 	"github.com/tetratelabs/wazero"
@@ -86,9 +87,9 @@ func instantiateHostModule(ctx context.Context, rt wazero.Runtime, log *slog.Log
 	i32, i64 := api.ValueTypeI32, api.ValueTypeI64
 	b := rt.NewHostModuleBuilder(sdk.ImportModule)
 	b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(declarePool),
-		[]api.ValueType{i32, i32, i32, i64}, []api.ValueType{i32}).Export(sdk.ImportDeclarePool)
+		[]api.ValueType{i32, i32, i32, i32, i64, i64, i64}, []api.ValueType{i32}).Export(sdk.ImportDeclarePool)
 	b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(declareBuffer),
-		[]api.ValueType{i32, i32, i32, i32, i32, i32, i32, i32, i32}, []api.ValueType{i32}).Export(sdk.ImportDeclareBuffer)
+		[]api.ValueType{i32, i32, i32, i32, i32, i32, i32, i32, i32, i32, i32}, []api.ValueType{i32}).Export(sdk.ImportDeclareBuffer)
 	b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(setUnits),
 		[]api.ValueType{i32, i32, i64}, []api.ValueType{i32}).Export(sdk.ImportSetUnits)
 	b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
@@ -100,7 +101,8 @@ func instantiateHostModule(ctx context.Context, rt wazero.Runtime, log *slog.Log
 
 func status(stack []uint64, s int32) { stack[0] = api.EncodeI32(s) }
 
-// declarePool: (name_ptr, name_len, unit i32, bytes_per_unit i64) -> i32.
+// declarePool: (name_ptr, name_len, kind_ptr, kind_len i32, page_size i64,
+// window i64, bytes_per_unit i64) -> i32.
 func declarePool(ctx context.Context, mod api.Module, stack []uint64) {
 	st := stateOf(ctx)
 	if st == nil || st.phase != phaseConfigure {
@@ -111,31 +113,29 @@ func declarePool(ctx context.Context, mod api.Module, stack []uint64) {
 		}
 		return
 	}
-	name, ok := readString(mod, api.DecodeU32(stack[0]), api.DecodeU32(stack[1]))
-	if !ok {
-		status(stack, st.fail(sdk.StatusBadPointer, "declare_pool: name (ptr %d, len %d) is outside guest memory or too long", api.DecodeU32(stack[0]), api.DecodeU32(stack[1])))
+	u := func(i int) uint32 { return api.DecodeU32(stack[i]) }
+	name, ok1 := readString(mod, u(0), u(1))
+	kind, ok2 := readString(mod, u(2), u(3))
+	if !ok1 || !ok2 {
+		status(stack, st.fail(sdk.StatusBadPointer, "declare_pool: a string argument is outside guest memory or too long"))
 		return
 	}
-	unit, bytes := sdk.Unit(api.DecodeI32(stack[2])), int64(stack[3])
-	switch {
-	case sdk.CheckName("pool name", name) != nil:
-		status(stack, st.fail(sdk.StatusBadArgument, "declare_pool: %v", sdk.CheckName("pool name", name)))
-	case !unit.Valid():
-		status(stack, st.fail(sdk.StatusBadArgument, "declare_pool %s: unit %d, want 0 (token) or 1 (request)", name, int32(unit)))
-	case bytes < 1:
-		status(stack, st.fail(sdk.StatusBadArgument, "declare_pool %s: bytes_per_unit %d, want >= 1", name, bytes))
+	p := sdk.Pool{Name: name, Kind: sdk.PoolKind(kind), PageSize: int64(stack[4]), Window: int64(stack[5]), BytesPerUnit: int64(stack[6])}
+	switch err := p.CheckHeader(); {
+	case err != nil:
+		status(stack, st.fail(sdk.StatusBadArgument, "declare_pool: %s", strings.TrimPrefix(err.Error(), "sdk: ")))
 	case st.pool(name) != nil:
 		status(stack, st.fail(sdk.StatusDuplicate, "declare_pool %s: declared twice", name))
 	case len(st.pools) >= sdk.MaxPools:
 		status(stack, st.fail(sdk.StatusLimit, "declare_pool %s: more than %d pools", name, sdk.MaxPools))
 	default:
-		st.pools = append(st.pools, sdk.Pool{Name: name, Unit: unit, BytesPerUnit: bytes})
+		st.pools = append(st.pools, p)
 		status(stack, sdk.StatusOK)
 	}
 }
 
-// declareBuffer: (pool_ptr, pool_len, name_ptr, name_len, layer, shape_ptr,
-// shape_len, dtype_ptr, dtype_len i32) -> i32.
+// declareBuffer: (pool_ptr, pool_len, name_ptr, name_len, role_ptr,
+// role_len, layer, shape_ptr, shape_len, dtype_ptr, dtype_len i32) -> i32.
 func declareBuffer(ctx context.Context, mod api.Module, stack []uint64) {
 	st := stateOf(ctx)
 	if st == nil || st.phase != phaseConfigure {
@@ -149,10 +149,11 @@ func declareBuffer(ctx context.Context, mod api.Module, stack []uint64) {
 	u := func(i int) uint32 { return api.DecodeU32(stack[i]) }
 	pool, ok1 := readString(mod, u(0), u(1))
 	name, ok2 := readString(mod, u(2), u(3))
-	dtype, ok3 := readString(mod, u(7), u(8))
-	layer := api.DecodeI32(stack[4])
-	dims := u(6)
-	if !ok1 || !ok2 || !ok3 {
+	role, ok3 := readString(mod, u(4), u(5))
+	dtype, ok4 := readString(mod, u(9), u(10))
+	layer := api.DecodeI32(stack[6])
+	dims := u(8)
+	if !ok1 || !ok2 || !ok3 || !ok4 {
 		status(stack, st.fail(sdk.StatusBadPointer, "declare_buffer: a string argument is outside guest memory or too long"))
 		return
 	}
@@ -160,9 +161,9 @@ func declareBuffer(ctx context.Context, mod api.Module, stack []uint64) {
 		status(stack, st.fail(sdk.StatusBadArgument, "declare_buffer %s/%s: %d dims, want 1..%d", pool, name, dims, sdk.MaxShapeDims))
 		return
 	}
-	raw, ok := mod.Memory().Read(u(5), dims*8)
+	raw, ok := mod.Memory().Read(u(7), dims*8)
 	if !ok {
-		status(stack, st.fail(sdk.StatusBadPointer, "declare_buffer %s/%s: shape (ptr %d, %d dims) is outside guest memory", pool, name, u(5), dims))
+		status(stack, st.fail(sdk.StatusBadPointer, "declare_buffer %s/%s: shape (ptr %d, %d dims) is outside guest memory", pool, name, u(7), dims))
 		return
 	}
 	shape := make([]int64, dims)
@@ -178,13 +179,9 @@ func declareBuffer(ctx context.Context, mod api.Module, stack []uint64) {
 		status(stack, st.fail(sdk.StatusLimit, "declare_buffer %s/%s: more than %d buffers", pool, name, sdk.MaxBuffers))
 		return
 	}
-	buf := sdk.Buffer{Pool: pool, Name: name, Layer: layer, Shape: shape, DType: dtype}
-	if err := sdk.CheckName("buffer name", name); err != nil {
-		status(stack, st.fail(sdk.StatusBadArgument, "declare_buffer: %v", err))
-		return
-	}
-	if _, err := buf.Bytes(); err != nil {
-		status(stack, st.fail(sdk.StatusBadArgument, "declare_buffer: %v", err))
+	buf := sdk.Buffer{Pool: pool, Name: name, Role: sdk.Role(role), Layer: layer, Shape: shape, DType: dtype}
+	if err := p.CheckBuffer(buf); err != nil {
+		status(stack, st.fail(sdk.StatusBadArgument, "declare_buffer: %s", strings.TrimPrefix(err.Error(), "sdk: ")))
 		return
 	}
 	p.Buffers = append(p.Buffers, buf)

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kvhost/kvhost/host/plugin/wasmtest"
 )
 
 // wasmDir holds every plugin the tests load: the five configurators as
@@ -20,46 +22,41 @@ import (
 const wasmDir = "testdata/wasm"
 
 var (
-	kinds   = []string{"mha", "mla", "swa", "mamba", "fp4"}
-	hostile = []string{"loop", "membomb", "panic", "badabi", "noexport", "liar"}
+	configuratorNames = []string{"mha", "mla", "swa", "mamba", "fp4"}
+	hostile           = []string{"loop", "membomb", "panic", "badabi", "abi1", "noexport", "liar"}
 )
 
 // testRT is the runtime shared by tests (file cache under the default
-// directory, so compiles are paid once per machine, not per run).
-var testRT *Runtime
+// directory, so compiles are paid once per machine, not per run);
+// samplerRT has a 16-row batch and a small step budget.
+var testRT, samplerRT *Runtime
 
 func TestMain(m *testing.M) {
 	if err := buildTestPlugins(); err != nil {
 		fmt.Fprintln(os.Stderr, "building test plugins:", err)
 		os.Exit(1)
 	}
+	if err := wasmtest.Ensure(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	var err error
 	testRT, err = NewRuntime(context.Background(), Config{CallTimeout: 20 * time.Second})
+	if err == nil {
+		samplerRT, err = NewRuntime(context.Background(), Config{MaxBatch: 16, FuelBase: 1 << 16})
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()
 	_ = testRT.Close(context.Background())
+	_ = samplerRT.Close(context.Background())
 	os.Exit(code)
 }
 
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod above the test directory")
-		}
-		dir = parent
-	}
-}
+// repoRoot is the repository root (the directory holding go.mod).
+func repoRoot() (string, error) { return wasmtest.Root() }
 
 // newestSource returns the newest modification time of the .go files the
 // plugins are built from.
@@ -102,7 +99,7 @@ func buildTestPlugins() error {
 	}
 	type target struct{ out, pkg string }
 	var targets []target
-	for _, k := range kinds {
+	for _, k := range configuratorNames {
 		targets = append(targets, target{k + ".wasm", "./configurators/" + k})
 	}
 	for _, h := range hostile {

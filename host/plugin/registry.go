@@ -5,13 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/kvhost/kvhost/host/plugin/allowlist"
+	"github.com/kvhost/kvhost/sdk"
 )
 
 // Source is where a plugin's bytes came from.
@@ -21,28 +23,40 @@ type Source struct {
 	Wasm   []byte
 }
 
-// Registry is the set of available plugins: the built-ins overlaid by the
-// .wasm files of a plugins directory (same name wins). Plugins are loaded
-// (compiled, handshaken) on first use and kept. Safe for concurrent use.
-type Registry struct {
-	rt      *Runtime
-	sources map[string]Source
-	trusted map[string]bool // sha256 of the built-ins' bytes
-	allow   *allowlist.List
+// Builtin reports whether the source is one of the embedded plugins.
+func (s Source) Builtin() bool { return s.Origin == "builtin" }
 
-	mu     sync.Mutex
-	loaded map[string]*Plugin
+// Registry is the set of available plugins of every kind: the built-ins
+// overlaid by the .wasm files of a plugins folder (same name wins). It is
+// the one place both kinds' sources are listed and allowed: configurators
+// are served from it (loaded on first use, kept), and the sampling
+// registry takes its sampler sources, its runtime and its allow-list from
+// it. Safe for concurrent use.
+type Registry struct {
+	rt       *Runtime
+	log      *slog.Logger
+	dir      string
+	sources  map[string]Source
+	builtins map[string]Source              // the embedded set, even where the folder overrides a name
+	trusted  map[string]bool                // sha256 of the built-ins' bytes
+	allow    atomic.Pointer[allowlist.List] // SetAllowSHA256 replaces it
+
+	mu      sync.Mutex
+	loaded  map[string]*Plugin
+	refused map[string]bool // configurators already reported as refused
 }
 
 // RegistryOptions configure a Registry beyond its sources.
 type RegistryOptions struct {
-	// AllowSHA256 pins the plugins of the plugins directory: when set, a
+	// AllowSHA256 pins the plugins that are not built in: when set, a
 	// plugin whose bytes are neither a built-in's nor listed (for its
-	// name) is refused with an *allowlist.NotAllowedError when first
-	// used, before it is compiled. Entries are "<hex sha256>" or
-	// "<hex sha256> <name>" (allowlist.ReadFile's result). Empty allows
-	// every plugin. Built-ins are always trusted.
+	// name) is refused with an *allowlist.NotAllowedError before it is
+	// compiled. Entries are "<hex sha256>" or "<hex sha256> <name>"
+	// (allowlist.ReadFile's result). Empty allows every plugin.
 	AllowSHA256 []string
+	// Logger receives skipped folder entries and refused plugins (nil:
+	// the runtime's).
+	Logger *slog.Logger
 }
 
 // NewRegistry is NewRegistryWith without options (every plugin allowed).
@@ -51,14 +65,22 @@ func NewRegistry(rt *Runtime, builtin fs.FS, dir string) (*Registry, error) {
 }
 
 // NewRegistryWith lists the *.wasm files at the root of builtin (may be
-// nil) and of dir ("" for none); a file in dir overrides the built-in of
-// the same name. Nothing is compiled yet.
+// nil) and of dir ("" for none; it must exist); a file in dir overrides
+// the built-in of the same name. Folder entries that are not regular files
+// or are over Config.MaxModuleBytes are skipped with a warning. Nothing is
+// compiled yet.
 func NewRegistryWith(rt *Runtime, builtin fs.FS, dir string, opts RegistryOptions) (*Registry, error) {
 	allow, err := allowlist.New(opts.AllowSHA256)
 	if err != nil {
 		return nil, fmt.Errorf("plugin: options AllowSHA256: %w", err)
 	}
-	r := &Registry{rt: rt, sources: map[string]Source{}, trusted: map[string]bool{}, allow: allow, loaded: map[string]*Plugin{}}
+	log := opts.Logger
+	if log == nil {
+		log = rt.cfg.Logger
+	}
+	r := &Registry{rt: rt, log: log, dir: dir, sources: map[string]Source{}, builtins: map[string]Source{}, trusted: map[string]bool{},
+		loaded: map[string]*Plugin{}, refused: map[string]bool{}}
+	r.allow.Store(allow)
 	if builtin != nil {
 		names, err := fs.Glob(builtin, "*.wasm")
 		if err != nil {
@@ -71,30 +93,43 @@ func NewRegistryWith(rt *Runtime, builtin fs.FS, dir string, opts RegistryOption
 			}
 			name := strings.TrimSuffix(n, ".wasm")
 			r.sources[name] = Source{Name: name, Origin: "builtin", Wasm: b}
+			r.builtins[name] = r.sources[name]
 			r.trusted[allowlist.Sum(b)] = true
 		}
 	}
 	if dir != "" {
-		paths, err := filepath.Glob(filepath.Join(dir, "*.wasm"))
-		if err != nil {
-			return nil, fmt.Errorf("plugin: plugins dir %s: %w", dir, err)
-		}
 		if _, err := os.Stat(dir); err != nil {
 			return nil, fmt.Errorf("plugin: plugins dir: %w", err)
 		}
-		for _, path := range paths {
-			b, err := os.ReadFile(path)
+		entries, skipped, err := ScanFolder(dir, int64(rt.cfg.MaxModuleBytes))
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range skipped {
+			log.Warn("plugins folder entry skipped", "err", e)
+		}
+		for _, e := range entries {
+			b, err := ReadPluginFile(e.Path, int64(rt.cfg.MaxModuleBytes))
 			if err != nil {
-				return nil, fmt.Errorf("plugin: %w", err)
+				log.Warn("plugins folder entry skipped", "err", err)
+				continue
 			}
-			name := strings.TrimSuffix(filepath.Base(path), ".wasm")
-			r.sources[name] = Source{Name: name, Origin: path, Wasm: b}
+			r.sources[e.Name] = Source{Name: e.Name, Origin: e.Path, Wasm: b}
 		}
 	}
 	return r, nil
 }
 
-// Names lists the available plugins, sorted.
+// Runtime is the runtime the registry loads into.
+func (r *Registry) Runtime() *Runtime { return r.rt }
+
+// Dir is the plugins folder ("" for none).
+func (r *Registry) Dir() string { return r.dir }
+
+// Logger is where the registry logs.
+func (r *Registry) Logger() *slog.Logger { return r.log }
+
+// Names lists the available plugins of every kind, sorted.
 func (r *Registry) Names() []string {
 	names := make([]string, 0, len(r.sources))
 	for n := range r.sources {
@@ -110,25 +145,76 @@ func (r *Registry) Source(name string) (Source, bool) {
 	return s, ok
 }
 
-// Plugin loads (once) and returns the named plugin. Under an allow-list a
-// refused plugin's error is an *allowlist.NotAllowedError (errors.Is
-// allowlist.ErrNotAllowed), asked again on every call.
+// Builtin returns the embedded plugin of that name, even when a folder
+// file overrides it.
+func (r *Registry) Builtin(name string) (Source, bool) {
+	s, ok := r.builtins[name]
+	return s, ok
+}
+
+// Kind says which kind the named plugin is, compiling nothing (an earlier
+// load's record, else its exports).
+func (r *Registry) Kind(name string) (string, error) {
+	src, ok := r.sources[name]
+	if !ok {
+		return "", r.unknown(name)
+	}
+	return r.rt.KindOf(name, src.Wasm)
+}
+
+func (r *Registry) unknown(name string) error {
+	return fmt.Errorf("plugin: no plugin named %q (have %s)", name, strings.Join(r.Names(), ", "))
+}
+
+// Trusted reports whether wasm is the bytes of a built-in.
+func (r *Registry) Trusted(wasm []byte) bool { return r.trusted[allowlist.Sum(wasm)] }
+
+// Allowed checks wasm, to be loaded as name, against the allow-list: the
+// built-ins' bytes always pass; with a list, other bytes must be listed
+// (for name, when the entry names one). A refusal is an
+// *allowlist.NotAllowedError (errors.Is allowlist.ErrNotAllowed).
+func (r *Registry) Allowed(name string, wasm []byte) error {
+	allow := r.allow.Load()
+	if !allow.Enabled() {
+		return nil
+	}
+	sum := allowlist.Sum(wasm)
+	if r.trusted[sum] {
+		return nil
+	}
+	return allow.Check(name, sum)
+}
+
+// SetAllowSHA256 replaces the allow-list (entries as
+// RegistryOptions.AllowSHA256) for every later load and Allowed check; the
+// sampler watcher calls it when the --plugin-allowlist file changes. On a
+// bad entry the list in force stays. The built-ins stay trusted whatever
+// the list; plugins already loaded are not unloaded by losing their pin.
+func (r *Registry) SetAllowSHA256(entries []string) error {
+	l, err := allowlist.New(entries)
+	if err != nil {
+		return fmt.Errorf("plugin: allow-list: %w", err)
+	}
+	r.allow.Store(l)
+	return nil
+}
+
+// Plugin loads (once) and returns the named configurator. Under an
+// allow-list a refused plugin's error is an *allowlist.NotAllowedError
+// (errors.Is allowlist.ErrNotAllowed), asked again on every call; a
+// plugin of another kind is a *KindError.
 func (r *Registry) Plugin(ctx context.Context, name string) (*Plugin, error) {
 	src, ok := r.sources[name]
 	if !ok {
-		return nil, fmt.Errorf("plugin: no plugin named %q (have %s)", name, strings.Join(r.Names(), ", "))
+		return nil, r.unknown(name)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if p, ok := r.loaded[name]; ok {
 		return p, nil
 	}
-	if r.allow.Enabled() {
-		if sum := allowlist.Sum(src.Wasm); !r.trusted[sum] {
-			if err := r.allow.Check(name, sum); err != nil {
-				return nil, fmt.Errorf("plugin: %w (from %s)", err, src.Origin)
-			}
-		}
+	if err := r.Allowed(name, src.Wasm); err != nil {
+		return nil, fmt.Errorf("plugin: %w (from %s)", err, src.Origin)
 	}
 	p, err := r.rt.Load(ctx, name, src.Wasm)
 	if err != nil {
@@ -138,28 +224,126 @@ func (r *Registry) Plugin(ctx context.Context, name string) (*Plugin, error) {
 	return p, nil
 }
 
-// ForArchitecture returns the first configurator, in name order, whose
-// descriptor claims the architecture and accepts the KV dtype. Plugins that
-// fail to load are skipped, but reported if nothing matches.
+// Loaded returns the named configurator if it is loaded, loading nothing
+// (listings must not compile).
+func (r *Registry) Loaded(name string) (*Plugin, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.loaded[name]
+	return p, ok
+}
+
+// Recorded returns the named plugin's kind and descriptor from the record
+// of an earlier load or Describe of the same bytes, running nothing.
+func (r *Registry) Recorded(name string) (kind string, raw []byte, ok bool) {
+	src, found := r.sources[name]
+	if !found {
+		return "", nil, false
+	}
+	return r.rt.recorded(src.Wasm)
+}
+
+// describe returns the named configurator's descriptor without compiling
+// it (Runtime.Describe: a record of the same bytes, or the interpreter),
+// after the allow-list. ok is false for a plugin of another kind.
+func (r *Registry) describe(ctx context.Context, name string) (d sdk.Descriptor, ok bool, err error) {
+	src := r.sources[name]
+	if kind, err := r.rt.KindOf(name, src.Wasm); err == nil && kind != KindConfigurator {
+		return d, false, nil
+	}
+	if err := r.Allowed(name, src.Wasm); err != nil {
+		return d, false, fmt.Errorf("plugin: %w (from %s)", err, src.Origin)
+	}
+	kind, raw, err := r.rt.Describe(ctx, name, src.Wasm)
+	if err != nil {
+		return d, false, fmt.Errorf("%w (from %s)", err, src.Origin)
+	}
+	if kind != KindConfigurator {
+		return d, false, nil
+	}
+	if d, err = sdk.ParseDescriptor(raw); err != nil {
+		return d, false, &RefusedError{Plugin: name, Stage: "describe", Err: &ContractError{Plugin: name, Call: sdk.ExportDescribe, Detail: err.Error()}}
+	}
+	return d, true, nil
+}
+
+// ForArchitecture returns the first configurator whose descriptor claims
+// the architecture and accepts the KV dtype, and whose self-test passes:
+// the plugins directory's in name order, then the built-ins' (a
+// configurator the user dropped in wins over a built-in claiming the same
+// architecture). Claims are decided without compiling (recorded
+// descriptors, else the interpreter: Runtime.Describe), so only the
+// claimant is compiled; plugins of other kinds are skipped; configurators
+// that fail to describe, load or self-test are skipped with a warning, and
+// reported if nothing matches.
 func (r *Registry) ForArchitecture(ctx context.Context, arch, kvDType string) (*Plugin, error) {
 	var loadErrs []error
-	for _, name := range r.Names() {
-		p, err := r.Plugin(ctx, name)
+	var configurators []string
+	names := r.Names()
+	sort.SliceStable(names, func(i, j int) bool {
+		return r.sources[names[i]].Origin != "builtin" && r.sources[names[j]].Origin == "builtin"
+	})
+	for _, name := range names {
+		d, ok, err := r.describe(ctx, name)
 		if err != nil {
 			loadErrs = append(loadErrs, err)
+			r.reportRefused(name, err)
 			continue
 		}
-		d := p.Descriptor()
-		if d.Kind == "configurator" && d.Claims(arch) && d.AcceptsKVDType(kvDType) {
-			return p, nil
+		if !ok {
+			continue
 		}
+		configurators = append(configurators, name)
+		if !d.Claims(arch) || !d.AcceptsKVDType(kvDType) {
+			continue
+		}
+		p, err := r.Plugin(ctx, name)
+		if err == nil {
+			err = r.selfTest(ctx, p)
+		}
+		if err != nil {
+			loadErrs = append(loadErrs, err)
+			r.reportRefused(name, err)
+			continue
+		}
+		return p, nil
 	}
 	err := fmt.Errorf("plugin: no configurator claims architecture %q with kv_dtype %q among %s",
-		arch, kvDType, strings.Join(r.Names(), ", "))
+		arch, kvDType, strings.Join(configurators, ", "))
 	return nil, errors.Join(append([]error{err}, loadErrs...)...)
 }
 
-// Close closes every loaded plugin.
+// selfTest runs a configurator's self-test once per version (and not at
+// all when a record says these bytes passed it); a failure unloads it.
+func (r *Registry) selfTest(ctx context.Context, p *Plugin) error {
+	if p.selfTested() {
+		return nil
+	}
+	if _, err := p.SelfTest(ctx); err != nil {
+		r.mu.Lock()
+		if r.loaded[p.Name()] == p {
+			delete(r.loaded, p.Name())
+		}
+		r.mu.Unlock()
+		_ = p.Close(ctx)
+		return refused(p.Name(), "self-test", err)
+	}
+	p.markSelfTested()
+	return nil
+}
+
+// reportRefused logs a configurator that cannot serve, once per name.
+func (r *Registry) reportRefused(name string, err error) {
+	r.mu.Lock()
+	seen := r.refused[name]
+	r.refused[name] = true
+	r.mu.Unlock()
+	if !seen {
+		r.log.Warn("configurator plugin refused; the others are tried", "plugin", name, "err", firstLine(err.Error()))
+	}
+}
+
+// Close closes every loaded configurator.
 func (r *Registry) Close(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()

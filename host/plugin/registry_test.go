@@ -10,13 +10,14 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/kvhost/kvhost/host/plugin/wasmtest"
 	"github.com/kvhost/kvhost/sdk"
 )
 
 func TestRegistryOverrideAndLookup(t *testing.T) {
 	t.Parallel()
 	builtin := fstest.MapFS{"README.md": {Data: []byte("x")}}
-	for _, k := range kinds {
+	for _, k := range configuratorNames {
 		builtin[k+".wasm"] = &fstest.MapFile{Data: readWasm(t, k)}
 	}
 	dir := t.TempDir()
@@ -25,7 +26,10 @@ func TestRegistryOverrideAndLookup(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "mla.wasm"), readWasm(t, "swa"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "extra.wasm"), readWasm(t, "mha"), 0o644); err != nil {
+	// zz-extra.wasm (a copy of mha) sorts after every built-in by name, but
+	// a plugin the user dropped in wins over a built-in claiming the same
+	// architecture.
+	if err := os.WriteFile(filepath.Join(dir, "zz-extra.wasm"), readWasm(t, "mha"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	r, err := NewRegistry(testRT, builtin, dir)
@@ -33,7 +37,7 @@ func TestRegistryOverrideAndLookup(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close(context.Background())
-	if got := strings.Join(r.Names(), ","); got != "extra,fp4,mamba,mha,mla,swa" {
+	if got := strings.Join(r.Names(), ","); got != "fp4,mamba,mha,mla,swa,zz-extra" {
 		t.Fatalf("names %s", got)
 	}
 	if src, _ := r.Source("mla"); src.Origin != filepath.Join(dir, "mla.wasm") {
@@ -53,16 +57,16 @@ func TestRegistryOverrideAndLookup(t *testing.T) {
 		t.Fatalf("missing plugin: %v", err)
 	}
 	for _, tt := range []struct{ arch, kv, want string }{
-		{"LlamaForCausalLM", "bf16", "mha"},  // "extra" (a copy of mha) sorts first and wins
-		{"LlamaForCausalLM", "fp4", "fp4"},   // only fp4 accepts fp4
-		{"GptOssForCausalLM", "bf16", "swa"}, // "mla" here is the swa plugin, sorted first
+		{"LlamaForCausalLM", "bf16", "zz-extra"}, // the plugins dir's copy of mha wins over the built-in
+		{"LlamaForCausalLM", "fp4", "fp4"},       // only fp4 accepts fp4 (nvfp4)
+		{"GptOssForCausalLM", "bf16", "mla"},     // "mla" here is the swa plugin, from the plugins dir
 		{"Qwen3NextForCausalLM", "fp8_e4m3", "mamba"},
 	} {
 		p, err := r.ForArchitecture(context.Background(), tt.arch, tt.kv)
 		if err != nil {
 			t.Fatalf("%s/%s: %v", tt.arch, tt.kv, err)
 		}
-		if p.Descriptor().Name != tt.want {
+		if p.Name() != tt.want {
 			t.Errorf("%s/%s: got %s (%s), want %s", tt.arch, tt.kv, p.Name(), p.Descriptor().Name, tt.want)
 		}
 	}
@@ -79,13 +83,13 @@ func TestRegistryBadDir(t *testing.T) {
 
 func TestCheckFile(t *testing.T) {
 	t.Parallel()
-	for _, k := range kinds {
+	for _, k := range configuratorNames {
 		rep, err := testRT.Check(context.Background(), k, readWasm(t, k))
 		if err != nil {
 			t.Fatalf("%s: %v", k, err)
 		}
 		out := rep.String()
-		for _, want := range []string{"plugin " + k + " 1.0.0 (configurator, ABI 1)", "self-test:", "pool ", "uses "} {
+		for _, want := range []string{"plugin " + k + " 2.0.0 (configurator, ABI 2)", "self-test:", "pool ", "uses "} {
 			if !strings.Contains(out, want) {
 				t.Errorf("%s report lacks %q:\n%s", k, want, out)
 			}
@@ -122,6 +126,37 @@ func TestCheckFile(t *testing.T) {
 	rep, err := CheckFile(context.Background(), filepath.Join(wasmDir, "mla.wasm"))
 	if err != nil || rep.Sample != "deepseek-v3.json" || rep.Path != filepath.Join(wasmDir, "mla.wasm") {
 		t.Fatalf("CheckFile mla: %v %+v", err, rep)
+	}
+	// Samplers are checked as the server loads them: handshake, I/O
+	// region, self-test (issue 13: a built-in sampler used to fail with
+	// "missing export kvhost_malloc").
+	for _, name := range []string{"standard", "dry"} {
+		b, err := wasmtest.Builtin(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, name+".wasm")
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := CheckFile(context.Background(), path)
+		if err != nil {
+			t.Fatalf("CheckFile %s: %v", name, err)
+		}
+		out := rep.String()
+		for _, want := range []string{"plugin " + name + " ", "(sampler, ABI 1)", "candidates ", "host pre-ops:", "self-test: a synthetic batch", "fuel (budget "} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s report lacks %q:\n%s", name, want, out)
+			}
+		}
+		t.Logf("\n%s", out)
+	}
+	always := filepath.Join(dir, "evil.wasm")
+	if err := os.WriteFile(always, wasmtest.Sampler("evil", wasmtest.Spin, true), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := CheckFile(context.Background(), always); !errors.Is(err, ErrOutOfFuel) || strings.ContainsAny(err.Error(), "\r\n") {
+		t.Fatalf("CheckFile of a sampler that spins at its self-test: %v", err)
 	}
 }
 

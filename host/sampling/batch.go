@@ -2,7 +2,10 @@ package sampling
 
 import (
 	"context"
+	"errors"
 	"fmt"
+
+	"github.com/kvhost/kvhost/host/plugin"
 )
 
 // SeqState is what a step needs to know about one sequence. Keep it
@@ -16,6 +19,10 @@ type SeqState struct {
 	// Generated holds the tokens generated so far (penalties; the last
 	// History of them go to policies that ask for them).
 	Generated []int32
+	// Prompt holds the prompt's distinct tokens, sorted (PromptSet): the
+	// repetition penalty reads them with Generated. NewSeqState fills it
+	// only when a repetition penalty applies.
+	Prompt []int32
 	// Bias is the logit bias, from NormalizeBias.
 	Bias []TokenBias
 	// State is the policy's per-sequence state (zeroed when the policy's
@@ -51,13 +58,17 @@ type batchScratch struct {
 // whole step, so a concurrent Swap never mixes versions within a step.
 // It allocates nothing in steady state.
 //
-// A policy disabled after repeated failures (Options.DisableAfter) is
-// served by the default policy (Choice.Policy says which ran; parameters
-// the default does not take are ignored, and its pre-ops apply). When the
-// default cannot take over (it is the disabled policy, is disabled too,
-// or is not loaded) SampleBatch returns a *PolicyDisabledError
-// (errors.Is ErrPolicyDisabled), leaves out untouched, and the caller
-// samples those rows with the host-native Sampler.
+// A step that fails (a trap, a spent fuel budget or deadline, a broken
+// contract) fails for that step only: it is logged and counted
+// (Info.Failures, Info.Fallbacks), and its rows are served at once by the
+// default policy (Choice.Policy says which ran; parameters the default
+// does not take are ignored, and its pre-ops apply). So are the rows of a
+// policy disabled after repeated failures (Options.DisableAfter). When the
+// default cannot take over (it is the policy, is disabled, not loaded, or
+// fails too) SampleBatch returns an error matching ErrHostFallback
+// (*PolicyDisabledError or *StepFailedError), leaves out untouched, and the
+// caller samples those rows with the host-native Sampler. Other errors are
+// the caller's (mismatched lengths, an empty row, an unknown policy).
 func (r *Registry) SampleBatch(ctx context.Context, policy string, rows [][]float32, seqs []SeqState, out []Choice) error {
 	if len(rows) != len(seqs) || len(out) < len(rows) {
 		return fmt.Errorf("sampling: %d rows, %d sequences, %d outputs", len(rows), len(seqs), len(out))
@@ -65,21 +76,23 @@ func (r *Registry) SampleBatch(ctx context.Context, policy string, rows [][]floa
 	if policy == "" {
 		policy = r.opts.Default
 	}
-	e := r.entry(policy)
+	asked := r.entry(policy)
 	var g *generation
-	if e != nil {
-		g = e.acquire()
+	if asked != nil {
+		g = asked.acquire()
 	}
 	if g == nil {
 		return &UnknownPolicyError{Policy: policy, Available: r.names()}
 	}
-	if g.disabled.Load() != nil {
-		var err error
-		if e, g, err = r.fallback(policy, e, g, len(rows)); err != nil {
-			return err
+	e := asked
+	if d := g.Value.disabled.Load(); d != nil {
+		g.Release()
+		asked.fallbacks.Add(int64(len(rows)))
+		if e, g = r.fallback(policy); g == nil {
+			return d
 		}
 	}
-	defer g.release()
+	defer g.Release()
 	var s *batchScratch
 	select {
 	case s = <-r.scratch:
@@ -92,25 +105,58 @@ func (r *Registry) SampleBatch(ctx context.Context, policy string, rows [][]floa
 		default:
 		}
 	}()
-	maxB := g.mod.MaxBatch()
+	maxB := g.Value.mod.MaxBatch()
 	for start := 0; start < len(rows); start += maxB {
 		end := min(start+maxB, len(rows))
 		e.calls.Add(1)
-		if err := r.step(ctx, g, s, rows[start:end], seqs[start:end], out[start:end]); err != nil {
-			e.failures.Add(1)
-			r.failed(g, err)
+		err := r.step(ctx, g, s, rows[start:end], seqs[start:end], out[start:end])
+		if err == nil {
+			succeeded(g)
+			continue
+		}
+		e.failures.Add(1)
+		r.failed(g, err)
+		if !plugin.IsGuestFault(err) {
 			return err
 		}
-		g.succeeded()
+		if err := r.stepFallback(ctx, asked, g, err, s, rows[start:end], seqs[start:end], out[start:end]); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
+// stepFallback serves the rows of a failed step with the default policy.
+func (r *Registry) stepFallback(ctx context.Context, asked *entry, failed *generation, cause error, s *batchScratch, rows [][]float32, seqs []SeqState, out []Choice) error {
+	name := failed.Value.mod.Name()
+	asked.fallbacks.Add(int64(len(rows)))
+	de, dg := r.fallback(name)
+	fallback := r.opts.Default
+	if dg == nil {
+		fallback = "host sampler"
+	}
+	r.log.Warn("sampler step failed; its rows fall back", "policy", name, "version", failed.Value.version,
+		"rows", len(rows), "fallback", fallback, "err", firstLine(cause))
+	if dg == nil {
+		return &StepFailedError{Policy: name, Err: cause}
+	}
+	defer dg.Release()
+	de.calls.Add(1)
+	if err := r.step(ctx, dg, s, rows, seqs, out); err != nil {
+		de.failures.Add(1)
+		r.failed(dg, err)
+		return &StepFailedError{Policy: name, Err: errors.Join(cause, err)}
+	}
+	succeeded(dg)
+	return nil
+}
+
 func (r *Registry) step(ctx context.Context, g *generation, s *batchScratch, rows [][]float32, seqs []SeqState, out []Choice) error {
-	m := g.mod
+	p := g.Value
+	m := p.mod
 	k := m.K()
 	d := m.Descriptor()
-	np, ns, nh := g.schema.nGuest, d.State, d.History
+	np, ns, nh := p.schema.nGuest, d.State, d.History
 	batch := len(rows)
 	if len(s.rows) < batch {
 		s.rows = append(s.rows, make([]rowScratch, batch-len(s.rows))...)
@@ -130,14 +176,14 @@ func (r *Registry) step(ctx context.Context, g *generation, s *batchScratch, row
 	io := &inst.IO
 	for b, row := range rows {
 		seq := &seqs[b]
-		if seq.Params.key != g.schema.key {
-			seq.Params.resolve(g.schema)
+		if seq.Params.key != p.schema.key {
+			seq.Params.resolve(p.schema)
 		}
 		if len(row) == 0 {
 			return fmt.Errorf("sampling: row %d is empty", b)
 		}
 		rs := &s.rows[b]
-		n := rs.candidates(row, seq, &seq.Params.host, g.schema.ops, k,
+		n := rs.candidates(row, seq, &seq.Params.host, p.schema.ops, k,
 			io.IDs[b*k:b*k+k], io.Logits[b*k:b*k+k], io.Logprobs[b*k:b*k+k])
 		if n == 0 {
 			return fmt.Errorf("sampling: row %d has no finite logit", b)
@@ -163,7 +209,7 @@ func (r *Registry) step(ctx context.Context, g *generation, s *batchScratch, row
 		return err
 	}
 	for b := range batch {
-		out[b] = Choice{Token: io.OutID[b], Logprob: io.OutLogprob[b], Version: g.version, Policy: g.mod.Name()}
+		out[b] = Choice{Token: io.OutID[b], Logprob: io.OutLogprob[b], Version: p.version, Policy: m.Name()}
 		if ns > 0 {
 			copy(seqs[b].State, io.State[b*ns:b*ns+ns])
 		}

@@ -5,8 +5,8 @@ import (
 	"math"
 	"testing"
 
-	"github.com/kvhost/kvhost/host/sampling/internal/testwasm"
-	"github.com/kvhost/kvhost/host/sampling/wasmrt"
+	"github.com/kvhost/kvhost/host/plugin"
+	"github.com/kvhost/kvhost/host/plugin/wasmtest"
 )
 
 // nativeStandard is the standard policy in native Go (the same algorithm
@@ -96,57 +96,54 @@ func BenchmarkStandardStep(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/step")
 	})
-	wasm, err := testwasm.Builtin("standard")
+	wasm, err := wasmtest.Builtin("standard")
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, tc := range []struct {
-		name string
-		term wasmrt.Termination
-	}{{"plugin-fuel", wasmrt.TerminateFuel}, {"plugin-unchecked", wasmrt.TerminateNone}, {"plugin-context-checks", wasmrt.TerminateContext}} {
-		b.Run(tc.name, func(b *testing.B) {
-			ctx := context.Background()
-			rt, err := wasmrt.NewRuntime(ctx, wasmrt.Config{MaxBatch: B, Termination: tc.term})
+	// The plugin under the runtime's fuel and step deadline (package
+	// fuel's BenchmarkLoop compares fuel with wazero's context checks).
+	b.Run("plugin", func(b *testing.B) {
+		ctx := context.Background()
+		rt, err := plugin.NewRuntime(ctx, plugin.Config{MaxBatch: B})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer rt.Close(ctx)
+		m, err := rt.LoadSampler(ctx, "standard", wasm)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := range b.N {
+			inst, err := m.Acquire(ctx)
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer rt.Close(ctx)
-			m, err := rt.Load(ctx, "standard", wasm)
-			if err != nil {
+			io := &inst.IO
+			copy(io.IDs, in.ids)
+			copy(io.Logits, in.logits)
+			copy(io.Logprobs, in.lp)
+			copy(io.NCand, in.nCand)
+			copy(io.Params, in.params)
+			copy(io.Seed, in.seeds)
+			for r := range B {
+				io.Step[r] = uint64(i)
+			}
+			if err := inst.Sample(ctx, B, in.ids, in.nCand); err != nil {
 				b.Fatal(err)
 			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := range b.N {
-				inst, err := m.Acquire(ctx)
-				if err != nil {
-					b.Fatal(err)
-				}
-				io := &inst.IO
-				copy(io.IDs, in.ids)
-				copy(io.Logits, in.logits)
-				copy(io.Logprobs, in.lp)
-				copy(io.NCand, in.nCand)
-				copy(io.Params, in.params)
-				copy(io.Seed, in.seeds)
-				for r := range B {
-					io.Step[r] = uint64(i)
-				}
-				if err := inst.Sample(ctx, B, in.ids, in.nCand); err != nil {
-					b.Fatal(err)
-				}
-				copy(in.outID, io.OutID[:B])
-				m.Release(inst)
-			}
-			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/step")
-		})
-	}
+			copy(in.outID, io.OutID[:B])
+			m.Release(inst)
+		}
+		b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/step")
+	})
 }
 
 // BenchmarkSampleBatch is a whole step through the registry, pre-ops
 // included: 256 rows over a 32,000-token vocabulary.
 func BenchmarkSampleBatch(b *testing.B) {
-	r := newRegistry(b, Options{Runtime: wasmrt.Config{MaxBatch: 256}})
+	r := newRegistry(b, Options{Runtime: plugin.Config{MaxBatch: 256}})
 	rows := batchOf(256, 32000, 3)
 	for _, policy := range []string{"greedy", "standard"} {
 		b.Run(policy, func(b *testing.B) {
@@ -180,13 +177,13 @@ func TestNativeMatchesPlugin(t *testing.T) {
 	const B, K = 64, 64
 	in := newStepInput(B, K, 0.8)
 	ctx := context.Background()
-	rt, err := wasmrt.NewRuntime(ctx, wasmrt.Config{MaxBatch: B})
+	rt, err := plugin.NewRuntime(ctx, plugin.Config{MaxBatch: B})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rt.Close(ctx)
-	wasm, _ := testwasm.Builtin("standard")
-	m, err := rt.Load(ctx, "standard", wasm)
+	wasm, _ := wasmtest.Builtin("standard")
+	m, err := rt.LoadSampler(ctx, "standard", wasm)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -12,10 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvhost/kvhost/host/plugin"
 	"github.com/kvhost/kvhost/host/plugin/allowlist"
-	"github.com/kvhost/kvhost/host/sampling/internal/testwasm"
+	"github.com/kvhost/kvhost/host/plugin/wasmtest"
 	"github.com/kvhost/kvhost/host/sampling/samplertest"
-	"github.com/kvhost/kvhost/host/sampling/wasmrt"
 )
 
 // syncBuffer is a log sink safe for concurrent writers.
@@ -38,7 +39,7 @@ func (s *syncBuffer) String() string {
 
 func hostile(t testing.TB, name string) []byte {
 	t.Helper()
-	b, err := testwasm.Hostile(name)
+	b, err := wasmtest.HostileC(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func infoOf(t testing.TB, r *Registry, name string) Info {
 
 func TestAllowList(t *testing.T) {
 	ctx := context.Background()
-	base, _ := testwasm.Builtin("standard")
+	base, _ := wasmtest.Builtin("standard")
 	listed, _ := samplertest.Variant(base, "8.0.0")
 	unlisted, _ := samplertest.Variant(base, "9.0.0")
 	fail := hostile(t, "failstep")
@@ -118,12 +119,14 @@ func TestAllowList(t *testing.T) {
 }
 
 // TestMemoryCap: a sampler that grows its memory without bound is held at
-// the configured cap and its step fails with an error naming the cap; one
-// whose static data alone exceeds the cap is refused before it runs, and
-// loads once the cap is raised (so the cap, nothing else, refused it).
+// the configured cap and its step fails with an error naming the cap (and
+// with no default to fall back to, the host sampler is asked for); one
+// whose static data alone exceeds the cap is refused before it is
+// compiled, and loads once the cap is raised (so the cap, nothing else,
+// refused it).
 func TestMemoryCap(t *testing.T) {
 	ctx := context.Background()
-	r := newRegistry(t, Options{NoBuiltins: true, Runtime: wasmrt.Config{MemoryLimitPages: 64}})
+	r := newRegistry(t, Options{NoBuiltins: true, Runtime: plugin.Config{SamplerMemoryLimitPages: 64, StepDeadline: time.Minute}})
 	if err := r.Swap(ctx, "membomb", hostile(t, "membomb"), SourceUpload); err != nil {
 		t.Fatal(err)
 	}
@@ -131,8 +134,8 @@ func TestMemoryCap(t *testing.T) {
 	out := make([]Choice, 2)
 	bomb := []SeqState{{Params: mustValidate(t, r, "membomb", map[string]any{"bomb": 1})}, {}}
 	err := r.SampleBatch(ctx, "membomb", rows, bomb, out)
-	var se *wasmrt.StepError
-	if !errors.As(err, &se) || se.Kind != wasmrt.StepTrap || !strings.Contains(err.Error(), "memory at the cap of 64 pages") {
+	var te *plugin.TrapError
+	if !errors.As(err, &te) || !errors.Is(err, ErrHostFallback) || !strings.Contains(err.Error(), "memory at the cap of 64 pages") {
 		t.Fatalf("memory bomb: %v", err)
 	}
 	if err := r.SampleBatch(ctx, "membomb", rows, make([]SeqState, 2), out); err != nil {
@@ -140,11 +143,11 @@ func TestMemoryCap(t *testing.T) {
 	}
 	big := hostile(t, "bigmem")
 	err = r.Swap(ctx, "bigmem", big, SourceUpload)
-	var re *wasmrt.RefusedError
-	if !errors.As(err, &re) || re.Stage != "compile" || !strings.Contains(err.Error(), "over limit of 64 pages") {
+	var re *plugin.RefusedError
+	if !errors.As(err, &re) || re.Stage != "limits" || !strings.Contains(err.Error(), "is over the limit of 64") {
 		t.Fatalf("bigmem under a 64-page cap: %v", err)
 	}
-	roomy := newRegistry(t, Options{NoBuiltins: true, Runtime: wasmrt.Config{MemoryLimitPages: 2048}})
+	roomy := newRegistry(t, Options{NoBuiltins: true, Runtime: plugin.Config{SamplerMemoryLimitPages: 2048, StepDeadline: time.Minute}})
 	if err := roomy.Swap(ctx, "bigmem", big, SourceUpload); err != nil {
 		t.Fatalf("bigmem under a 2048-page cap: %v", err)
 	}
@@ -155,7 +158,7 @@ func TestMemoryCap(t *testing.T) {
 func TestImportsRefused(t *testing.T) {
 	r := newRegistry(t, Options{NoBuiltins: true})
 	err := r.Swap(context.Background(), "importer", hostile(t, "importer"), SourceUpload)
-	var re *wasmrt.RefusedError
+	var re *plugin.RefusedError
 	if !errors.As(err, &re) || re.Stage != "imports" || !strings.Contains(err.Error(), "env.peek") {
 		t.Fatalf("importer: %v", err)
 	}
@@ -170,10 +173,11 @@ func TestImportsRefused(t *testing.T) {
 	}
 }
 
-// TestDisableAfterFailures: a policy that traps on every real step is
-// disabled after DisableAfter consecutive failures (logged, shown in
-// Info); its later steps are served by the default policy with the same
-// tokens the default gives directly; a swap re-enables it.
+// TestDisableAfterFailures: a policy that traps on every real step fails
+// that step only: each failed step is logged and its rows are served at
+// once by the default policy, with the tokens the default gives directly.
+// DisableAfter consecutive failures disable it (logged, shown in Info);
+// its later steps go straight to the default; a swap re-enables it.
 func TestDisableAfterFailures(t *testing.T) {
 	ctx := context.Background()
 	var logs syncBuffer
@@ -195,54 +199,68 @@ func TestDisableAfterFailures(t *testing.T) {
 	out := make([]Choice, n)
 	failing := seqsFor("failstep", map[string]any{"fail": 1, "temperature": 0.7})
 	calm := seqsFor("failstep", map[string]any{"temperature": 0.7})
-
-	// A success in between resets the run: 2 failures, 1 success, 2 failures.
-	for i, s := range [][]SeqState{failing, failing, calm, failing, failing} {
-		err := r.SampleBatch(ctx, "failstep", rows, s, out)
-		if (i == 2) != (err == nil) {
-			t.Fatalf("step %d: %v", i, err)
+	want := make([]Choice, n)
+	if err := r.SampleBatch(ctx, "standard", rows, seqsFor("standard", map[string]any{"temperature": 0.7}), want); err != nil {
+		t.Fatal(err)
+	}
+	served := func(step string) {
+		t.Helper()
+		for i := range n {
+			if out[i].Policy != "standard" || out[i] != want[i] {
+				t.Fatalf("%s, row %d: %+v, want the default's %+v", step, i, out[i], want[i])
+			}
 		}
 	}
-	if info := infoOf(t, r, "failstep"); info.Disabled || info.ConsecutiveFailures != 2 || info.Failures != 4 {
+
+	// A success in between resets the run: 2 failures, 1 success, 2
+	// failures. No step fails its rows: the default serves them.
+	for i, s := range [][]SeqState{failing, failing, calm, failing, failing} {
+		if err := r.SampleBatch(ctx, "failstep", rows, s, out); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if i == 2 {
+			if out[0].Policy != "failstep" {
+				t.Fatalf("calm step served by %s", out[0].Policy)
+			}
+		} else {
+			served(fmt.Sprintf("failing step %d", i))
+		}
+	}
+	if info := infoOf(t, r, "failstep"); info.Disabled || info.ConsecutiveFailures != 2 || info.Failures != 4 || info.Fallbacks != 4*n {
 		t.Fatalf("after a broken run: %+v", info)
 	}
+	if log := logs.String(); strings.Count(log, `"msg":"sampler step failed; its rows fall back"`) != 4 || !strings.Contains(log, `"fallback":"standard"`) {
+		t.Fatalf("failed steps not logged with their fallback:\n%s", log)
+	}
 	// The third consecutive failure disables it.
-	var se *wasmrt.StepError
-	if err := r.SampleBatch(ctx, "failstep", rows, failing, out); !errors.As(err, &se) || se.Kind != wasmrt.StepTrap {
+	if err := r.SampleBatch(ctx, "failstep", rows, failing, out); err != nil {
 		t.Fatalf("third failure: %v", err)
 	}
+	served("third failure")
 	info := infoOf(t, r, "failstep")
-	if !info.Disabled || info.DisabledAt.IsZero() || info.ConsecutiveFailures != 3 || !strings.Contains(info.LastError, "trap") || info.Fallbacks != 0 {
+	if !info.Disabled || info.DisabledAt.IsZero() || info.ConsecutiveFailures != 3 || !strings.Contains(info.LastError, "trapped") || info.Fallbacks != 5*n {
 		t.Fatalf("not disabled: %+v", info)
 	}
 	log := logs.String()
-	for _, w := range []string{`"level":"WARN"`, `"msg":"sampler disabled`, `"policy":"failstep"`, `"version":"` + info.Version, `"failures":3`, `"last_error":"wasmrt: failstep: step failed (trap)`} {
+	for _, w := range []string{`"level":"WARN"`, `"msg":"sampler disabled`, `"policy":"failstep"`, `"version":"` + info.Version, `"failures":3`, `"last_error":"plugin: failstep: kvhost_sample trapped`} {
 		if !strings.Contains(log, w) {
 			t.Fatalf("log lacks %s:\n%s", w, log)
 		}
 	}
-	// Its name still resolves; its steps now succeed through the default,
-	// giving exactly the tokens the default gives for the same sequences
-	// (temperature carries over; "fail" is not the default's parameter).
+	// Its name still resolves; its steps now go to the default without
+	// calling it (temperature carries over; "fail" is not the default's
+	// parameter).
 	if _, err := r.ValidateParams("failstep", map[string]any{"fail": 1}); err != nil {
 		t.Fatalf("disabled name stopped resolving: %v", err)
-	}
-	want := make([]Choice, n)
-	if err := r.SampleBatch(ctx, "standard", rows, seqsFor("standard", map[string]any{"temperature": 0.7}), want); err != nil {
-		t.Fatal(err)
 	}
 	for range 2 {
 		if err := r.SampleBatch(ctx, "failstep", rows, failing, out); err != nil {
 			t.Fatalf("step after disabling: %v", err)
 		}
-		for i := range n {
-			if out[i].Policy != "standard" || out[i] != want[i] {
-				t.Fatalf("row %d: %+v, want the default's %+v", i, out[i], want[i])
-			}
-		}
+		served("after disabling")
 	}
 	info = infoOf(t, r, "failstep")
-	if !info.Disabled || info.Fallbacks != 2*n || info.Calls != 6 {
+	if !info.Disabled || info.Fallbacks != 7*n || info.Calls != 6 {
 		t.Fatalf("after fallbacks: %+v", info)
 	}
 	// A swap of the name re-enables it: it serves its own steps again.
@@ -260,9 +278,10 @@ func TestDisableAfterFailures(t *testing.T) {
 	}
 }
 
-// TestDisabledWithoutFallback: when the default itself is disabled,
-// SampleBatch answers ErrPolicyDisabled and leaves out untouched (the
-// engine then uses its host sampler); DisableAfter < 0 never disables.
+// TestDisabledWithoutFallback: when the default itself fails, SampleBatch
+// answers ErrHostFallback (a *StepFailedError while it fails, a
+// *PolicyDisabledError once disabled) and leaves out untouched (the engine
+// then uses its host sampler); DisableAfter < 0 never disables.
 func TestDisabledWithoutFallback(t *testing.T) {
 	ctx := context.Background()
 	fail := hostile(t, "failstep")
@@ -280,7 +299,8 @@ func TestDisabledWithoutFallback(t *testing.T) {
 	}
 	out := make([]Choice, 3)
 	for range 2 {
-		if err := r.SampleBatch(ctx, "", rows, failing, out); err == nil || errors.Is(err, ErrPolicyDisabled) {
+		var sf *StepFailedError
+		if err := r.SampleBatch(ctx, "", rows, failing, out); !errors.As(err, &sf) || !errors.Is(err, ErrHostFallback) || errors.Is(err, ErrPolicyDisabled) {
 			t.Fatalf("failing step: %v", err)
 		}
 	}
@@ -289,11 +309,10 @@ func TestDisabledWithoutFallback(t *testing.T) {
 	}
 	err := r.SampleBatch(ctx, "", rows, make([]SeqState, 3), out)
 	var pd *PolicyDisabledError
-	if !errors.As(err, &pd) || !errors.Is(err, ErrPolicyDisabled) || pd.Policy != "failstep" || pd.Failures != 2 || pd.DisabledAt.IsZero() {
+	if !errors.As(err, &pd) || !errors.Is(err, ErrPolicyDisabled) || !errors.Is(err, ErrHostFallback) || pd.Policy != "failstep" || pd.Failures != 2 || pd.DisabledAt.IsZero() {
 		t.Fatalf("disabled default: %v", err)
 	}
-	var se *wasmrt.StepError
-	if !errors.As(err, &se) {
+	if !errors.As(err, new(*plugin.TrapError)) {
 		t.Fatalf("%v does not wrap the last failure", err)
 	}
 	for i := range out {
@@ -305,15 +324,15 @@ func TestDisabledWithoutFallback(t *testing.T) {
 	// naming the policy asked for. The loop policy fails by fuel.
 	spin := []SeqState{{Params: mustValidate(t, r, "loop", map[string]any{"spin": 1})}, {}, {}}
 	for range 2 {
-		if err := r.SampleBatch(ctx, "loop", rows, spin, out); !errors.Is(err, wasmrt.ErrOutOfFuel) {
+		if err := r.SampleBatch(ctx, "loop", rows, spin, out); !errors.Is(err, plugin.ErrOutOfFuel) {
 			t.Fatalf("loop: %v", err)
 		}
 	}
 	if err := r.SampleBatch(ctx, "loop", rows, spin, out); !errors.As(err, &pd) || pd.Policy != "loop" {
 		t.Fatalf("loop disabled, default disabled: %v", err)
 	}
-	if f := infoOf(t, r, "failstep").Fallbacks; f != 3 {
-		t.Fatalf("fallbacks %d, want 3 rows", f)
+	if f := infoOf(t, r, "failstep").Fallbacks; f != 9 {
+		t.Fatalf("fallbacks %d, want 9 rows (two failed steps and one disabled, of 3 rows each)", f)
 	}
 
 	never := newRegistry(t, Options{NoBuiltins: true, Default: "failstep", DisableAfter: -1})
@@ -321,7 +340,7 @@ func TestDisabledWithoutFallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 5 {
-		if err := never.SampleBatch(ctx, "", rows, failing, out); err == nil || errors.Is(err, ErrPolicyDisabled) {
+		if err := never.SampleBatch(ctx, "", rows, failing, out); !errors.Is(err, ErrHostFallback) || errors.Is(err, ErrPolicyDisabled) {
 			t.Fatalf("DisableAfter -1: %v", err)
 		}
 	}
@@ -331,8 +350,7 @@ func TestDisabledWithoutFallback(t *testing.T) {
 }
 
 // TestDisableConcurrent: concurrent failing steps disable the policy
-// exactly once, and no step is lost (every step either failed or was
-// served by the default).
+// exactly once, and no step is lost: every one is served by the default.
 func TestDisableConcurrent(t *testing.T) {
 	ctx := context.Background()
 	var logs syncBuffer
@@ -364,7 +382,7 @@ func TestDisableConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if failed+served != 40 || failed < 3 {
+	if failed != 0 || served != 40 {
 		t.Fatalf("%d failed, %d served by the default", failed, served)
 	}
 	if n := strings.Count(logs.String(), "sampler disabled"); n != 1 {

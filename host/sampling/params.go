@@ -18,11 +18,16 @@ import (
 var ErrUnknownPolicy = errors.New("sampling: unknown sampler")
 
 // ParamError is a request parameter the chosen policy does not accept: a
-// client error (HTTP 400) naming the parameter.
+// client error (HTTP 400) naming the parameter. FromRequest says the value
+// came from the request's own field of that name (temperature, top_p,
+// frequency_penalty, logit_bias, ...) rather than from the policy
+// parameters ("sampler_params"), so the server can name the field the
+// client wrote.
 type ParamError struct {
-	Policy  string
-	Param   string
-	Problem string
+	Policy      string
+	Param       string
+	Problem     string
+	FromRequest bool
 }
 
 func (e *ParamError) Error() string {
@@ -58,13 +63,14 @@ type hostParams struct {
 type schema struct {
 	key    uint64
 	ops    preOps
+	argmax bool            // the policy declared itself argmax-invariant
 	all    []sampler.Param // host pre-op params, then the guest's
 	nGuest int
 	index  map[string]int
 }
 
 func newSchema(d sampler.Descriptor) *schema {
-	s := &schema{index: map[string]int{}}
+	s := &schema{index: map[string]int{}, argmax: d.ArgmaxInvariant}
 	for _, op := range sampler.PreOpOrder {
 		if !slices.Contains(d.PreOps, op) {
 			continue
@@ -135,11 +141,7 @@ func (s *schema) validate(policy string, params map[string]any) (map[string]floa
 	for _, n := range names {
 		i, ok := s.index[n]
 		if !ok {
-			known := make([]string, len(s.all))
-			for j, p := range s.all {
-				known[j] = p.Name
-			}
-			return nil, &ParamError{Policy: policy, Param: n, Problem: fmt.Sprintf("unknown; this sampler takes %s", strings.Join(known, ", "))}
+			return nil, &ParamError{Policy: policy, Param: n, Problem: "unknown; this sampler takes " + s.names()}
 		}
 		p := s.all[i]
 		v, ok := number(params[n])

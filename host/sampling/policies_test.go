@@ -189,8 +189,8 @@ func policyCase(t *testing.T, r *Registry, policy string, params map[string]any,
 	const batch, rounds = 48, 6
 	c := mustValidate(t, r, policy, params)
 	g := r.entry(policy).acquire()
-	defer g.release()
-	k := g.mod.K()
+	defer g.Release()
+	k := g.Value.mod.K()
 	agree, total := 0, 0
 	for round := range rounds {
 		rows := batchOf(batch, 600, uint64(100+round))
@@ -209,7 +209,7 @@ func policyCase(t *testing.T, r *Registry, policy string, params map[string]any,
 		ids, logits, lp := make([]int32, k), make([]float32, k), make([]float32, k)
 		for i := range rows {
 			seq := &seqs[i]
-			n := rs.candidates(rows[i], seq, &seq.Params.host, g.schema.ops, k, ids, logits, lp)
+			n := rs.candidates(rows[i], seq, &seq.Params.host, g.Value.schema.ops, k, ids, logits, lp)
 			got := slices.Index(ids[:n], out[i].Token)
 			if got < 0 {
 				t.Fatalf("row %d: token %d is not a candidate", i, out[i].Token)
@@ -350,9 +350,9 @@ func TestPolicyMirostat(t *testing.T) {
 	const tau, eta = 3.0, 0.1
 	c := mustValidate(t, r, "mirostat", map[string]any{"tau": tau, "eta": eta})
 	g := r.entry("mirostat").acquire()
-	k := g.mod.K()
-	ops := g.schema.ops
-	g.release()
+	k := g.Value.mod.K()
+	ops := g.Value.schema.ops
+	g.Release()
 	rng := rand.New(rand.NewPCG(3, 3))
 	row := make([]float32, 2000)
 	for i := range row {

@@ -39,30 +39,53 @@ type rowScratch struct {
 
 // adjust builds the sorted list of tokens whose logits the penalty and
 // bias pre-ops change, with their new values; the row is never copied or
-// modified.
+// modified. Penalties (vLLM's rules, see the package doc): a token of the
+// prompt or of Generated has its logit divided by the repetition penalty
+// when positive, multiplied when not; a token of Generated then loses
+// count·frequency + presence. Bias entries add to the result.
 func (s *rowScratch) adjust(row []float32, seq *SeqState, hp *hostParams, penalties, bias bool) []touch {
 	s.pen = s.pen[:0]
-	if penalties && len(seq.Generated) > 0 && (hp.repetition != 1 || hp.frequency != 0 || hp.presence != 0) {
+	rep := penalties && hp.repetition != 1
+	if penalties && (len(seq.Generated) > 0 || rep && len(seq.Prompt) > 0) && (rep || hp.frequency != 0 || hp.presence != 0) {
 		s.gen = append(s.gen[:0], seq.Generated...)
 		slices.Sort(s.gen)
-		for i := 0; i < len(s.gen); {
-			id, j := s.gen[i], i
-			for j < len(s.gen) && s.gen[j] == id {
-				j++
-			}
-			if id >= 0 && int(id) < len(row) {
-				l := row[id]
-				if hp.repetition != 1 {
-					if l > 0 {
-						l /= hp.repetition
-					} else {
-						l *= hp.repetition
-					}
+		prompt := seq.Prompt
+		if !rep {
+			prompt = nil // only the repetition penalty reads the prompt
+		}
+		for i := 0; i < len(s.gen) || len(prompt) > 0; {
+			// The next token of the merged, sorted lists and how many
+			// times it was generated.
+			var id int32
+			j := i
+			if i < len(s.gen) && (len(prompt) == 0 || s.gen[i] <= prompt[0]) {
+				id = s.gen[i]
+				for j < len(s.gen) && s.gen[j] == id {
+					j++
 				}
-				l -= float32(j-i)*hp.frequency + hp.presence
-				s.pen = append(s.pen, touch{id, l})
+			} else {
+				id = prompt[0]
 			}
+			for len(prompt) > 0 && prompt[0] == id {
+				prompt = prompt[1:]
+			}
+			count := j - i
 			i = j
+			if id < 0 || int(id) >= len(row) {
+				continue
+			}
+			l := row[id]
+			if rep {
+				if l > 0 {
+					l /= hp.repetition
+				} else {
+					l *= hp.repetition
+				}
+			}
+			if count > 0 {
+				l -= float32(count)*hp.frequency + hp.presence
+			}
+			s.pen = append(s.pen, touch{id, l})
 		}
 	}
 	s.touched = s.touched[:0]

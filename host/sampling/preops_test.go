@@ -34,7 +34,14 @@ func TestCandidatesMatchReference(t *testing.T) {
 				row[i] = float32(math.Round(rng.NormFloat64()*20) / 8) // ties on purpose
 			}
 			row[17] = float32(math.NaN())
-			seq := &SeqState{Generated: []int32{3, 3, 40, 699, 12, 3}, Bias: NormalizeBias(map[int32]float32{40: 2, 41: -100, 500: 5})}
+			best := int32(0) // the prompt holds the best raw token: repetition must move it
+			for i, v := range row {
+				if v > row[best] {
+					best = int32(i)
+				}
+			}
+			seq := &SeqState{Generated: []int32{3, 3, 40, 699, 12, 3}, Prompt: PromptSet([]int32{600, 3, 5, 600, 41, best}),
+				Bias: NormalizeBias(map[int32]float32{40: 2, 41: -100, 500: 5})}
 			type kv struct {
 				id int32
 				v  float64
@@ -44,17 +51,26 @@ func TestCandidatesMatchReference(t *testing.T) {
 			for _, g := range seq.Generated {
 				counts[g]++
 			}
+			inPrompt := map[int32]bool{}
+			for _, p := range seq.Prompt {
+				inPrompt[p] = true
+			}
 			for i, l := range row {
 				if l != l {
 					continue
 				}
 				v := float64(l)
-				if c := counts[int32(i)]; tc.ops.penalties && c > 0 {
+				// Repetition over prompt and output, frequency and
+				// presence over the output (the package doc).
+				c := counts[int32(i)]
+				if tc.ops.penalties && tc.hp.repetition != 1 && (c > 0 || inPrompt[int32(i)]) {
 					if v > 0 {
 						v = float64(float32(v) / tc.hp.repetition)
 					} else {
 						v = float64(float32(v) * tc.hp.repetition)
 					}
+				}
+				if tc.ops.penalties && c > 0 {
 					v = float64(float32(v) - (float32(c)*tc.hp.frequency + tc.hp.presence))
 				}
 				for _, b := range seq.Bias {

@@ -2,7 +2,6 @@ package sampling
 
 import (
 	"context"
-
 	"fmt"
 	"io"
 	"io/fs"
@@ -13,9 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/kvhost/kvhost/host/plugin/allowlist"
-	"github.com/kvhost/kvhost/host/sampling/builtin"
-	"github.com/kvhost/kvhost/host/sampling/wasmrt"
+	"github.com/kvhost/kvhost/host/plugin"
+	"github.com/kvhost/kvhost/host/plugin/builtin"
 	"github.com/kvhost/kvhost/sdk/sampler"
 )
 
@@ -28,94 +26,85 @@ const (
 
 // Options configure a Registry; zero fields take defaults.
 type Options struct {
-	Runtime wasmrt.Config
-	// Default is the policy a request without a sampler field gets
-	// (default "standard").
-	Default string
-	// NoBuiltins skips loading the built-in policies; Builtins replaces
-	// the embedded set (package builtin) with another folder of
-	// <name>.wasm files (tests use the freshly built ones on disk).
-	NoBuiltins bool
-	Builtins   fs.FS
-	Logger     *slog.Logger
-	// AllowSHA256 pins every policy that is not a built-in: when set, Swap
-	// refuses (with an *allowlist.NotAllowedError, before compiling
-	// anything) a module whose sha256 is not listed, or is listed under
-	// another name. Entries are "<hex sha256>" or "<hex sha256> <name>"
-	// (allowlist.ReadFile's result). Empty allows every module. The
-	// built-ins (the embedded set, or Builtins) are always trusted: their
-	// bytes are exempt whatever the source label.
+	// Plugins is the plugin registry (one for every plugin kind) whose
+	// runtime, sampler sources — the built-ins overlaid by the plugins
+	// folder — and allow-list the policies come from. Nil builds one over
+	// Builtins (default: the embedded set) with a runtime of its own,
+	// configured by Runtime and AllowSHA256, which Close closes.
+	Plugins     *plugin.Registry
+	Runtime     plugin.Config
+	Builtins    fs.FS
 	AllowSHA256 []string
+	// NoBuiltins loads none of the sources at construction (tests that
+	// Swap their own).
+	NoBuiltins bool
+	// Default is the policy a request without a sampler field gets
+	// (default "standard"); it cannot be removed.
+	Default string
+	Logger  *slog.Logger
+	// AllowlistFile is the file AllowSHA256 was read from, if any. Watch
+	// re-reads it whenever it changes, before scanning the folder, so a
+	// plugin and its pin can arrive together (one ConfigMap update); a
+	// folder file refused under the old list is tried again under the new
+	// one. A file that no longer parses is logged and the previous list
+	// stays. A new list governs loads from then on: versions already
+	// serving are not unloaded by losing their pin (remove the file).
+	AllowlistFile string
 	// DisableAfter is how many consecutive failed steps (guest faults:
-	// traps, fuel, contract breaches; not cancelled contexts) disable a
-	// policy version (default DefaultDisableAfter; negative: never). A
-	// disabled policy keeps its name and parameters, its steps run on the
-	// default policy, and a successful Swap of the name re-enables it.
+	// traps, fuel, deadlines, contract breaches; not cancelled contexts)
+	// disable a policy version (default DefaultDisableAfter; negative:
+	// never). A disabled policy keeps its name and parameters, its steps
+	// run on the default policy, and a successful Swap of the name
+	// re-enables it.
 	DisableAfter int
 }
 
-// generation is one loaded version of a policy, reference-counted: the
-// registry holds one reference while it is current, each step in flight
-// one more; the last release closes its module.
-type generation struct {
-	mod     *wasmrt.Module
+// policy is one loaded version of a policy; the registry publishes it in
+// a plugin.Generation, which drains and closes it when swapped out.
+type policy struct {
+	mod     *plugin.Sampler
 	schema  *schema
 	source  string
 	version string // "<descriptor version>+<sha256[:12]>", as in Choice
 	loaded  time.Time
-	refs    atomic.Int64
-	closing sync.Once
 	// consecutive counts failed steps since the last success; disabled is
 	// set (once) when it reaches Options.DisableAfter.
 	consecutive atomic.Int64
 	disabled    atomic.Pointer[PolicyDisabledError]
 }
 
-func (g *generation) release() {
-	if g.refs.Add(-1) == 0 {
-		g.closing.Do(func() { _ = g.mod.Close(context.Background()) })
-	}
-}
+// generation is a published policy version with its reference count.
+type generation = plugin.Generation[*policy]
 
 // entry is one policy name: its current generation and lifetime counters.
 type entry struct {
-	cur             atomic.Pointer[generation]
+	cur             plugin.Current[*policy]
 	calls, failures atomic.Int64
 	swaps           atomic.Int64
 	fallbacks       atomic.Int64 // rows of this name served by a fallback
 }
 
 // acquire returns the current generation with a reference held.
-func (e *entry) acquire() *generation {
-	for {
-		g := e.cur.Load()
-		if g == nil {
-			return nil
-		}
-		g.refs.Add(1)
-		if e.cur.Load() == g {
-			return g
-		}
-		g.release() // swapped meanwhile: retry on the new one
-	}
-}
+func (e *entry) acquire() *generation { return e.cur.Acquire() }
 
 // Registry holds the sampling policies by name, serves steps lock-free and
 // swaps versions atomically. Safe for concurrent use.
 type Registry struct {
-	rt       *wasmrt.Runtime
+	plugins  *plugin.Registry
+	rt       *plugin.Runtime
+	ownRT    bool // built by NewRegistry: closed by Close
 	opts     Options
 	log      *slog.Logger
-	builtins map[string][]byte
-	trusted  map[string]bool // sha256 of the built-ins' bytes
-	allow    *allowlist.List
+	builtins map[string][]byte // the embedded bytes of each built-in policy
 
 	mu       sync.Mutex // serialises writers (Swap, Remove)
 	policies atomic.Pointer[map[string]*entry]
 	scratch  chan *batchScratch // free list (a channel: unlike sync.Pool it never drops items, so steps stay allocation-free)
 }
 
-// NewRegistry builds the runtime and loads the built-in policies.
+// NewRegistry loads the sampler sources of the plugin registry (the
+// built-ins, overridden by the plugins folder's files of the same name);
+// sources of other kinds are left to their registries.
 func NewRegistry(ctx context.Context, opts Options) (*Registry, error) {
 	if opts.Default == "" {
 		opts.Default = "standard"
@@ -126,54 +115,86 @@ func NewRegistry(ctx context.Context, opts Options) (*Registry, error) {
 	if opts.DisableAfter == 0 {
 		opts.DisableAfter = DefaultDisableAfter
 	}
-	allow, err := allowlist.New(opts.AllowSHA256)
-	if err != nil {
-		return nil, fmt.Errorf("sampling: options AllowSHA256: %w", err)
-	}
-	rt, err := wasmrt.NewRuntime(ctx, opts.Runtime)
-	if err != nil {
-		return nil, err
-	}
-	r := &Registry{rt: rt, opts: opts, log: opts.Logger, builtins: map[string][]byte{}, trusted: map[string]bool{}, allow: allow}
-	r.policies.Store(&map[string]*entry{})
-	r.scratch = make(chan *batchScratch, 64)
-	if !opts.NoBuiltins {
+	r := &Registry{opts: opts, log: opts.Logger, builtins: map[string][]byte{}, plugins: opts.Plugins}
+	if r.plugins == nil {
+		rt, err := plugin.NewRuntime(ctx, opts.Runtime)
+		if err != nil {
+			return nil, err
+		}
 		fsys := opts.Builtins
 		if fsys == nil {
 			fsys = builtin.FS()
 		}
-		names, err := fs.Glob(fsys, "*.wasm")
-		if err != nil {
-			return nil, err
+		if r.plugins, err = plugin.NewRegistryWith(rt, fsys, "", plugin.RegistryOptions{AllowSHA256: opts.AllowSHA256, Logger: opts.Logger}); err != nil {
+			_ = rt.Close(ctx)
+			return nil, fmt.Errorf("sampling: %w", err)
 		}
-		for _, file := range names {
-			b, err := fs.ReadFile(fsys, file)
-			if err != nil {
-				return nil, err
+		r.ownRT = true
+	}
+	r.rt = r.plugins.Runtime()
+	r.policies.Store(&map[string]*entry{})
+	r.scratch = make(chan *batchScratch, 64)
+	for _, name := range r.plugins.Names() {
+		if b, ok := r.plugins.Builtin(name); ok && r.isSampler(name, b.Wasm) {
+			r.builtins[name] = b.Wasm
+		}
+	}
+	if !opts.NoBuiltins {
+		for _, name := range r.plugins.Names() {
+			src, _ := r.plugins.Source(name)
+			if !r.isSampler(name, src.Wasm) {
+				continue
 			}
-			name := strings.TrimSuffix(file, ".wasm")
-			r.builtins[name] = b
-			r.trusted[allowlist.Sum(b)] = true
-			if err := r.Swap(ctx, name, b, SourceBuiltin); err != nil {
-				_ = r.Close(ctx)
-				return nil, fmt.Errorf("sampling: built-in %s: %w", name, err)
+			source := SourceBuiltin
+			if !src.Builtin() {
+				source = SourceFolder
+			}
+			if err := r.Swap(ctx, name, src.Wasm, source); err != nil {
+				if source == SourceBuiltin {
+					_ = r.Close(ctx)
+					return nil, fmt.Errorf("sampling: built-in %s: %w", name, err)
+				}
+				r.log.Error("sampler file refused", "file", src.Origin, "err", err)
 			}
 		}
 	}
 	return r, nil
 }
 
-// Close closes every policy and the runtime. Steps must have finished.
+// isSampler tells a sampler's bytes from another kind's, compiling
+// nothing.
+func (r *Registry) isSampler(name string, wasm []byte) bool {
+	kind, err := r.rt.KindOf(name, wasm)
+	return err == nil && kind == plugin.KindSampler
+}
+
+// MaxModuleBytes is the size cap of an uploaded policy (the runtime's).
+func (r *Registry) MaxModuleBytes() int64 { return int64(r.rt.Config().MaxModuleBytes) }
+
+// Close closes every policy and, when NewRegistry built it, the runtime.
+// Steps must have finished.
+// SetAllowSHA256 replaces the sha256 allow-list of the plugin registry
+// (entries as Options.AllowSHA256) for every later Swap; Watch calls it
+// when Options.AllowlistFile changes. On a bad entry the list in force
+// stays. Built-ins stay trusted whatever the list.
+func (r *Registry) SetAllowSHA256(entries []string) error {
+	if err := r.plugins.SetAllowSHA256(entries); err != nil {
+		return fmt.Errorf("sampling: %w", err)
+	}
+	return nil
+}
+
 func (r *Registry) Close(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, e := range *r.policies.Load() {
-		if g := e.cur.Swap(nil); g != nil {
-			g.release()
-		}
+		e.cur.Swap(nil)
 	}
 	r.policies.Store(&map[string]*entry{})
-	return r.rt.Close(ctx)
+	if r.ownRT {
+		return r.rt.Close(ctx)
+	}
+	return nil
 }
 
 // Default is the policy used when a request names none.
@@ -190,7 +211,7 @@ func (r *Registry) names() []string {
 	m := *r.policies.Load()
 	out := make([]string, 0, len(m))
 	for n, e := range m {
-		if e.cur.Load() != nil {
+		if e.cur.Peek() != nil {
 			out = append(out, n)
 		}
 	}
@@ -199,36 +220,33 @@ func (r *Registry) names() []string {
 }
 
 // Swap loads wasm as the new version of policy name: it compiles,
-// handshakes and self-tests it (wasmrt.Load), checks the descriptor's name
-// matches, then switches atomically. Steps already running finish on the
-// old version, which closes once drained. On any failure the old version
-// keeps serving and the error (a *wasmrt.RefusedError or a name mismatch)
-// says why. With Options.AllowSHA256 set, bytes that are neither a
-// built-in nor listed for name are refused first with an
+// handshakes and self-tests it (plugin.Runtime.LoadSampler), checks the
+// descriptor's name matches, then switches atomically. Steps already
+// running finish on the old version, which closes once drained. On any
+// failure the old version keeps serving and the error (a
+// *plugin.RefusedError, a *plugin.KindError for another kind of plugin,
+// or a name mismatch) says why. Bytes the plugin registry's allow-list
+// does not permit are refused first, before compiling, with an
 // *allowlist.NotAllowedError (errors.Is allowlist.ErrNotAllowed). A
 // successful Swap re-enables a policy disabled by repeated failures.
 func (r *Registry) Swap(ctx context.Context, name string, wasm []byte, source string) error {
 	if !sampler.ValidName(name) {
 		return fmt.Errorf("sampling: sampler name %q: want lowercase letters, digits, '.', '_' or '-' (1–64 bytes)", name)
 	}
-	if r.allow.Enabled() {
-		if sum := allowlist.Sum(wasm); !r.trusted[sum] {
-			if err := r.allow.Check(name, sum); err != nil {
-				return fmt.Errorf("sampling: %s from %s: %w", name, source, err)
-			}
-		}
+	if err := r.plugins.Allowed(name, wasm); err != nil {
+		return fmt.Errorf("sampling: %s from %s: %w", name, source, err)
 	}
-	mod, err := r.rt.Load(ctx, name, wasm)
+	mod, err := r.rt.LoadSampler(ctx, name, wasm)
 	if err != nil {
 		return err
 	}
 	d := mod.Descriptor()
 	if d.Name != name {
 		_ = mod.Close(ctx)
-		return &wasmrt.RefusedError{Plugin: name, Stage: "describe", Err: fmt.Errorf("descriptor names the sampler %q, not %q", d.Name, name)}
+		return &plugin.RefusedError{Plugin: name, Stage: "describe", Err: fmt.Errorf("descriptor names the sampler %q, not %q", d.Name, name)}
 	}
-	g := &generation{mod: mod, schema: newSchema(d), source: source, version: d.Version + "+" + mod.SHA256()[:12], loaded: time.Now()}
-	g.refs.Store(1)
+	p := &policy{mod: mod, schema: newSchema(d), source: source, version: d.Version + "+" + mod.SHA256()[:12], loaded: time.Now()}
+	g := plugin.NewGeneration(p, func() { _ = mod.Close(context.Background()) })
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	old := *r.policies.Load()
@@ -240,26 +258,30 @@ func (r *Registry) Swap(ctx context.Context, name string, wasm []byte, source st
 			next[k] = v
 		}
 		next[name] = e
-		e.cur.Store(g)
+		e.cur.Swap(g)
 		r.policies.Store(&next)
 	} else if prev := e.cur.Swap(g); prev != nil {
-		if d := prev.disabled.Load(); d != nil {
-			r.log.Info("sampler re-enabled by a new version", "name", name, "version", g.version, "disabled_version", d.Version)
+		if d := prev.Value.disabled.Load(); d != nil {
+			r.log.Info("sampler re-enabled by a new version", "name", name, "version", p.version, "disabled_version", d.Version)
 		}
-		prev.release()
 	}
 	e.swaps.Add(1)
-	r.log.Info("sampler loaded", "name", name, "version", g.version, "source", source)
+	r.log.Info("sampler loaded", "name", name, "version", p.version, "source", source)
 	return nil
 }
 
-// Remove unloads a policy; steps in flight finish on it first.
+// Remove unloads a policy; steps in flight finish on it first. The
+// default policy cannot be removed (*DefaultPolicyError): every request
+// that names no policy needs it.
 func (r *Registry) Remove(name string) error {
+	if name == r.opts.Default {
+		return &DefaultPolicyError{Policy: name}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	old := *r.policies.Load()
 	e, ok := old[name]
-	if !ok || e.cur.Load() == nil {
+	if !ok || e.cur.Peek() == nil {
 		return &UnknownPolicyError{Policy: name, Available: r.names()}
 	}
 	next := make(map[string]*entry, len(old))
@@ -269,9 +291,7 @@ func (r *Registry) Remove(name string) error {
 		}
 	}
 	r.policies.Store(&next)
-	if g := e.cur.Swap(nil); g != nil {
-		g.release()
-	}
+	e.cur.Swap(nil)
 	r.log.Info("sampler removed", "name", name)
 	return nil
 }
@@ -291,7 +311,7 @@ type Info struct {
 	Swaps      int64           `json:"swaps"`
 	MeanStep   time.Duration   `json:"mean_step_ns"` // current version
 	MaxStep    time.Duration   `json:"max_step_ns"`
-	Overruns   int64           `json:"overruns"` // current version's steps over the deadline
+	Overruns   int64           `json:"overruns"` // current version's steps over their deadline (each failed and fell back)
 	// Disabled: the current version failed DisableAfter steps in a row
 	// and its sequences are served by the default policy (or, when that
 	// cannot, the host sampler) until a Swap; DisabledAt and LastError say
@@ -301,8 +321,9 @@ type Info struct {
 	LastError           string    `json:"last_error,omitempty"`
 	ConsecutiveFailures int64     `json:"consecutive_failures"`
 	// Fallbacks counts rows of this name served by a fallback (the default
-	// policy, or the host sampler after a *PolicyDisabledError) since the
-	// name was first loaded; metrics export it as kvhost_sampler_fallbacks.
+	// policy, or the host sampler when it cannot) after a failed step or
+	// while disabled, since the name was first loaded; metrics export it
+	// as kvhost_sampler_fallbacks_total.
 	Fallbacks int64 `json:"fallbacks"`
 }
 
@@ -318,21 +339,22 @@ func (r *Registry) List() []Info {
 		if g == nil {
 			continue
 		}
-		d := g.mod.Descriptor()
-		st := g.mod.Stats()
+		p := g.Value
+		d := p.mod.Descriptor()
+		st := p.mod.Stats()
 		info := Info{
-			Name: name, Version: g.version, SHA256: g.mod.SHA256(), Source: g.source, Loaded: g.loaded,
-			Candidates: d.Candidates, PreOps: slices.Clone(d.PreOps), Params: slices.Clone(g.schema.all),
+			Name: name, Version: p.version, SHA256: p.mod.SHA256(), Source: p.source, Loaded: p.loaded,
+			Candidates: d.Candidates, PreOps: slices.Clone(d.PreOps), Params: slices.Clone(p.schema.all),
 			Calls: e.calls.Load(), Failures: e.failures.Load(), Swaps: e.swaps.Load(),
 			MeanStep: st.Mean, MaxStep: st.Max, Overruns: st.Overruns,
-			ConsecutiveFailures: g.consecutive.Load(), Fallbacks: e.fallbacks.Load(),
+			ConsecutiveFailures: p.consecutive.Load(), Fallbacks: e.fallbacks.Load(),
 		}
-		if dis := g.disabled.Load(); dis != nil {
+		if dis := p.disabled.Load(); dis != nil {
 			last, _, _ := strings.Cut(dis.LastErr.Error(), "\n") // not wazero's stack trace
 			info.Disabled, info.DisabledAt, info.LastError = true, dis.DisabledAt, last
 		}
 		out = append(out, info)
-		g.release()
+		g.Release()
 	}
 	return out
 }
@@ -353,12 +375,12 @@ func (r *Registry) ValidateParams(policy string, params map[string]any) (Compile
 	if g == nil {
 		return Compiled{}, &UnknownPolicyError{Policy: policy, Available: r.names()}
 	}
-	defer g.release()
-	values, err := g.schema.validate(policy, params)
+	defer g.Release()
+	values, err := g.Value.schema.validate(policy, params)
 	if err != nil {
 		return Compiled{}, err
 	}
 	c := Compiled{policy: policy, values: values}
-	c.resolve(g.schema)
+	c.resolve(g.Value.schema)
 	return c, nil
 }

@@ -14,15 +14,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kvhost/kvhost/host/sampling/internal/testwasm"
+	"github.com/kvhost/kvhost/host/plugin"
+	"github.com/kvhost/kvhost/host/plugin/wasmtest"
 	"github.com/kvhost/kvhost/host/sampling/samplertest"
-	"github.com/kvhost/kvhost/host/sampling/wasmrt"
 )
 
 var builtins = []string{"standard", "greedy", "typical", "mirostat", "dry", "xtc", "top-n-sigma"}
 
 func TestMain(m *testing.M) {
-	if err := testwasm.Ensure(); err != nil {
+	if err := wasmtest.Ensure(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
@@ -37,11 +37,11 @@ func newRegistry(t testing.TB, opts Options) *Registry {
 	if opts.Builtins == nil {
 		// The files TestMain just built, not the copies embedded when this
 		// test binary was compiled (which may predate them).
-		root, err := testwasm.Root()
+		fsys, err := wasmtest.BuiltinSamplers()
 		if err != nil {
 			t.Fatal(err)
 		}
-		opts.Builtins = os.DirFS(filepath.Join(root, "host/sampling/builtin/wasm"))
+		opts.Builtins = fsys
 	}
 	r, err := NewRegistry(context.Background(), opts)
 	if err != nil {
@@ -123,7 +123,7 @@ func batchOf(n, v int, seed uint64) [][]float32 {
 // parameters and logits, not on the run, its position or its batch-mates,
 // including batches split over several guest calls.
 func TestSeedDeterminism(t *testing.T) {
-	r := newRegistry(t, Options{Runtime: wasmrt.Config{MaxBatch: 16}})
+	r := newRegistry(t, Options{Runtime: plugin.Config{MaxBatch: 16}})
 	ctx := context.Background()
 	for _, policy := range builtins {
 		t.Run(policy, func(t *testing.T) {
@@ -168,9 +168,9 @@ func TestSeedDeterminism(t *testing.T) {
 // every step reports a version that was current while it ran, and after
 // each swap returns, new steps report the new version.
 func TestSwapUnderLoad(t *testing.T) {
-	r := newRegistry(t, Options{Runtime: wasmrt.Config{MaxBatch: 32}})
+	r := newRegistry(t, Options{Runtime: plugin.Config{MaxBatch: 32}})
 	ctx := context.Background()
-	base, err := testwasm.Builtin("standard")
+	base, err := wasmtest.Builtin("standard")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func TestSwapUnderLoad(t *testing.T) {
 		t.Fatalf("report %+v", rep)
 	}
 	for _, e := range rep.Refused {
-		var re *wasmrt.RefusedError
+		var re *plugin.RefusedError
 		if !errors.As(e, &re) {
 			t.Errorf("refusal without a reason type: %v", e)
 		}
@@ -267,7 +267,7 @@ func slicesIndex(list []Info, name string) int {
 func TestSwapRefusals(t *testing.T) {
 	r := newRegistry(t, Options{})
 	ctx := context.Background()
-	base, _ := testwasm.Builtin("standard")
+	base, _ := wasmtest.Builtin("standard")
 	before := r.List()[slicesIndex(r.List(), "standard")].Version
 	for i, b := range samplertest.Broken(base) {
 		if err := r.Swap(ctx, "standard", b, SourceUpload); err == nil {
@@ -283,13 +283,21 @@ func TestSwapRefusals(t *testing.T) {
 	if after := r.List()[slicesIndex(r.List(), "standard")].Version; after != before {
 		t.Fatalf("version changed from %s to %s after refusals", before, after)
 	}
-	if err := r.Remove("standard"); err != nil {
+	// The default cannot be removed (every request naming no policy
+	// needs it); another policy can, once.
+	if err := r.Remove("standard"); !errors.Is(err, ErrDefaultPolicy) || !strings.Contains(err.Error(), "cannot be removed") {
+		t.Fatalf("removing the default: %v", err)
+	}
+	if _, err := r.ValidateParams("standard", nil); err != nil {
+		t.Fatalf("the default after a refused Remove: %v", err)
+	}
+	if err := r.Remove("typical"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.ValidateParams("standard", nil); !errors.Is(err, ErrUnknownPolicy) {
+	if _, err := r.ValidateParams("typical", nil); !errors.Is(err, ErrUnknownPolicy) {
 		t.Fatalf("after Remove: %v", err)
 	}
-	if err := r.Remove("standard"); !errors.Is(err, ErrUnknownPolicy) {
+	if err := r.Remove("typical"); !errors.Is(err, ErrUnknownPolicy) {
 		t.Fatalf("second Remove: %v", err)
 	}
 }
@@ -299,7 +307,7 @@ func TestSwapRefusals(t *testing.T) {
 func TestLoopingPolicyStopped(t *testing.T) {
 	r := newRegistry(t, Options{NoBuiltins: true})
 	ctx := context.Background()
-	b, err := testwasm.Hostile("loop")
+	b, err := wasmtest.HostileC("loop")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +319,7 @@ func TestLoopingPolicyStopped(t *testing.T) {
 	spin := []SeqState{{Params: mustValidate(t, r, "loop", map[string]any{"spin": 1})}, {}, {}, {}}
 	start := time.Now()
 	err = r.SampleBatch(ctx, "loop", rows, spin, out)
-	if !errors.Is(err, wasmrt.ErrOutOfFuel) || time.Since(start) > 2*time.Second {
+	if !errors.Is(err, plugin.ErrOutOfFuel) || time.Since(start) > 2*time.Second {
 		t.Fatalf("err %v after %v", err, time.Since(start))
 	}
 	calm := make([]SeqState, 4)
@@ -326,7 +334,7 @@ func TestLoopingPolicyStopped(t *testing.T) {
 func TestWatchFolder(t *testing.T) {
 	r := newRegistry(t, Options{})
 	dir := t.TempDir()
-	base, _ := testwasm.Builtin("standard")
+	base, _ := wasmtest.Builtin("standard")
 	v1, _ := samplertest.Variant(base, "5.0.1")
 	v2, _ := samplertest.Variant(base, "5.0.2")
 	write := func(name string, b []byte, age time.Duration) {
@@ -366,7 +374,7 @@ func TestWatchFolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor("the built-in to return", func() bool { return version().Source == SourceBuiltin })
-	loop, _ := testwasm.Hostile("loop")
+	loop, _ := wasmtest.HostileC("loop")
 	write("loop.wasm", loop, 0)
 	waitFor("a new policy", func() bool { return slicesIndex(r.List(), "loop") >= 0 })
 	_ = os.Remove(filepath.Join(dir, "loop.wasm"))

@@ -37,15 +37,48 @@ type candidate struct {
 // Sampler holds reusable scratch; one per engine goroutine.
 type Sampler struct {
 	cands []candidate
+	rs    rowScratch
+	id    [1]int32
+	v     [1]float32
 }
 
 // Sample picks a token from logits. It does not modify logits.
 func (s *Sampler) Sample(logits []float32, p Params, seed, step uint64) int32 {
+	return s.sample(logits, nil, p, seed, step)
+}
+
+// SampleSeq picks seq's next token from row on the host: the penalty and
+// bias pre-ops (read from a sorted side list; row is not modified), then
+// temperature, top-k, top-p and min-p from seq.Params, and one draw of
+// Rand(seq.Seed, seq.Step). Greedy is the argmax of the adjusted logits
+// (ties: the lower id). seq.Params must come from NewSeqState.
+func (s *Sampler) SampleSeq(row []float32, seq *SeqState) int32 {
+	hp := &seq.Params.host
+	touched := s.rs.adjust(row, seq, hp, true, true)
+	return s.sample(row, touched, Params{Temperature: hp.temperature, TopK: hp.topK, TopP: hp.topP, MinP: hp.minP}, seq.Seed, seq.Step)
+}
+
+// sample is Sample over logits adjusted by touched (sorted by id).
+func (s *Sampler) sample(logits []float32, touched []touch, p Params, seed, step uint64) int32 {
+	if len(touched) > 0 {
+		// The best adjusted logit: a one-entry top-K over row and touched.
+		if s.rs.topK(logits, touched, 1, s.id[:], s.v[:]) == 0 {
+			return int32(kcpu.Argmax(logits)) // no finite logit
+		}
+	}
 	if p.Greedy() {
+		if len(touched) > 0 {
+			return s.id[0]
+		}
 		return int32(kcpu.Argmax(logits))
 	}
 	inv := 1 / float64(p.Temperature)
-	maxL := float64(logits[kcpu.Argmax(logits)])
+	var maxL float64
+	if len(touched) > 0 {
+		maxL = float64(s.v[0])
+	} else {
+		maxL = float64(logits[kcpu.Argmax(logits)])
+	}
 	s.cands = s.cands[:0]
 	// min-p keeps tokens whose probability is at least MinP times the best's:
 	// exp((l-max)/T) >= MinP.
@@ -53,7 +86,12 @@ func (s *Sampler) Sample(logits []float32, p Params, seed, step uint64) int32 {
 	if p.MinP > 0 {
 		cut = math.Log(float64(p.MinP))
 	}
+	t := 0
 	for i, l := range logits {
+		if t < len(touched) && int(touched[t].id) == i {
+			l = touched[t].v
+			t++
+		}
 		z := (float64(l) - maxL) * inv
 		if z < cut {
 			continue

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/kvhost/kvhost/web"
 )
 
 // reqInfo travels in an inference request's context: the route (for the
@@ -28,8 +30,10 @@ func infoOf(ctx context.Context) *reqInfo {
 }
 
 // inference wraps an inference route's handler: observe it, check the API
-// key, refuse it while draining, and count it as in flight.
+// key, refuse it while draining, and count it as in flight. Call it while
+// building the router only: it records route as checking its own key.
 func (s *server) inference(route string, h http.HandlerFunc) http.HandlerFunc {
+	s.selfChecked[route] = true
 	return func(w http.ResponseWriter, r *http.Request) {
 		ri := &reqInfo{route: route, start: time.Now()}
 		r = r.WithContext(context.WithValue(r.Context(), reqInfoKey{}, ri))
@@ -71,13 +75,44 @@ func drainError(reason string) apiError {
 	return apiError{Message: msg, Type: "service_unavailable", Code: "draining"}
 }
 
-// authorize is checkKey as middleware, for routes outside inference.
-func (s *server) authorize(next http.Handler) http.Handler {
+// requireKey is checkKey for every request but the open ones (isOpen):
+// deny by default, so a route added later needs the key unless it is
+// listed there. Inference routes check the key themselves (s.inference),
+// so the Observer sees their 401s.
+func (s *server) requireKey(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.checkKey(w, r) {
+		if len(s.keys) == 0 || s.selfChecked[r.URL.Path] || isOpen(r) || s.publicMetrics(r) || s.checkKey(w, r) {
 			next.ServeHTTP(w, r)
 		}
 	})
+}
+
+// publicMetrics reports a scrape of /metrics that Options.PublicMetrics
+// lets through without the key.
+func (s *server) publicMetrics(r *http.Request) bool {
+	return s.opts.PublicMetrics && r.URL.Path == "/metrics" && (r.Method == http.MethodGet || r.Method == http.MethodHead)
+}
+
+// isOpen reports a request that needs no API key: the liveness and
+// readiness probes, the admin routes (guarded by the admin key instead),
+// a CORS preflight (which carries no credentials by design and changes
+// nothing), and GET or HEAD of the dashboard's static shell (web.IsStatic:
+// embedded files only, no data). Everything else — /v1/..., /generate,
+// /metrics, the dashboard's JSON under /ui/api/, unknown paths — needs
+// the key.
+func isOpen(r *http.Request) bool {
+	p := r.URL.Path
+	switch {
+	case p == "/health" || p == "/ready":
+		return true
+	case p == "/admin" || strings.HasPrefix(p, "/admin/"):
+		return true
+	case r.Method == http.MethodOptions && r.Header.Get("Origin") != "" && r.Header.Get("Access-Control-Request-Method") != "":
+		return true
+	case r.Method == http.MethodGet || r.Method == http.MethodHead:
+		return web.IsStatic(p)
+	}
+	return false
 }
 
 // checkKey answers 401 and returns false unless API keys are off or the

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kvhost/kvhost/host/engine"
+	"github.com/kvhost/kvhost/host/sampling"
 )
 
 func TestAPIKeys(t *testing.T) {
@@ -162,13 +163,21 @@ func TestMounts(t *testing.T) {
 	}{
 		{"GET", "/v1/memory", true, 404, 200, "memory GET /v1/memory"},
 		{"GET", "/v1/memory", false, 404, 401, ""},
-		{"GET", "/metrics", false, 404, 200, "metrics GET /metrics"},
+		{"GET", "/metrics", false, 404, 401, ""},
+		{"GET", "/metrics", true, 404, 200, "metrics GET /metrics"},
 		{"POST", "/admin/plugins/x", false, 404, 200, "admin POST /admin/plugins/x"},
 		{"GET", "/admin", false, 404, 200, "admin GET /admin"},
 		{"GET", "/", false, 404, 200, "web GET /"},
-		{"GET", "/app/index.js", false, 404, 200, "web GET /app/index.js"},
-		{"POST", "/", false, 404, 405, ""},
+		{"GET", "/ui/js/app.js", false, 404, 200, "web GET /ui/js/app.js"},
+		{"GET", "/ui/api/config", false, 404, 401, ""},
+		{"GET", "/ui/api/config", true, 404, 200, "web GET /ui/api/config"},
+		{"GET", "/app/index.js", false, 404, 401, ""},
+		{"GET", "/app/index.js", true, 404, 200, "web GET /app/index.js"},
+		{"POST", "/", false, 404, 401, ""},
+		{"POST", "/", true, 404, 405, ""},
 		{"GET", "/v1/unknown", true, 404, 404, ""},
+		{"GET", "/v1/unknown", false, 404, 401, ""},
+		{"GET", "/health", false, 200, 200, `{"status":"ok"}` + "\n"},
 	} {
 		for _, env := range []*testEnv{bare, full} {
 			req := newRequest(tc.method, tc.path, "")
@@ -184,60 +193,78 @@ func TestMounts(t *testing.T) {
 	}
 }
 
-type fakeSampler struct{}
+// fakeSampler compiles like a registry holding "mirostat" (param tau > 0,
+// temperature declared) as the default, recording every call.
+type fakeSampler struct {
+	mu    sync.Mutex
+	calls []string
+}
 
-func (fakeSampler) Validate(name string, params map[string]any) error {
+func (f *fakeSampler) Compile(name string, params map[string]any, req sampling.Request) (sampling.Compiled, error) {
+	f.mu.Lock()
+	f.calls = append(f.calls, fmt.Sprintf("%q %v t=%v fp=%v", name, params, req.Temperature, req.FrequencyPenalty))
+	f.mu.Unlock()
 	if name != "" && name != "mirostat" {
-		return fmt.Errorf("unknown sampler policy %q", name)
+		return sampling.Compiled{}, &sampling.UnknownPolicyError{Policy: name, Available: []string{"mirostat"}}
 	}
 	if tau, ok := params["tau"]; ok {
 		if v, ok := tau.(float64); !ok || v <= 0 {
-			return fmt.Errorf("sampler_params.tau must be a positive number, got %v", tau)
+			return sampling.Compiled{}, &sampling.ParamError{Policy: "mirostat", Param: "tau", Problem: fmt.Sprintf("%v is out of range (0, 10]", tau)}
 		}
 	}
-	return nil
+	if req.TopP > 0 {
+		return sampling.Compiled{}, &sampling.ParamError{Policy: "mirostat", Param: "top_p", FromRequest: true, Problem: fmt.Sprintf("%v is not honoured: the sampler takes temperature, tau", req.TopP)}
+	}
+	return sampling.Compiled{}, nil
 }
 
 func TestSamplerExtension(t *testing.T) {
-	var mu sync.Mutex
-	var got []string
-	env := newEnv(t, withOptions(func(o *Options) {
-		o.Sampler = fakeSampler{}
-		o.ApplySampler = func(req *engine.Request, name string, params map[string]any) {
-			mu.Lock()
-			got = append(got, fmt.Sprintf("%s %v", name, params))
-			mu.Unlock()
-			req.Sampling.TopK = 7 // visible in the engine request
-		}
-	}))
+	fs := &fakeSampler{}
+	env := newEnv(t, withOptions(func(o *Options) { o.Sampler = fs }))
 	for _, tc := range []struct {
 		path, body string
 		status     int
-		msg        string
+		want       string // the exact error body
 	}{
 		{"/v1/completions", `{"prompt":"a","sampler":"mirostat","sampler_params":{"tau":5}}`, 200, ""},
 		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"sampler":"mirostat"}`, 200, ""},
 		{"/generate", `{"text":"a","sampler_params":{"tau":2.5}}`, 200, ""},
-		{"/v1/completions", `{"prompt":"a","sampler":"nope"}`, 400, `unknown sampler policy \"nope\"`},
-		{"/generate", `{"text":"a","sampler":"mirostat","sampler_params":{"tau":-1}}`, 400, "sampler_params.tau must be a positive"},
-		{"/v1/completions", `{"prompt":"a","sampler_params":[1]}`, 400, "object"},
+		{"/v1/completions", `{"prompt":"a","temperature":0.7,"frequency_penalty":0.5}`, 200, ""},
+		// Greedy with no policy named samples on the host: nothing to compile.
+		{"/v1/completions", `{"prompt":"a","temperature":0,"frequency_penalty":0.5}`, 200, ""},
+		{"/v1/completions", `{"prompt":"a","sampler":"nope"}`, 400,
+			`{"error":{"message":"invalid sampler: sampling: unknown sampler \"nope\" (loaded: mirostat)","type":"invalid_request_error","param":"sampler","code":null}}`},
+		{"/generate", `{"text":"a","sampler":"mirostat","sampler_params":{"tau":-1}}`, 400,
+			`{"error":{"message":"invalid sampler_params.tau: -1 is out of range (0, 10] (sampler \"mirostat\")","type":"invalid_request_error","param":"sampler_params.tau","code":null}}`},
+		{"/v1/completions", `{"prompt":"a","top_p":0.5}`, 400,
+			`{"error":{"message":"invalid top_p: 0.5 is not honoured: the sampler takes temperature, tau (sampler \"mirostat\")","type":"invalid_request_error","param":"top_p","code":null}}`},
+		{"/generate", `{"text":"a","sampling_params":{"top_p":0.5}}`, 400,
+			`{"error":{"message":"invalid sampling_params.top_p: 0.5 is not honoured: the sampler takes temperature, tau (sampler \"mirostat\")","type":"invalid_request_error","param":"sampling_params.top_p","code":null}}`},
+		{"/v1/completions", `{"prompt":"a","sampler_params":[1]}`, 400,
+			`{"error":{"message":"invalid sampler_params: expected an object, got array","type":"invalid_request_error","param":"sampler_params","code":null}}`},
 	} {
 		rec := env.do(t, http.MethodPost, tc.path, tc.body)
-		if rec.Code != tc.status || !strings.Contains(rec.Body.String(), tc.msg) {
-			t.Errorf("%s %s: %d %s", tc.path, tc.body, rec.Code, rec.Body)
+		if rec.Code != tc.status || tc.want != "" && strings.TrimSpace(rec.Body.String()) != tc.want {
+			t.Errorf("%s %s: %d %s\nwant %d %s", tc.path, tc.body, rec.Code, rec.Body, tc.status, tc.want)
 		}
 	}
-	want := []string{"mirostat map[tau:5]", "mirostat map[]", " map[tau:2.5]"}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("ApplySampler calls %q, want %q", got, want)
+	want := []string{`"mirostat" map[tau:5] t=1 fp=0`, `"mirostat" map[] t=1 fp=0`, `"" map[tau:2.5] t=1 fp=0`, `"" map[] t=0.7 fp=0.5`,
+		`"nope" map[] t=1 fp=0`, `"mirostat" map[tau:-1] t=1 fp=0`, `"" map[] t=1 fp=0`, `"" map[] t=1 fp=0`}
+	if fmt.Sprint(fs.calls) != fmt.Sprint(want) {
+		t.Errorf("Compile calls\n%q\nwant\n%q", fs.calls, want)
 	}
-	for _, r := range env.eng.requests() {
-		if r.Sampling.TopK != 7 {
-			t.Errorf("engine request without the applied sampler: %+v", r)
+	reqs := env.eng.requests()
+	if len(reqs) != 5 {
+		t.Fatalf("%d engine requests, want 5", len(reqs))
+	}
+	for i, r := range reqs {
+		compiled := r.SamplerParams != nil
+		if compiled != (i != 4) {
+			t.Errorf("request %d: compiled %v (sampler %q); only the greedy request samples on the host", i, compiled, r.Sampler)
 		}
 	}
-	if err := (Options{Sampler: fakeSampler{}}).Validate(); err == nil {
-		t.Error("a validator without ApplySampler was accepted")
+	if reqs[3].Sampling.FrequencyPenalty != 0.5 || reqs[4].Sampling.FrequencyPenalty != 0.5 || reqs[4].Sampling.Temperature != 0 {
+		t.Errorf("penalties did not reach the engine: %+v / %+v", reqs[3].Sampling, reqs[4].Sampling)
 	}
 }
 
@@ -383,6 +410,82 @@ func TestStalledStreamClientIsCutOff(t *testing.T) {
 	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(env.logString(), "/v1/completions"); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the cut-off request was not logged")
+		}
+	}
+}
+
+// TestAPIKeyDenyByDefault walks every route the server registers, with
+// every mount set: without the key each answers 401 but the probes, the
+// admin mount (its own key) and the dashboard's static shell. A route
+// added later is covered without touching this test.
+func TestAPIKeyDenyByDefault(t *testing.T) {
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+	env := newEnv(t, withOptions(func(o *Options) {
+		o.Memory, o.Metrics, o.Admin, o.Web, o.Sampler = ok, ok, ok, ok, &fakeSampler{}
+		o.APIKeys = []string{"key"}
+	}))
+	routes, isChi := env.h.h.(chi.Routes)
+	if !isChi {
+		t.Fatalf("the handler is a %T, not a chi router", env.h.h)
+	}
+	open := map[string]bool{"/health": true, "/ready": true, "/admin": true, "/admin/x": true, "/x": false, "/ui/x": true, "/ui/api/x": false}
+	n := 0
+	err := chi.Walk(routes, func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+		paths := []string{strings.ReplaceAll(route, "/*", "/x")}
+		if route == "/*" {
+			paths = append(paths, "/ui/x", "/ui/api/x", "/")
+		}
+		for _, path := range paths {
+			n++
+			want := http.StatusUnauthorized
+			if open[path] || path == "/" {
+				want = -1 // anything but 401
+			}
+			rec := serve(env.h, newRequest(method, path, `{}`))
+			if (want == -1) == (rec.Code == http.StatusUnauthorized) {
+				t.Errorf("%s %s (route %s) without the key: %d", method, path, route, rec.Code)
+			}
+		}
+		return nil
+	})
+	if err != nil || n < 10 {
+		t.Fatalf("walked %d routes: %v", n, err)
+	}
+	// A CORS preflight carries no credentials and is not refused for it.
+	req := newRequest(http.MethodOptions, "/v1/completions", "")
+	req.Header.Set("Origin", "https://example.com")
+	req.Header.Set("Access-Control-Request-Method", "POST")
+	if rec := serve(env.h, req); rec.Code == http.StatusUnauthorized {
+		t.Errorf("preflight: %d", rec.Code)
+	}
+}
+
+// TestPublicMetrics: with PublicMetrics a scraper without the key reads
+// /metrics (as the inference extension's endpoint picker does), and only
+// /metrics: the memory ledger, the inference routes and other methods on
+// /metrics still need the key; without it /metrics needs the key too.
+func TestPublicMetrics(t *testing.T) {
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+	for _, public := range []bool{false, true} {
+		env := newEnv(t, withOptions(func(o *Options) {
+			o.Memory, o.Metrics = ok, ok
+			o.APIKeys = []string{"key"}
+			o.PublicMetrics = public
+		}))
+		for _, tc := range []struct {
+			method, path string
+			open         bool
+		}{
+			{http.MethodGet, "/metrics", public},
+			{http.MethodHead, "/metrics", public},
+			{http.MethodPost, "/metrics", false},
+			{http.MethodGet, "/v1/memory", false},
+			{http.MethodPost, "/v1/completions", false},
+		} {
+			rec := serve(env.h, newRequest(tc.method, tc.path, `{}`))
+			if (rec.Code == http.StatusUnauthorized) == tc.open {
+				t.Errorf("PublicMetrics %v: %s %s without the key: %d", public, tc.method, tc.path, rec.Code)
+			}
 		}
 	}
 }

@@ -7,7 +7,7 @@ import (
 // handleChatCompletions serves POST /v1/chat/completions.
 func (s *server) handleChatCompletions(w http.ResponseWriter, r *http.Request) {
 	var req chatRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
+	if err := s.decodeBody(w, r, &req, chatFields); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -30,7 +30,7 @@ func (s *server) prepareChat(req *chatRequest) (genParams, []int32, error) {
 	if maxTokens == nil {
 		maxTokens, name = req.MaxTokens, "max_tokens"
 	}
-	p, err := s.common(&req.samplingFields, maxTokens, name)
+	p, err := s.common(&req.samplingFields, maxTokens, name, "")
 	if err != nil {
 		return p, nil, err
 	}

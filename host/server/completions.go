@@ -8,7 +8,7 @@ import (
 // handleCompletions serves POST /v1/completions.
 func (s *server) handleCompletions(w http.ResponseWriter, r *http.Request) {
 	var req completionRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
+	if err := s.decodeBody(w, r, &req, completionFields); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -33,7 +33,7 @@ func (s *server) prepareCompletion(req *completionRequest) (genParams, [][]int32
 	if req.Echo && maxTokens != nil && *maxTokens == 0 {
 		maxTokens, discard = nil, true
 	}
-	p, err := s.common(&req.samplingFields, maxTokens, "max_tokens")
+	p, err := s.common(&req.samplingFields, maxTokens, "max_tokens", "")
 	if err != nil {
 		return p, nil, err
 	}

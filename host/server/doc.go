@@ -21,20 +21,40 @@
 // # Request rules
 //
 // Bodies are checked before they are unmarshalled: an object that repeats a
-// key, or nesting deeper than 64, is a 400 naming the path. Unknown fields are
-// ignored on the OpenAI routes, as OpenAI does, and refused (400 naming them)
-// on /generate; a known field of the wrong JSON type is a 400 whose param
-// names it. n is 1..Options.MaxN; choice index = prompt index * n + choice.
-// stop is a string or up to 4 non-empty strings (each at most 256 bytes,
-// which bounds the per-token hold-back scan). Defaults: temperature 1, top_p 1
-// (top_p 0 means greedy), max_tokens = context length minus prompt length,
-// clipped to Options.MaxTokensCap (/generate: max_new_tokens 128, clipped the
-// same way). A prompt longer than Options.MaxPromptTokens is a 400 stating
-// the limit. Extensions: top_k (0 or -1 disable), min_p, ignore_eos,
-// stop_token_ids, and sampler + sampler_params (checked by Options.Sampler,
-// applied by Options.ApplySampler). Accepted and unused: model (the response
-// names the served model), user. presence/frequency penalties are ignored.
+// key, or nesting deeper than 64, is a 400 naming the path. Every field is
+// accounted for (fields.go): a field the route implements is parsed; an
+// informational one (user, metadata, safety_identifier, prompt_cache_key;
+// /generate's log_metrics) is accepted and changes nothing; a field of the
+// OpenAI API, or one vLLM or SGLang adds, that kvhost does not implement
+// yet (functions, audio, best_of, suffix, min_tokens, reasoning_effort,
+// use_beam_search, guided_decoding_backend, structural_tag, ... —
+// unsupportedFields is the one table, a row per field) is a 400 with code
+// "unsupported_parameter" naming it, unless its value asks for nothing
+// (null, or the API's default such as store false, best_of 1); any other
+// field is a 400 with code "unknown_parameter" listing the known ones.
+// stream_options and /generate's sampling_params are checked the same way.
+// A known field of the wrong JSON type is a 400 whose param names it. n is
+// 1..Options.MaxN; choice index = prompt index * n + choice. stop is a
+// string or up to 4 non-empty strings (each at most 256 bytes, which
+// bounds the per-token hold-back scan). max_tokens defaults to the context
+// length minus the prompt length, clipped to Options.MaxTokensCap
+// (/generate: max_new_tokens 128, clipped the same way). A prompt longer
+// than Options.MaxPromptTokens is a 400 stating the limit. Extensions:
+// ignore_eos, stop_token_ids, and sampler + sampler_params.
 //
+// Sampling fields are host/sampling's (sampling.Fields; the same names at
+// the top level of the OpenAI routes and in /generate's sampling_params):
+// temperature [0, 2] (default 1, 0 greedy), top_p [0, 1] (0 means greedy),
+// top_k (0 or -1 disable it), min_p [0, 1], frequency_penalty and
+// presence_penalty [-2, 2] over generated tokens, repetition_penalty
+// [0.01, 10] over prompt and generated tokens, logit_bias (token id
+// strings to [-100, 100], at most 300, ids in the vocabulary), seed.
+// sampling.Fields.Request validates them (400 naming the field and range)
+// and, when the request samples through a policy (sampling.UsesPolicy),
+// Options.Sampler compiles them with the policy's parameters: a field the
+// policy does not take is a 400 naming it, never dropped. A greedy request
+// naming no policy is sampled on the host with penalties and bias applied.
+
 // echo (completions) prefixes each choice with the prompt as the model saw
 // it: the bytes of its tokens, BOS included. With logprobs the prompt tokens
 // come first in the logprobs, the first with null logprob and top_logprobs
@@ -68,14 +88,21 @@
 //
 // # Access
 //
-// Options.APIKeys guards /v1/... and /generate with bearer tokens (401 in
+// Options.APIKeys, when set, guards every route with bearer tokens (401 in
 // the OpenAI error shape; sha256 digests compared in constant time; never
-// logged). /health, /metrics and the Web UI stay open; /admin checks its
-// own key. After Server.Drain new inference requests get 503 "draining" with
-// the reason, while running ones (streams included) finish. NewHTTPServer
-// sets read/header/idle timeouts and no WriteTimeout: each write gets its own
-// deadline (Options.StreamWriteTimeout), so long streams live while clients
-// that stop reading are dropped.
+// logged) except: /health and /ready (probes), GET of the dashboard's
+// static shell (web.IsStatic: / and the embedded files under /ui/, which
+// hold no host data; its JSON under /ui/api/ needs the key), /admin (its
+// own admin key) and CORS preflights. The check is deny-by-default
+// middleware, so a route added later needs the key unless isOpen lists it;
+// /metrics needs it too (Prometheus sends it with authorization in its
+// scrape config) unless Options.PublicMetrics opens it for scrapers that
+// send none (the inference extension's endpoint picker). After Server.Drain new inference requests get 503
+// "draining" with the reason, while running ones (streams included)
+// finish. NewHTTPServer sets read/header/idle timeouts and no
+// WriteTimeout: each write gets its own deadline
+// (Options.StreamWriteTimeout), so long streams live while clients that
+// stop reading are dropped.
 //
 // # Generation invariants
 //

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvhost/kvhost/host/engine"
 	"github.com/kvhost/kvhost/host/model/chat"
+	"github.com/kvhost/kvhost/host/sampling"
 )
 
 // apiError is the body of every error response, OpenAI's shape:
@@ -40,11 +41,14 @@ type errorBody struct {
 }
 
 // requestError is a request the server refuses before it reaches the engine:
-// bad JSON, a wrong type, a value out of range. Status is 400 unless set.
+// bad JSON, a wrong type, a value out of range, a field kvhost does not
+// implement. Status is 400 unless set; Code is the body's code (null when
+// empty).
 type requestError struct {
 	Param   string
 	Message string
 	Status  int
+	Code    string
 }
 
 func (e *requestError) Error() string {
@@ -63,6 +67,7 @@ func badRequest(param, format string, args ...any) *requestError {
 func errorResponse(err error) (status int, body apiError, internal bool) {
 	var (
 		re  *requestError
+		fe  *sampling.FieldError
 		ire *engine.InvalidRequestError
 		rde *chat.RenderError
 		mbe *http.MaxBytesError
@@ -77,7 +82,12 @@ func errorResponse(err error) (status int, body apiError, internal bool) {
 		if re.Param != "" {
 			msg = fmt.Sprintf("invalid %s: %s", re.Param, re.Message)
 		}
-		return status, apiError{Message: msg, Type: "invalid_request_error", Param: re.Param}, false
+		return status, apiError{Message: msg, Type: "invalid_request_error", Param: re.Param, Code: re.Code}, false
+	case errors.As(err, &fe):
+		return http.StatusBadRequest, apiError{
+			Message: fmt.Sprintf("invalid %s: %s", fe.Field, fe.Problem),
+			Type:    "invalid_request_error", Param: fe.Field,
+		}, false
 	case errors.As(err, &mbe):
 		return http.StatusRequestEntityTooLarge, apiError{
 			Message: fmt.Sprintf("request body exceeds %d bytes", mbe.Limit),

@@ -58,6 +58,12 @@ func FuzzCompletionsBody(f *testing.F) {
 		`{"prompt":null,"stop":null}`,
 		`{"prompt":"\u00e9","stop":"é","stream":true,"logprobs":0}`,
 		`[`, `""`, `{"prompt":{}}`,
+		`{"prompt":"a","frequency_penalty":0.5,"presence_penalty":-1,"repetition_penalty":1.3,"logit_bias":{"104":-100,"300":100}}`,
+		`{"prompt":"a","frequency_penalty":"abc","logit_bias":{"05":1}}`,
+		`{"prompt":"a","logit_bias":{"1":1e400},"repetition_penalty":-0}`,
+		`{"prompt":"a","response_format":{"type":"text"},"best_of":1,"suffix":null,"user":"u","metadata":{"k":"v"}}`,
+		`{"prompt":"a","best_of":3,"stream":true,"stream_options":{"include_obfuscation":false}}`,
+		`{"prompt":"a","foo":1,"min_tokens":0,"skip_special_tokens":true}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -76,6 +82,10 @@ func FuzzChatBody(f *testing.F) {
 		`{"messages":[null]}`,
 		`{"messages":[{"role":"user","content":[{"type":"text"}]}]}`,
 		`{"messages":[{"role":"user","content":"` + strings.Repeat("long ", 200) + `"}]}`,
+		`{"messages":[{"role":"user","content":"x"}],"temperature":0,"frequency_penalty":2,"logit_bias":{"120":-100}}`,
+		`{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}],"tool_choice":"auto","parallel_tool_calls":true}`,
+		`{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"},"store":false,"service_tier":"auto"}`,
+		`{"messages":[{"role":"user","content":"x"}],"repetition_penalty":1e-9,"presence_penalty":null,"logit_bias":null}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -94,6 +104,9 @@ func FuzzGenerateBody(f *testing.F) {
 		`{"text":"x","sampling_params":{"top_p":0.5,"top_k":-1,"min_p":0.1,"seed":-3,"ignore_eos":true}}`,
 		`{"text":"x","sampler":"greedy","sampler_params":{"a":[1,{"b":null}]}}`,
 		`{"text":"x","text":"y"}`, `{"text":"x","rid":1}`, `{"input_ids":[[1]]}`, `[`, `{}`,
+		`{"text":"x","sampling_params":{"frequency_penalty":1,"presence_penalty":0.5,"repetition_penalty":1.1,"logit_bias":{"7":-100}}}`,
+		`{"text":"x","sampling_params":{"min_new_tokens":0,"skip_special_tokens":true,"json_schema":null,"regex":"a+"}}`,
+		`{"text":"x","rid":null,"log_metrics":true,"sampling_params":{"logit_bias":{"x":1}}}`,
 	} {
 		f.Add([]byte(s))
 	}

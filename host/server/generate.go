@@ -6,17 +6,20 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"slices"
-	"strings"
+
+	"github.com/kvhost/kvhost/host/sampling"
 )
 
 // defaultMaxNewTokens is /generate's default max_new_tokens (SGLang's),
 // clipped to the context left and to MaxTokensCap.
 const defaultMaxNewTokens = 128
 
-// generateRequest is the body of POST /generate (SGLang's native API). Unlike
-// the OpenAI routes it refuses unknown fields: a native client that sends a
-// knob this server does not implement must learn it was not applied.
+// generateRequest is the body of POST /generate (SGLang's native API). Like
+// the OpenAI routes it refuses fields it does not implement (fields.go): a
+// native client that sends a knob this server does not implement must
+// learn it was not applied.
 type generateRequest struct {
 	Text                 *string          `json:"text"`
 	InputIDs             json.RawMessage  `json:"input_ids"`
@@ -29,13 +32,12 @@ type generateRequest struct {
 	samplerFields
 }
 
+// generateSampler is /generate's sampling_params: SGLang's names, the
+// sampling knobs (penalties and logit_bias included) being host/sampling's
+// Fields.
 type generateSampler struct {
+	sampling.Fields
 	MaxNewTokens *int      `json:"max_new_tokens"`
-	Temperature  *float64  `json:"temperature"`
-	TopP         *float64  `json:"top_p"`
-	TopK         *int      `json:"top_k"`
-	MinP         *float64  `json:"min_p"`
-	Seed         *int64    `json:"seed"`
 	Stop         stopField `json:"stop"`
 	StopTokenIDs []int32   `json:"stop_token_ids"`
 	IgnoreEOS    bool      `json:"ignore_eos"`
@@ -47,12 +49,9 @@ type generateSampler struct {
 	EBNF       *string         `json:"ebnf"`
 }
 
-var (
-	generateFields = []string{"text", "input_ids", "sampling_params", "return_logprob", "logprob_start_len",
-		"top_logprobs_num", "return_text_in_logprobs", "stream", "sampler", "sampler_params"}
-	generateSamplerFields = []string{"max_new_tokens", "temperature", "top_p", "top_k", "min_p", "seed",
-		"stop", "stop_token_ids", "ignore_eos", "n", "json_schema", "regex", "ebnf"}
-)
+// samplingParamNames are sampling_params' fields: an error naming one of
+// them came from inside sampling_params.
+var samplingParamNames = jsonFields(reflect.TypeOf(generateSampler{}))
 
 // handleGenerate serves POST /generate.
 func (s *server) handleGenerate(w http.ResponseWriter, r *http.Request) {
@@ -62,15 +61,15 @@ func (s *server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req generateRequest
-	if err := checkKnownFields(body); err != nil {
+	if err := checkFields(body, generateFields, map[string]*fieldPolicy{"sampling_params": samplingParamsFields}); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
 		err = jsonError(err)
 		var re *requestError
-		if errors.As(err, &re) && re.Param == "stop" { // stopField names itself
-			re.Param = "sampling_params.stop"
+		if errors.As(err, &re) && slices.Contains(samplingParamNames, re.Param) { // custom unmarshalers name the field alone
+			re.Param = "sampling_params." + re.Param
 		}
 		s.writeError(w, r, err)
 		return
@@ -81,41 +80,6 @@ func (s *server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.generate(w, r, p, [][]int32{prompt}, s.newNative(w, r, p, &req))
-}
-
-// checkKnownFields refuses a /generate body with a field it does not know,
-// at the top level or in sampling_params (sampler_params is the sampler's).
-func checkKnownFields(body []byte) error {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(body, &top); err != nil {
-		return jsonError(err)
-	}
-	if err := unknownField(top, generateFields, ""); err != nil {
-		return err
-	}
-	sp := bytes.TrimSpace(top["sampling_params"])
-	if len(sp) == 0 || sp[0] != '{' {
-		return nil // absent, null, or a wrong type json.Unmarshal will name
-	}
-	var inner map[string]json.RawMessage
-	if err := json.Unmarshal(sp, &inner); err != nil {
-		return badRequest("sampling_params", "%v", err)
-	}
-	return unknownField(inner, generateSamplerFields, "sampling_params.")
-}
-
-func unknownField(m map[string]json.RawMessage, known []string, prefix string) error {
-	var bad []string
-	for k := range m {
-		if !slices.Contains(known, k) {
-			bad = append(bad, k)
-		}
-	}
-	if len(bad) == 0 {
-		return nil
-	}
-	slices.Sort(bad)
-	return badRequest(prefix+bad[0], "unknown field %q (known: %s)", prefix+bad[0], strings.Join(known, ", "))
 }
 
 // prepareGenerate validates a /generate request and tokenizes its prompt
@@ -130,25 +94,17 @@ func (s *server) prepareGenerate(req *generateRequest) (genParams, []int32, erro
 	if sp == nil {
 		sp = &generateSampler{}
 	}
-	f := samplingFields{Temperature: sp.Temperature, TopP: sp.TopP, TopK: sp.TopK, MinP: sp.MinP, Seed: sp.Seed,
-		Stop: sp.Stop, Stream: req.Stream, N: sp.N, IgnoreEOS: sp.IgnoreEOS, StopTokenIDs: sp.StopTokenIDs,
+	f := samplingFields{Fields: sp.Fields, Stop: sp.Stop, Stream: req.Stream, N: sp.N, IgnoreEOS: sp.IgnoreEOS,
+		StopTokenIDs: sp.StopTokenIDs, samplerFields: req.samplerFields,
 		structuredFields: structuredFields{JSONSchema: sp.JSONSchema, Regex: sp.Regex, EBNF: sp.EBNF}}
 	maxNew, discard := sp.MaxNewTokens, false
 	if maxNew != nil && *maxNew == 0 {
 		maxNew, discard = nil, true // score the prompt, generate nothing
 	}
-	p, err := s.common(&f, maxNew, "max_new_tokens")
+	p, err := s.common(&f, maxNew, "max_new_tokens", "sampling_params.")
 	if err != nil {
-		var re *requestError
-		if errors.As(err, &re) && re.Param != "" {
-			re.Param = "sampling_params." + re.Param
-		}
 		return p, nil, err
 	}
-	if err := s.checkSampler(&req.samplerFields); err != nil {
-		return p, nil, err
-	}
-	p.sampler, p.samplerParams = req.Sampler, req.SamplerParams
 	p.discard, p.keepTokens = discard, true
 
 	var prompt []int32

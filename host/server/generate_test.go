@@ -205,8 +205,14 @@ func TestGenerateBadBodies(t *testing.T) {
 	tests := []struct {
 		name, body, param, msg string
 	}{
-		{"unknown top field", `{"text":"a","rid":"x"}`, "rid", "unknown field"},
-		{"unknown sampling field", `{"text":"a","sampling_params":{"frequency_penalty":1}}`, "sampling_params.frequency_penalty", "unknown field"},
+		{"unknown top field", `{"text":"a","rod":"x"}`, "rod", "unknown field"},
+		{"unsupported top field", `{"text":"a","rid":"x"}`, "rid", "kvhost does not support rid yet"},
+		{"unknown sampling field", `{"text":"a","sampling_params":{"frequency":1}}`, "sampling_params.frequency", "unknown field"},
+		{"unsupported sampling field", `{"text":"a","sampling_params":{"min_new_tokens":2}}`, "sampling_params.min_new_tokens", "does not support sampling_params.min_new_tokens yet"},
+		{"frequency_penalty", `{"text":"a","sampling_params":{"frequency_penalty":3}}`, "sampling_params.frequency_penalty", "3 is out of range [-2, 2]"},
+		{"repetition_penalty", `{"text":"a","sampling_params":{"repetition_penalty":0}}`, "sampling_params.repetition_penalty", "0 is out of range [0.01, 10]"},
+		{"logit_bias", `{"text":"a","sampling_params":{"logit_bias":{"5":101}}}`, "sampling_params.logit_bias", "token 5: bias 101 is out of range [-100, 100]"},
+		{"logit_bias type", `{"text":"a","sampling_params":{"logit_bias":[1]}}`, "sampling_params.logit_bias", "expected an object"},
 		{"neither prompt", `{"sampling_params":{}}`, "text", "exactly one"},
 		{"both prompts", `{"text":"a","input_ids":[1]}`, "text", "exactly one"},
 		{"text batch", `{"text":["a"]}`, "text", "string"},

@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/kvhost/kvhost/host/engine"
+	"github.com/kvhost/kvhost/host/sampling"
 )
 
 // Options configure New. The zero value is usable.
@@ -34,11 +34,19 @@ type Options struct {
 	// replaces http.Server.WriteTimeout, which would bound a whole stream
 	// (see NewHTTPServer). Default 30s.
 	StreamWriteTimeout time.Duration `json:"stream_write_timeout"`
-	// APIKeys, when not empty, are the bearer tokens accepted on the
-	// inference routes (/v1/..., /generate): "Authorization: Bearer KEY".
-	// /health, /metrics, the Web UI and /admin (which checks its own key)
-	// stay open. Keys are compared in constant time and never logged.
+	// APIKeys, when not empty, are the bearer tokens every route requires
+	// ("Authorization: Bearer KEY") but /health, /ready, the Web UI's
+	// static shell (web.IsStatic), /admin (which checks its own key) and
+	// CORS preflights: /v1/..., /generate, /metrics and the Web UI's JSON
+	// under /ui/api/ included. Keys are compared in constant time and
+	// never logged.
 	APIKeys []string `json:"-"`
+	// PublicMetrics serves GET /metrics without the API key: for scrapers
+	// that send none, such as the Gateway API inference extension's
+	// endpoint picker, which reads model servers' /metrics unauthenticated
+	// (vLLM's is open). The metrics hold counts and latencies, no request
+	// content. Every other route keeps requiring the key.
+	PublicMetrics bool `json:"public_metrics"`
 	// AllowedOrigins enables CORS for these browser origins ("*" for any,
 	// or scheme://host[:port] each); empty (the default) sends no CORS
 	// headers, so pages on other origins cannot read responses.
@@ -49,16 +57,15 @@ type Options struct {
 
 	// Observer, when set, receives request lifecycle events (metrics).
 	Observer Observer `json:"-"`
-	// Sampler validates the "sampler"/"sampler_params" body extension; a
-	// request that names a sampler while Sampler is nil gets 400.
-	Sampler SamplerValidator `json:"-"`
-	// ApplySampler puts a validated policy into the engine request. It is
-	// required when Sampler is set.
-	ApplySampler func(req *engine.Request, name string, params map[string]any) `json:"-"`
+	// Sampler compiles the sampling of every request that samples through
+	// a policy (sampling.UsesPolicy): its fields, and the "sampler" /
+	// "sampler_params" extension. A request that names a sampler while
+	// Sampler is nil gets 400; without it, the engine samples on the host.
+	Sampler SamplerCompiler `json:"-"`
 
 	// Mount points for other parts of the host; nil leaves the route out
-	// (404). Memory serves GET /v1/memory (behind APIKeys); Metrics serves
-	// GET /metrics (open, for scrapers); Admin serves every method under
+	// (404). Memory serves GET /v1/memory; Metrics serves GET /metrics
+	// (both behind APIKeys; scrapers send the key); Admin serves every method under
 	// /admin and /admin/... with the full path (it enforces its own key);
 	// Web serves GET on every path no API route claims (/v1/... unknown
 	// paths stay JSON 404s).
@@ -66,6 +73,11 @@ type Options struct {
 	Metrics http.Handler `json:"-"`
 	Admin   http.Handler `json:"-"`
 	Web     http.Handler `json:"-"`
+
+	// StallThreshold is how long the engine may go without completing a
+	// step while it has work before GET /health and /ready answer 503
+	// "engine stalled" (a Backend implementing Liveness). Default 30s.
+	StallThreshold time.Duration `json:"stall_threshold"`
 
 	// Logger receives request logs and internal errors; nil discards them.
 	Logger *slog.Logger `json:"-"`
@@ -76,6 +88,7 @@ const (
 	defaultMaxPrompts         = 16
 	defaultMaxN               = 16
 	defaultStreamWriteTimeout = 30 * time.Second
+	defaultStallThreshold     = 30 * time.Second
 	engineMaxN                = 64 // the engine's own bound on Request.N
 )
 
@@ -94,10 +107,10 @@ func (o Options) Validate() error {
 		return fmt.Errorf("server: max_n %d is out of range [0, %d] (0 selects %d)", o.MaxN, engineMaxN, defaultMaxN)
 	case o.StreamWriteTimeout < 0:
 		return fmt.Errorf("server: stream_write_timeout %v must be >= 0 (0 selects %v)", o.StreamWriteTimeout, defaultStreamWriteTimeout)
+	case o.StallThreshold < 0:
+		return fmt.Errorf("server: stall_threshold %v must be >= 0 (0 selects %v)", o.StallThreshold, defaultStallThreshold)
 	case o.EmbeddingPooling != "" && o.EmbeddingPooling != PoolingMean && o.EmbeddingPooling != PoolingLast:
 		return fmt.Errorf("server: embedding_pooling %q must be %q or %q", o.EmbeddingPooling, PoolingMean, PoolingLast)
-	case o.Sampler != nil && o.ApplySampler == nil:
-		return fmt.Errorf("server: a sampler validator needs ApplySampler to pass the policy to the engine")
 	}
 	if err := validOrigins(o.AllowedOrigins); err != nil {
 		return err
@@ -124,6 +137,9 @@ func (o Options) withDefaults() Options {
 	if o.StreamWriteTimeout == 0 {
 		o.StreamWriteTimeout = defaultStreamWriteTimeout
 	}
+	if o.StallThreshold == 0 {
+		o.StallThreshold = defaultStallThreshold
+	}
 	if o.EmbeddingPooling == "" {
 		o.EmbeddingPooling = PoolingMean
 	}
@@ -133,12 +149,13 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// SamplerValidator checks a request's sampler policy name and parameters
-// (the "sampler" and "sampler_params" body fields; name may be "" when only
-// parameters are given). Its error becomes a 400 whose message is the
-// error's text, so it should name the bad policy or parameter.
-type SamplerValidator interface {
-	Validate(name string, params map[string]any) error
+// SamplerCompiler compiles a request's sampling for the engine's policy
+// registry: *sampling.Registry. policy is the "sampler" field ("" for the
+// default), params "sampler_params", req the request's own sampling
+// fields. A *sampling.ParamError or *sampling.UnknownPolicyError becomes
+// a 400 naming the field.
+type SamplerCompiler interface {
+	Compile(policy string, params map[string]any, req sampling.Request) (sampling.Compiled, error)
 }
 
 // Observer receives the lifecycle of inference requests (POST

@@ -1,14 +1,17 @@
 package server
 
 import (
+	"errors"
+
 	"github.com/kvhost/kvhost/host/constraint"
 	"github.com/kvhost/kvhost/host/engine"
+	"github.com/kvhost/kvhost/host/sampling"
 )
 
 // genParams is a validated request, independent of the endpoint.
 type genParams struct {
 	maxTokens    int // 0: context minus prompt (capped)
-	sampling     engine.SamplingParams
+	sampling     sampling.Request
 	stops        []string
 	stopTokens   []int32
 	stream       bool
@@ -35,8 +38,9 @@ type genParams struct {
 	// promptParam names the field a prompt-length error points at.
 	promptParam string
 
-	sampler       *string // nil: no policy named
-	samplerParams map[string]any
+	// compiled is the request's policy compiled by Options.Sampler; nil
+	// when the request samples on the host or the server has no policies.
+	compiled *sampling.Compiled
 
 	// constraint restricts the output (structured output, tool calls);
 	// structured is the structured-output field it came from.
@@ -46,9 +50,25 @@ type genParams struct {
 	tools *toolPlan
 }
 
-// common validates the shared fields. maxTokens is the effective max-tokens
-// field (max_completion_tokens wins over max_tokens for chat) and its name.
-func (s *server) common(f *samplingFields, maxTokens *int, maxTokensName string) (genParams, error) {
+// common validates the shared fields and compiles the request's sampling
+// (sampling.Fields, then Options.Sampler when the request samples through
+// a policy). maxTokens is the effective max-tokens field (max_completion_tokens
+// wins over max_tokens for chat) and its name; prefix is how the body
+// nests the sampling fields ("sampling_params." on /generate), prepended
+// to the param an error names.
+func (s *server) common(f *samplingFields, maxTokens *int, maxTokensName, prefix string) (genParams, error) {
+	p, err := s.commonFields(f, maxTokens, maxTokensName)
+	if err != nil {
+		var re *requestError
+		if errors.As(err, &re) && re.Param != "" {
+			re.Param = prefix + re.Param
+		}
+		return p, err
+	}
+	return p, s.compileSampler(&p, &f.samplerFields, prefix)
+}
+
+func (s *server) commonFields(f *samplingFields, maxTokens *int, maxTokensName string) (genParams, error) {
 	p := genParams{n: 1, promptParam: "prompt"}
 	if f.N != nil {
 		if n := *f.N; n < 1 || n > s.opts.MaxN {
@@ -65,55 +85,12 @@ func (s *server) common(f *samplingFields, maxTokens *int, maxTokensName string)
 		}
 		p.maxTokens = *maxTokens
 	}
-
-	// OpenAI's defaults: temperature 1, top_p 1.
-	sp := engine.SamplingParams{Temperature: 1}
-	if f.Temperature != nil {
-		if t := *f.Temperature; t < 0 || t > 100 {
-			return p, badRequest("temperature", "%v is out of range [0, 100] (0 is greedy)", t)
-		}
-		sp.Temperature = float32(*f.Temperature)
-	}
-	if f.TopP != nil {
-		tp := *f.TopP
-		if tp < 0 || tp > 1 {
-			return p, badRequest("top_p", "%v is out of range [0, 1]", tp)
-		}
-		if tp == 0 {
-			// The limit top_p -> 0 keeps only the best token: greedy. The
-			// engine reads top_p=0 as "disabled", so say greedy explicitly.
-			sp.Temperature = 0
-		} else {
-			sp.TopP = float32(tp)
-		}
-	}
-	if f.TopK != nil {
-		switch k := *f.TopK; {
-		case k == -1: // vLLM's spelling of "disabled"
-		case k < 0:
-			return p, badRequest("top_k", "%d must be >= 0 (0 or -1 disable it)", k)
-		default:
-			sp.TopK = k
-		}
-	}
-	if f.MinP != nil {
-		if mp := *f.MinP; mp < 0 || mp > 1 {
-			return p, badRequest("min_p", "%v is out of range [0, 1]", mp)
-		}
-		sp.MinP = float32(*f.MinP)
-	}
-	if f.Seed != nil {
-		seed := uint64(*f.Seed) // negative seeds are valid OpenAI input; keep their bits
-		sp.Seed = &seed
-	}
-	if err := sp.Validate(); err != nil {
-		return p, badRequest("", "%v", err)
+	sp, err := f.Fields.Request()
+	if err != nil {
+		return p, jsonError(err) // a *sampling.FieldError: a *requestError naming the field
 	}
 	if f.StreamOptions != nil && !f.Stream {
 		return p, badRequest("stream_options", "stream_options is only allowed when stream is true")
-	}
-	if err := s.checkSampler(&f.samplerFields); err != nil {
-		return p, err
 	}
 	if err := checkStopTokens(f.StopTokenIDs, "stop_token_ids"); err != nil {
 		return p, err
@@ -128,7 +105,6 @@ func (s *server) common(f *samplingFields, maxTokens *int, maxTokensName string)
 		}
 		p.structured = st
 	}
-	p.sampler, p.samplerParams = f.Sampler, f.SamplerParams
 	p.stopTokens = f.StopTokenIDs
 	p.sampling = sp
 	p.stops = f.Stop.Stops
@@ -179,35 +155,47 @@ func (s *server) engineRequest(prompt []int32, p genParams) (engine.Request, err
 		req.PromptLogprobStart = p.promptLogprobStart
 		req.PromptTopLogprobs = p.promptTopLogprobs
 	}
-	if p.sampler != nil || p.samplerParams != nil {
-		name := ""
-		if p.sampler != nil {
-			name = *p.sampler
-		}
-		s.opts.ApplySampler(&req, name, p.samplerParams)
+	if p.compiled != nil {
+		req.Sampler, req.SamplerParams = p.compiled.Policy(), p.compiled
 	}
 	return req, nil
 }
 
-// checkSampler validates the sampler extension with Options.Sampler.
-func (s *server) checkSampler(f *samplerFields) error {
-	if f.Sampler == nil && f.SamplerParams == nil {
-		return nil
-	}
-	param := "sampler"
-	if f.Sampler == nil {
-		param = "sampler_params"
-	}
-	if s.opts.Sampler == nil {
-		return badRequest(param, "this server has no selectable sampler policies")
-	}
+// compileSampler compiles p's sampling with Options.Sampler when the
+// request samples through a policy (sampling.UsesPolicy), so a field the
+// policy refuses is a 400 before admission and the engine compiles
+// nothing. A field of the request is named with prefix, a policy
+// parameter as sampler_params.NAME.
+func (s *server) compileSampler(p *genParams, f *samplerFields, prefix string) error {
 	name := ""
 	if f.Sampler != nil {
 		name = *f.Sampler
 	}
-	if err := s.opts.Sampler.Validate(name, f.SamplerParams); err != nil {
-		return badRequest(param, "%v", err)
+	if s.opts.Sampler == nil {
+		if f.Sampler != nil || f.SamplerParams != nil {
+			param := "sampler"
+			if f.Sampler == nil {
+				param = "sampler_params"
+			}
+			return badRequest(param, "this server has no selectable sampler policies")
+		}
+		return nil // the engine samples on the host
 	}
+	if !sampling.UsesPolicy(name, f.SamplerParams, p.sampling) {
+		return nil
+	}
+	c, err := s.opts.Sampler.Compile(name, f.SamplerParams, p.sampling)
+	if err != nil {
+		var pe *sampling.ParamError
+		switch {
+		case errors.As(err, &pe) && pe.FromRequest:
+			return badRequest(prefix+pe.Param, "%s (sampler %q)", pe.Problem, pe.Policy)
+		case errors.As(err, &pe):
+			return badRequest("sampler_params."+pe.Param, "%s (sampler %q)", pe.Problem, pe.Policy)
+		}
+		return badRequest("sampler", "%v", err)
+	}
+	p.compiled = &c
 	return nil
 }
 

@@ -11,6 +11,8 @@ import (
 	"reflect"
 	"strings"
 	"time"
+
+	"github.com/kvhost/kvhost/host/sampling"
 )
 
 // Limits on request fields, beyond what the OpenAI API states.
@@ -20,16 +22,21 @@ const (
 	maxCompletionLogprobs = 5   // OpenAI completions: logprobs <= 5
 	maxTopLogprobs        = 20  // OpenAI chat: top_logprobs <= 20; also the engine's limit
 	maxStopTokens         = 64  // bounds the engine's per-token stop check
-	embeddedPrefix        = "samplingFields."
-	samplerPrefix         = "samplerFields."
 )
 
-// decodeBody reads the body (bounded), checks it with checkJSON and
-// unmarshals it into dst, turning every failure into a *requestError that
-// names the field.
-func (s *server) decodeBody(w http.ResponseWriter, r *http.Request, dst any) error {
+// openAINested are the objects inside an OpenAI body whose fields are
+// checked too.
+var openAINested = map[string]*fieldPolicy{"stream_options": streamOptionFields}
+
+// decodeBody reads the body (bounded), checks it with checkJSON and the
+// route's field policy and unmarshals it into dst, turning every failure
+// into a *requestError that names the field.
+func (s *server) decodeBody(w http.ResponseWriter, r *http.Request, dst any, fields *fieldPolicy) error {
 	body, err := s.readBody(w, r)
 	if err != nil {
+		return err
+	}
+	if err := checkFields(body, fields, openAINested); err != nil {
 		return err
 	}
 	if err := json.Unmarshal(body, dst); err != nil {
@@ -68,25 +75,41 @@ func (s *server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 func jsonError(err error) error {
 	var (
 		re  *requestError
+		fe  *sampling.FieldError
 		se  *json.SyntaxError
 		ute *json.UnmarshalTypeError
 	)
 	switch {
 	case errors.As(err, &re):
 		return re
+	case errors.As(err, &fe):
+		return badRequest(fe.Field, "%s", fe.Problem)
 	case errors.As(err, &se):
 		return badRequest("", "the body is not valid JSON: %v (at byte %d)", se, se.Offset)
 	case errors.As(err, &ute):
-		field := ute.Field
-		for _, prefix := range []string{embeddedPrefix, samplerPrefix, structuredPrefix, "toolFields."} {
-			field = strings.TrimPrefix(field, prefix)
-		}
+		field := jsonPath(ute.Field)
 		if field == "" {
 			return badRequest("", "the body must be a JSON object, got %s", ute.Value)
 		}
 		return badRequest(field, "expected %s, got %s", jsonKind(ute.Type), ute.Value)
 	}
 	return badRequest("", "the body is not valid JSON: %v", err)
+}
+
+// embedded are the Go names of structs embedded in request bodies, which
+// encoding/json puts in an error's field path.
+var embedded = map[string]bool{"samplingFields": true, "samplerFields": true, "Fields": true, "structuredFields": true, "toolFields": true}
+
+// jsonPath is an UnmarshalTypeError's field path as the client wrote it.
+func jsonPath(field string) string {
+	parts := strings.Split(field, ".")
+	out := parts[:0]
+	for _, p := range parts {
+		if !embedded[p] {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, ".")
 }
 
 // jsonKind names a Go type the way a JSON client thinks of it.
@@ -114,13 +137,11 @@ func jsonKind(t reflect.Type) string {
 	}
 }
 
-// samplingFields are the request fields completions and chat share.
+// samplingFields are the request fields completions and chat share. The
+// sampling knobs (temperature, top_p, top_k, min_p, the penalties,
+// logit_bias, seed) are host/sampling's Fields, which maps them.
 type samplingFields struct {
-	Temperature   *float64       `json:"temperature"`
-	TopP          *float64       `json:"top_p"`
-	TopK          *int           `json:"top_k"` // extension
-	MinP          *float64       `json:"min_p"` // extension
-	Seed          *int64         `json:"seed"`
+	sampling.Fields
 	Stop          stopField      `json:"stop"`
 	Stream        bool           `json:"stream"`
 	StreamOptions *streamOptions `json:"stream_options"`
@@ -128,14 +149,13 @@ type samplingFields struct {
 	MaxTokens     *int           `json:"max_tokens"`
 	IgnoreEOS     bool           `json:"ignore_eos"`     // extension (vLLM's name)
 	StopTokenIDs  []int32        `json:"stop_token_ids"` // extension (vLLM's name)
-	User          string         `json:"user"`           // accepted, unused
 	samplerFields
 	structuredFields
 }
 
 // samplerFields are the sampler-policy extension every generating body
 // accepts: a policy name and its parameters, checked by
-// Options.Sampler and passed on by Options.ApplySampler.
+// Options.Sampler together with the request's sampling fields.
 type samplerFields struct {
 	Sampler       *string        `json:"sampler"`
 	SamplerParams map[string]any `json:"sampler_params"`

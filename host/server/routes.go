@@ -10,13 +10,14 @@ import (
 // expect beside the OpenAI API: /tokenize and /detokenize (behind the API
 // key, like the inference routes) and /v1/embeddings (an inference route).
 func (s *server) extraRoutes(r chi.Router) {
-	r.With(s.authorize).Post("/tokenize", s.handleTokenize)
-	r.With(s.authorize).Post("/detokenize", s.handleDetokenize)
+	r.Post("/tokenize", s.handleTokenize)
+	r.Post("/detokenize", s.handleDetokenize)
 	r.Post("/v1/embeddings", s.inference("/v1/embeddings", s.handleEmbeddings))
 }
 
 // decodeExtra decodes the body of the routes in this file: the one place
-// they meet the server's body rules (decodeBody).
+// they meet the server's body rules (decodeBody), a field the body type
+// does not have included.
 func (s *server) decodeExtra(w http.ResponseWriter, r *http.Request, dst any) error {
-	return s.decodeBody(w, r, dst)
+	return s.decodeBody(w, r, dst, bodyFields(dst))
 }

@@ -56,6 +56,9 @@ type server struct {
 	log     *slog.Logger
 	created int64 // unix seconds, reported as the model's creation time
 	keys    [][sha256.Size]byte
+	// selfChecked are the routes that check the key themselves
+	// (inference); written while New builds the router, then read-only.
+	selfChecked map[string]bool
 
 	drained  atomic.Pointer[string] // non-nil: the drain reason
 	inFlight atomic.Int64
@@ -92,7 +95,7 @@ func New(b Backend, opts Options) *Server {
 		panic(err)
 	}
 	opts = opts.withDefaults()
-	s := &server{b: b, opts: opts, log: opts.Logger, created: time.Now().Unix()}
+	s := &server{b: b, opts: opts, log: opts.Logger, created: time.Now().Unix(), selfChecked: map[string]bool{}}
 	for _, k := range opts.APIKeys {
 		s.keys = append(s.keys, sha256.Sum256([]byte(k)))
 	}
@@ -100,9 +103,9 @@ func New(b Backend, opts Options) *Server {
 	r := chi.NewRouter()
 	r.Use(s.requestIDs)
 	if len(opts.AllowedOrigins) > 0 {
-		r.Use(corsMiddleware(opts.AllowedOrigins))
+		r.Use(corsMiddleware(opts.AllowedOrigins)) // before the key: a 401 still carries CORS headers
 	}
-	r.Use(s.logRequests, s.recoverPanics)
+	r.Use(s.logRequests, s.recoverPanics, s.requireKey)
 	notFound := func(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusNotFound, apiError{
 			Message: fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path),
@@ -118,14 +121,14 @@ func New(b Backend, opts Options) *Server {
 	})
 	r.Get("/health", s.handleHealth)
 	r.Get("/ready", s.handleReady)
-	r.With(s.authorize).Get("/v1/models", s.handleModels)
-	r.With(s.authorize).Get("/v1/models/*", s.handleModel)
+	r.Get("/v1/models", s.handleModels)
+	r.Get("/v1/models/*", s.handleModel)
 	s.extraRoutes(r)
 	r.Post("/v1/completions", s.inference("/v1/completions", s.handleCompletions))
 	r.Post("/v1/chat/completions", s.inference("/v1/chat/completions", s.handleChatCompletions))
 	r.Post("/generate", s.inference("/generate", s.handleGenerate))
 	if opts.Memory != nil {
-		r.With(s.authorize).Method(http.MethodGet, "/v1/memory", opts.Memory)
+		r.Method(http.MethodGet, "/v1/memory", opts.Memory)
 	}
 	if opts.Metrics != nil {
 		r.Method(http.MethodGet, "/metrics", opts.Metrics)
@@ -145,21 +148,4 @@ func New(b Backend, opts Options) *Server {
 		r.Method(http.MethodGet, "/*", opts.Web)
 	}
 	return &Server{s: s, h: r}
-}
-
-func (s *server) handleHealth(w http.ResponseWriter, r *http.Request) {
-	if reason := s.drained.Load(); reason != nil {
-		writeAPIError(w, http.StatusServiceUnavailable, drainError(*reason))
-		return
-	}
-	if hc, ok := s.b.(HealthChecker); ok {
-		if err := hc.Health(r.Context()); err != nil {
-			writeAPIError(w, http.StatusServiceUnavailable, apiError{
-				Message: fmt.Sprintf("not ready: %v", err),
-				Type:    "service_unavailable", Code: "not_ready",
-			})
-			return
-		}
-	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kvhost/kvhost/host/engine"
 	"github.com/kvhost/kvhost/host/model/chat"
+	"github.com/kvhost/kvhost/host/sampling"
 )
 
 type healthyBackend struct {
@@ -72,7 +73,7 @@ func TestNotFoundAndMethod(t *testing.T) {
 func TestCompletionsNonStream(t *testing.T) {
 	env := newEnv(t)
 	rec := env.do(t, http.MethodPost, "/v1/completions",
-		`{"model":"whatever","prompt":"Hi","temperature":0.5,"top_k":40,"min_p":0.1,"seed":-1,"unknown_field":{"x":[1]}}`)
+		`{"model":"whatever","prompt":"Hi","temperature":0.5,"top_k":40,"min_p":0.1,"seed":-1,"user":"u","metadata":{"x":"y"},"response_format":{"type":"text"},"best_of":1,"suffix":null}`)
 	if rec.Code != 200 {
 		t.Fatalf("status %d: %s", rec.Code, rec.Body)
 	}
@@ -364,6 +365,7 @@ func TestErrorMapping(t *testing.T) {
 		{&chat.RenderError{Err: errors.New("roles")}, 400, "invalid_request_error", "messages"},
 		{&chat.RenderError{Err: errors.New("boom"), Panicked: true}, 500, "server_error", ""},
 		{badRequest("stop", "x"), 400, "invalid_request_error", "stop"},
+		{fmt.Errorf("x: %w", &sampling.FieldError{Field: "logit_bias", Problem: "x"}), 400, "invalid_request_error", "logit_bias"},
 		{&http.MaxBytesError{Limit: 10}, 413, "invalid_request_error", ""},
 		{errors.New("cuda: device lost"), 500, "server_error", ""},
 	}

@@ -60,10 +60,6 @@ func (s *structuredOutputs) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// structuredPrefix is how encoding/json names the embedded struct in
-// type errors.
-const structuredPrefix = "structuredFields."
-
 // present reports whether a JSON field was sent with a non-null value.
 func present(raw json.RawMessage) bool {
 	t := bytes.TrimSpace(raw)

@@ -59,3 +59,19 @@ func MustStories260K(t interface {
 	}
 	return p
 }
+
+// LlamaCpp is the folder of llama.cpp's CPU tools beside the repository
+// (../shared/tools/llama.cpp: llama-quantize, llama-simple, …, run through
+// its `run` wrapper), which cross-checks use as the reference; ok is false
+// when it is absent, and such tests skip.
+func LlamaCpp() (dir string, ok bool) {
+	root, err := Root()
+	if err != nil {
+		return "", false
+	}
+	dir = filepath.Join(root, "..", "shared", "tools", "llama.cpp")
+	if _, err := os.Stat(filepath.Join(dir, "run")); err != nil {
+		return "", false
+	}
+	return dir, true
+}

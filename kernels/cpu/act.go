@@ -80,7 +80,8 @@ func softcapGo(x []float32, k, cap float32) {
 	}
 }
 
-// Scale multiplies x by s in place (Gemma's embedding scale √hidden_size).
+// Scale multiplies x by s in place (Gemma's embedding scale √hidden_size,
+// Granite's embedding multiplier and its 1/logits_scaling).
 func Scale(x []float32, s float32) {
 	for i := range x {
 		x[i] *= s

@@ -2,7 +2,6 @@ package cpu
 
 import (
 	"fmt"
-	"math"
 	"testing"
 )
 
@@ -32,31 +31,6 @@ func BenchmarkMatMul(b *testing.B) {
 				}
 			}
 		}
-	}
-}
-
-func BenchmarkAttentionDecode(b *testing.B) {
-	r := newRand(61)
-	const seq, nHeads, kvHeads, hd, ps = 512, 12, 4, 64, 16
-	kv := PagedKV{K: randVec(r, seq*kvHeads*hd, 1), V: randVec(r, seq*kvHeads*hd, 1), PageSize: ps, KVHeads: kvHeads, HeadDim: hd}
-	pt := make([]int32, seq/ps)
-	for i := range pt {
-		pt[i] = int32(len(pt) - 1 - i)
-	}
-	q := randVec(r, nHeads*hd, 1)
-	out := make([]float32, len(q))
-	for _, threads := range []int{1, 2} {
-		b.Run(fmt.Sprintf("seq=%d/t=%d", seq, threads), func(b *testing.B) {
-			p := NewPool(threads)
-			defer p.Close()
-			scratch := make([]float32, AttentionScratch(p, 1, seq-1))
-			b.ReportAllocs()
-			for b.Loop() {
-				p.Attention(out, q, 1, nHeads, kv, pt, seq-1, float32(1/math.Sqrt(hd)), scratch)
-			}
-			sec := b.Elapsed().Seconds() / float64(b.N)
-			b.ReportMetric(float64(2*seq*kvHeads*hd*4)/sec/1e9, "GB/s")
-		})
 	}
 }
 

@@ -93,38 +93,6 @@ func F32ToBF16(f float32) uint16 {
 	return uint16(b >> 16)
 }
 
-// QuantizeQ8_0 quantises src into GGML Q8_0 blocks in dst, using GGML's
-// reference rule: per 32 values d = max|x|/127 (stored as f16),
-// q = round-half-away(x * (1/d)) computed in float32 with the unrounded d.
-func QuantizeQ8_0(dst []byte, src []float32) error {
-	if len(src)%Q8Block != 0 {
-		return fmt.Errorf("cpu: quantize q8_0: %d values is not a multiple of %d: %w", len(src), Q8Block, ErrShape)
-	}
-	if want := len(src) / Q8Block * Q8BlockBytes; len(dst) != want {
-		return fmt.Errorf("cpu: quantize q8_0: %d values need %d bytes, dst has %d: %w", len(src), want, len(dst), ErrShape)
-	}
-	for b := 0; b < len(src)/Q8Block; b++ {
-		x := src[b*Q8Block : (b+1)*Q8Block]
-		blk := dst[b*Q8BlockBytes : (b+1)*Q8BlockBytes]
-		var amax float32
-		for _, v := range x {
-			if a := float32(math.Abs(float64(v))); a > amax {
-				amax = a
-			}
-		}
-		d := amax / 127
-		var id float32
-		if d != 0 {
-			id = 1 / d
-		}
-		binary.LittleEndian.PutUint16(blk, F32ToF16(d))
-		for j, v := range x {
-			blk[2+j] = byte(int8(math.Round(float64(v * id))))
-		}
-	}
-	return nil
-}
-
 // Dequantize writes row `row` of w, converted to float32, into out[:w.Cols].
 func Dequantize(out []float32, w Matrix, row int) {
 	w.mustValid()
@@ -164,15 +132,8 @@ func dequantRow(out []float32, t DType, data []byte) {
 		for j := range out {
 			out[j] = BF16ToF32(binary.LittleEndian.Uint16(data[2*j:]))
 		}
-	case Q8_0:
-		for b := 0; b < len(out)/Q8Block; b++ {
-			blk := data[b*Q8BlockBytes : (b+1)*Q8BlockBytes]
-			d := F16ToF32(binary.LittleEndian.Uint16(blk))
-			o := out[b*Q8Block : (b+1)*Q8Block]
-			for j := range o {
-				o[j] = d * float32(int8(blk[2+j]))
-			}
-		}
+	default:
+		dequantQuant(t, data, out)
 	}
 }
 

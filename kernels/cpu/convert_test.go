@@ -205,7 +205,7 @@ func TestDTypeAndValidate(t *testing.T) {
 		err  bool
 	}{
 		{F32, "f32", 7, 28, false}, {F16, "f16", 7, 14, false}, {BF16, "bf16", 9, 18, false},
-		{Q8_0, "q8_0", 64, 68, false}, {Q8_0, "q8_0", 48, 0, true}, {F32, "f32", -1, 0, true}, {DType(9), "dtype(9)", 4, 0, true},
+		{Q8_0, "q8_0", 64, 68, false}, {Q8_0, "q8_0", 48, 0, true}, {F32, "f32", -1, 0, true}, {DType(200), "dtype(200)", 4, 0, true}, {Q4_K, "q4_k", 512, 288, false}, {Q6_K, "q6_k", 255, 0, true},
 	} {
 		got, err := c.d.RowBytes(c.cols)
 		if c.d.String() != c.name || got != c.want || (err != nil) != c.err {

@@ -1,19 +1,37 @@
-// Package cpu holds the CPU kernels an LLM forward pass (Llama family) runs
-// on: matrix multiplication over f32/f16/bf16/Q8_0 weights, RMSNorm, SiLU·mul,
-// softmax, rotary embeddings, and causal grouped-query attention over a paged
-// KV cache.
+// Package cpu holds the CPU kernels an LLM forward pass runs on: matrix
+// multiplication over f32/f16/bf16 weights and GGML's block-quantized
+// formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K–Q6_K, IQ4_NL, IQ4_XS),
+// RMSNorm, SiLU·mul, softmax, rotary embeddings, and causal attention over a
+// paged KV cache stored in any of seven encodings (f32, f16, bf16, FP8
+// E4M3/E5M2, MXFP8, NVFP4), with grouped queries, sliding windows,
+// soft-capping, attention sinks, separate key and value head dims and MLA's
+// latent cache. It is also the one place the quantized layouts are written
+// down: their decoders (dequant.go) and llama.cpp's reference quantizers
+// (quantize*.go).
 //
 // Why it looks the way it does:
 //
 //   - Weights are used exactly as GGUF/GGML stores them (Matrix: row-major,
-//     Cols = ne0, Q8_0 blocks of an f16 scale and 32 int8), so memory-mapped
+//     Cols = ne0, quantized rows as whole GGML blocks), so memory-mapped
 //     files need no conversion and no second copy.
+//   - Quantized weights are multiplied as llama.cpp multiplies them: each
+//     call quantizes the m activation rows once to 8 bits (qact.go: 32-value
+//     blocks for the 32-value formats, 256-value blocks with 16-value sums
+//     for the K-quants and IQ4_XS) and every output is an integer dot
+//     product of a weight row with an activation row (VPMADDUBSW/VPMADDWD
+//     on AVX2; VPDPBUSD and 512-bit vectors with AVX-512 VNNI for Q8_0,
+//     Q4_K, Q5_K, Q6_K; portable Go elsewhere), with the float scales
+//     applied once per block. From m = 4 the common formats dot each
+//     unpacked weight block with four activation rows at once. The same
+//     arithmetic serves every m, so a sequence's results do not depend on
+//     what it is batched with.
 //   - Decode is dominated by MatMul, which is memory-bound at m=1. On amd64
 //     with AVX2+FMA+F16C (detected at run time through golang.org/x/sys/cpu)
 //     the dot products run in Go assembly; f16 is widened with VCVTPH2PS on the
 //     fly. For small m > 1 a weight row is read once and reused across x rows:
-//     f32 and f16 use a 3-weight-row × 4-x-row register tile, bf16 and Q8_0 a
-//     1 × 4 tile; for m < 4 (decoding), f32/f16/bf16 rows go four at a time
+//     f32 and f16 use a 3-weight-row × 4-x-row register tile, bf16 a 1 × 4
+//     tile, quantized rows stay in L1 in groups of eight while each
+//     activation row passes; for m < 4 (decoding), f32/f16/bf16 rows go four at a time
 //     against each x vector (rows4). exp (SiLU, softmax, attention) is
 //     vectorised with the scalar expf's polynomial. Every other CPU uses the
 //     portable Go kernels, and tests run both paths against float64
@@ -25,9 +43,26 @@
 //     of x: 12×16 with AVX-512 where the CPU has it, 6×16 with AVX2, or a
 //     portable Go tile. Weights are never converted or copied outside that
 //     per-call scratch.
+//   - The KV cache is encoded on write (WriteKV, WriteKVRows; EncodeKV
+//     rounds to nearest even, FP8 saturates, block scales follow the OCP MX
+//     and NVFP4 rules — kvformat.go) and decoded inside attention a tile at
+//     a time; no f32 copy of the cache exists. Attention (attention.go,
+//     attn_tile.go) is a tiled online softmax: a work item is up to 48
+//     query vectors (rows × the heads of one KV head) that share each
+//     64-key tile, decoded and transposed into 16-key panels; scores and
+//     value sums go through a register-tiled microkernel (12×16 AVX-512,
+//     4×16 and 1×16 AVX2, portable Go) with a running max and sum per
+//     vector. Items of fewer than four vectors (MHA decode) read f32/f16/
+//     bf16 rows in place instead. The scratch is a few tiles per worker,
+//     independent of the context (AttentionScratch); a call with fewer
+//     items than workers splits its keys and merges the parts
+//     (flash-decoding). Decoders and the f16/bf16 encoders have AVX2/F16C
+//     paths; the FP8 and block-scaled encoders are portable Go (a write is
+//     one row per token, attention reads every row per token).
 //   - Kernels that take a *Pool split work over its workers through an atomic
 //     chunk counter (weight rows for MatMul, (x-row block, 16-row panel) pairs
-//     for the GEMM, (query row, head) pairs for Attention), so a worker
+//     for the GEMM, (activation-row block, weight-row chunk) pairs for the
+//     quantized MatMul, work items and their key parts for Attention), so a worker
 //     descheduled on a shared core does not stall the call. Workers spin
 //     briefly between calls instead of parking on a channel (pool.go: a
 //     parked goroutine's wake-up on a VM outlasts a decode matvec). A nil
@@ -35,9 +70,14 @@
 //
 // Invariants:
 //
-//   - Hot paths (MatMul, Attention, RMSNorm, Rope.Apply, SiLUMul, Softmax,
-//     WriteKV, EmbeddingGather) allocate nothing per call; Pool keeps its
-//     per-kernel task state inside itself and Attention takes caller scratch.
+//   - Hot paths (MatMul, Attention, DecodeAttention, RMSNorm, Rope.Apply,
+//     SiLUMul, Softmax, WriteKV, EmbeddingGather) allocate nothing per call;
+//     Pool keeps its per-kernel task state inside itself (and the quantized
+//     activation rows in a buffer grown by the first call of a size) and
+//     Attention takes caller scratch.
+//   - Attention never reads a key before its query's window: the pages
+//     there may have been released (their page-table entries are not
+//     looked at).
 //   - One kernel call runs on a Pool at a time; concurrent callers are
 //     serialised, never interleaved.
 //   - Malformed shapes (short slices, invalid Matrix, page-table slots outside
@@ -45,7 +85,8 @@
 //     functions that return an error wrap ErrShape.
 //   - Accumulation is float32 (as GGML); reductions that decide normalisation
 //     (softmax sums) use float64. Conversions round to nearest even and keep
-//     subnormals, infinities and NaN.
+//     subnormals; f16 and bf16 keep infinities and NaN, the FP8 cache
+//     encodings saturate infinities to their largest finite value.
 //   - The host is little-endian (GGUF is little-endian and f32 weight bytes are
 //     reinterpreted in place).
 //   - The kernels of the newer architectures follow their reference code
@@ -56,4 +97,13 @@
 //     gpt-oss's clamped SwiGLU and soft-capping (act.go), MXFP4 decoding
 //     (mxfp4.go). Route, ScatterAdd and the activations allocate nothing per
 //     call; ExpertGroups is sized once.
+//
+// The Mamba-2 kernels (mamba.go, mamba_scan.go, mamba_norm.go: the causal
+// convolution with its rolling state, the selective scan — the chunked SSD
+// form for prefill, the recurrence for decode — and the grouped gated
+// RMSNorm) run over batches of sequences that each carry their own conv and
+// SSM states, updated in place. They allocate nothing per call (a Pool
+// grows its per-sequence index slices on the first call of a batch size)
+// and the scan takes caller scratch (MambaScanScratch). The model side is
+// docs/architectures/mamba2-hybrids.md.
 package cpu

@@ -102,51 +102,6 @@ func dot4BF16Go(w []byte, x []float32, xs int, out *[4]float32) {
 	out[3] += s3
 }
 
-// dotQ8Go: len(x) is a multiple of 32 and w holds len(x)/32 blocks.
-func dotQ8Go(w []byte, x []float32) float32 {
-	var sum float32
-	for b := 0; b < len(x)/Q8Block; b++ {
-		blk := w[b*Q8BlockBytes : (b+1)*Q8BlockBytes]
-		q := blk[2:Q8BlockBytes]
-		xb := x[b*Q8Block : (b+1)*Q8Block]
-		var s0, s1 float32
-		for j := 0; j < Q8Block; j += 2 {
-			s0 += float32(int8(q[j])) * xb[j]
-			s1 += float32(int8(q[j+1])) * xb[j+1]
-		}
-		sum += F16ToF32(binary.LittleEndian.Uint16(blk)) * (s0 + s1)
-	}
-	return sum
-}
-
-func dot4Q8Go(w []byte, x []float32, xs int, out *[4]float32) {
-	n := len(w) / Q8BlockBytes * Q8Block
-	x0, x1, x2, x3 := x[:n], x[xs:xs+n], x[2*xs:2*xs+n], x[3*xs:3*xs+n]
-	var t0, t1, t2, t3 float32
-	for b := 0; b < n/Q8Block; b++ {
-		blk := w[b*Q8BlockBytes : (b+1)*Q8BlockBytes]
-		q := blk[2:Q8BlockBytes]
-		o := b * Q8Block
-		var s0, s1, s2, s3 float32
-		for j := range Q8Block {
-			v := float32(int8(q[j]))
-			s0 += v * x0[o+j]
-			s1 += v * x1[o+j]
-			s2 += v * x2[o+j]
-			s3 += v * x3[o+j]
-		}
-		d := F16ToF32(binary.LittleEndian.Uint16(blk))
-		t0 += d * s0
-		t1 += d * s1
-		t2 += d * s2
-		t3 += d * s3
-	}
-	out[0] += t0
-	out[1] += t1
-	out[2] += t2
-	out[3] += t3
-}
-
 // axpyGo: y += a*x.
 func axpyGo(y []float32, a float32, x []float32) {
 	x = x[:len(y)]

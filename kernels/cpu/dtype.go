@@ -10,14 +10,27 @@ import (
 var ErrShape = errors.New("cpu: invalid shape")
 
 // DType is the element type of a weight matrix, numbered as this package
-// chooses (not the GGML type ids; loaders map those).
+// chooses (not the GGML type ids; loaders map those). host/device.DType and
+// the CUDA kernels' DT_* constants use the same numbers.
 type DType uint8
 
 const (
-	F32  DType = iota // IEEE binary32
-	F16               // IEEE binary16
-	BF16              // bfloat16 (top half of a binary32)
-	Q8_0              // GGML Q8_0: blocks of an f16 scale and 32 int8
+	F32    DType = iota // IEEE binary32
+	F16                 // IEEE binary16
+	BF16                // bfloat16 (top half of a binary32)
+	Q8_0                // GGML Q8_0: blocks of an f16 scale and 32 int8
+	Q4_0                // GGML Q4_0: f16 d, 32 4-bit q; w = d·(q−8)
+	Q4_1                // GGML Q4_1: f16 d, f16 m, 32 4-bit q; w = d·q + m
+	Q5_0                // GGML Q5_0: f16 d, 32 fifth bits, 32 4-bit q; w = d·(q−16)
+	Q5_1                // GGML Q5_1: f16 d, f16 m, fifth bits, 4-bit q; w = d·q + m
+	Q2_K                // GGML Q2_K: 256 2-bit q, 16 4-bit (scale, min) pairs, f16 d, dmin
+	Q3_K                // GGML Q3_K: 256 3-bit q (2 low bits + a mask bit), 16 6-bit scales, f16 d
+	Q4_K                // GGML Q4_K: f16 d, dmin, 8 6-bit (scale, min) pairs, 256 4-bit q
+	Q5_K                // GGML Q5_K: Q4_K plus a fifth bit per value
+	Q6_K                // GGML Q6_K: 256 6-bit q, 16 int8 scales, f16 d
+	IQ4_NL              // GGML IQ4_NL: f16 d, 32 4-bit indices into a fixed non-linear table
+	IQ4_XS              // GGML IQ4_XS: f16 d, 8 6-bit sub-block scales, 256 IQ4_NL indices
+	numDTypes
 )
 
 // Q8Block is the number of values in one Q8_0 block and Q8BlockBytes its size
@@ -27,39 +40,82 @@ const (
 	Q8BlockBytes = 2 + Q8Block
 )
 
-// String returns the lowercase GGML-style name ("f32", "f16", "bf16", "q8_0").
+// QKK is the number of values in a K-quant (and IQ4_XS) super-block.
+const QKK = 256
+
+// dtypeInfo is the layout of one dtype, as ggml-common.h defines it: block
+// values per block and bytes per block (1 and the element size for plain
+// types).
+type dtypeInfo struct {
+	name         string
+	block, bytes int
+}
+
+var dtypes = [numDTypes]dtypeInfo{
+	F32: {"f32", 1, 4}, F16: {"f16", 1, 2}, BF16: {"bf16", 1, 2},
+	Q8_0: {"q8_0", 32, 34}, Q4_0: {"q4_0", 32, 18}, Q4_1: {"q4_1", 32, 20},
+	Q5_0: {"q5_0", 32, 22}, Q5_1: {"q5_1", 32, 24},
+	Q2_K: {"q2_k", QKK, 84}, Q3_K: {"q3_k", QKK, 110}, Q4_K: {"q4_k", QKK, 144},
+	Q5_K: {"q5_k", QKK, 176}, Q6_K: {"q6_k", QKK, 210},
+	IQ4_NL: {"iq4_nl", 32, 18}, IQ4_XS: {"iq4_xs", QKK, 136},
+}
+
+// DTypes lists every dtype in numbering order.
+func DTypes() []DType {
+	out := make([]DType, numDTypes)
+	for i := range out {
+		out[i] = DType(i)
+	}
+	return out
+}
+
+// Valid reports whether d is a known dtype.
+func (d DType) Valid() bool { return d < numDTypes }
+
+// String returns the lowercase GGML-style name ("f32", "q4_k", …).
 func (d DType) String() string {
-	switch d {
-	case F32:
-		return "f32"
-	case F16:
-		return "f16"
-	case BF16:
-		return "bf16"
-	case Q8_0:
-		return "q8_0"
+	if d.Valid() {
+		return dtypes[d].name
 	}
 	return fmt.Sprintf("dtype(%d)", uint8(d))
 }
 
-// RowBytes returns the bytes of one row of cols elements. Q8_0 needs cols to be
-// a multiple of 32.
+// Quantized reports whether d is block-quantized (Q8_0 and the 4/5/6-bit
+// formats): rows are whole blocks and MatMul quantizes x to 8 bits for it.
+func (d DType) Quantized() bool { return d.Valid() && dtypes[d].block > 1 }
+
+// BlockSize is the number of values per block (1 for plain types, 0 for an
+// unknown dtype).
+func (d DType) BlockSize() int {
+	if !d.Valid() {
+		return 0
+	}
+	return dtypes[d].block
+}
+
+// BlockBytes is the size in bytes of one block (of one element for plain
+// types; 0 for an unknown dtype).
+func (d DType) BlockBytes() int {
+	if !d.Valid() {
+		return 0
+	}
+	return dtypes[d].bytes
+}
+
+// RowBytes returns the bytes of one row of cols elements. Quantized types
+// need cols to be a multiple of their block size.
 func (d DType) RowBytes(cols int) (int, error) {
 	if cols < 0 {
 		return 0, fmt.Errorf("cpu: row of %d columns: %w", cols, ErrShape)
 	}
-	switch d {
-	case F32:
-		return 4 * cols, nil
-	case F16, BF16:
-		return 2 * cols, nil
-	case Q8_0:
-		if cols%Q8Block != 0 {
-			return 0, fmt.Errorf("cpu: q8_0 row of %d columns: columns must be a multiple of %d: %w", cols, Q8Block, ErrShape)
-		}
-		return cols / Q8Block * Q8BlockBytes, nil
+	if !d.Valid() {
+		return 0, fmt.Errorf("cpu: unknown dtype %d: %w", uint8(d), ErrShape)
 	}
-	return 0, fmt.Errorf("cpu: unknown dtype %d: %w", uint8(d), ErrShape)
+	t := dtypes[d]
+	if cols%t.block != 0 {
+		return 0, fmt.Errorf("cpu: %s row of %d columns: columns must be a multiple of %d: %w", t.name, cols, t.block, ErrShape)
+	}
+	return cols / t.block * t.bytes, nil
 }
 
 // Matrix is a row-major weight matrix: Rows output features, each row Cols input

@@ -155,9 +155,8 @@ func gemmTileGo(tile *[gemmMR * gemmNR]float32, x []float32, xo *[gemmMR]int, pk
 }
 
 // packPanel converts and packs columns [k0, k0+kc) of weight rows [r0, r0+nr)
-// into pk[k*gemmNR+j]; rows past nr are zero. Q8_0 chunks start and end on
-// block boundaries (gemmKC is a multiple of Q8Block and cols of a Q8_0 matrix
-// are too).
+// into pk[k*gemmNR+j]; rows past nr are zero. The GEMM runs the plain
+// types; quantized weights always take the integer path (matmul_quant.go).
 func packPanel(pk []float32, w Matrix, rb, r0, nr, k0, kc int) {
 	done := 0
 	if nr == gemmNR {
@@ -182,16 +181,6 @@ func packPanel(pk []float32, w Matrix, rb, r0, nr, k0, kc int) {
 			for k := range kc {
 				pk[k*gemmNR+j] = BF16ToF32(binary.LittleEndian.Uint16(row[2*(k0+k):]))
 			}
-		case Q8_0:
-			for b := k0 / Q8Block; b < (k0+kc)/Q8Block; b++ {
-				blk := row[b*Q8BlockBytes : (b+1)*Q8BlockBytes]
-				// d·q is exact in float32 (11 + 8 significant bits).
-				d := F16ToF32(binary.LittleEndian.Uint16(blk))
-				dst := pk[(b*Q8Block-k0)*gemmNR+j:]
-				for q, v := range blk[2:] {
-					dst[q*gemmNR] = d * float32(int8(v))
-				}
-			}
 		}
 	}
 	for j := nr; j < gemmNR; j++ {
@@ -206,7 +195,7 @@ func packPanel(pk []float32, w Matrix, rb, r0, nr, k0, kc int) {
 var gemmMinMOverride int
 
 // gemmMinM is the smallest m for which the GEMM path beats the dot-product
-// tiles, as measured on a 2-core Sapphire Rapids VM (BenchmarkMatMulGEMM and
+// tiles for the plain types (quantized weights never take it), as measured on a 2-core Sapphire Rapids VM (BenchmarkMatMulGEMM and
 // smaller m): with AVX-512 a full 12-row tile pays from m = 12; with AVX2 only
 // the panel packing needs m ≈ 32 to pay off; the portable Go microkernel only
 // wins where it saves per-element conversions (f16, bf16).

@@ -23,9 +23,6 @@ func pack16F16AVX(dst *float32, src *byte, stride, n8 int)
 //go:noescape
 func pack16BF16AVX(dst *float32, src *byte, stride, n8 int)
 
-//go:noescape
-func pack16Q8AVX(dst *float32, src *byte, stride, nblk int)
-
 // gemmTileSIMD runs the assembly microkernel for the full 6×16 tile whose
 // top-left output is out[c]; x rows start at x[xo[i]] and hold at least kc
 // floats. It reports false when the assembly is not in use.
@@ -50,7 +47,7 @@ func gemmTileSIMD(out []float32, c, ldc int, x []float32, xo *[gemmMR]int, pk []
 
 // packSIMD packs the leading multiple of 8 of kc columns (from k0) of the 16
 // weight rows from r0 with the assembly packers and returns how many columns
-// it packed (0 when the assembly is not in use). Q8_0 chunks are whole blocks.
+// it packed (0 when the assembly is not in use).
 func packSIMD(pk []float32, w Matrix, rb, r0, k0, kc int) int {
 	n8 := kc &^ 7
 	if !useSIMD || n8 == 0 {
@@ -63,8 +60,6 @@ func packSIMD(pk []float32, w Matrix, rb, r0, k0, kc int) int {
 		start, end = r0*rb+4*k0, r0*rb+4*(k0+n8)
 	case F16, BF16:
 		start, end = r0*rb+2*k0, r0*rb+2*(k0+n8)
-	case Q8_0:
-		start, end = r0*rb+k0/Q8Block*Q8BlockBytes, r0*rb+(k0+kc)/Q8Block*Q8BlockBytes
 	}
 	_ = w.Data[end+(gemmNR-1)*rb-1]
 	src := &w.Data[start]
@@ -75,9 +70,6 @@ func packSIMD(pk []float32, w Matrix, rb, r0, k0, kc int) int {
 		pack16F16AVX(&pk[0], src, rb, n8)
 	case BF16:
 		pack16BF16AVX(&pk[0], src, rb, n8)
-	case Q8_0:
-		pack16Q8AVX(&pk[0], src, rb, kc/Q8Block)
-		return kc
 	}
 	return n8
 }

@@ -57,11 +57,8 @@ func TestMatMulGEMMEdges(t *testing.T) {
 		want, mag := refMatMul(x, m, w)
 		cases = append(cases, gemmCase{w, m, x, want, mag})
 	}
-	for _, dt := range []DType{F32, F16, BF16, Q8_0} {
+	for _, dt := range []DType{F32, F16, BF16} {
 		colsList := []int{1, 31, 257, 1000}
-		if dt == Q8_0 {
-			colsList = []int{32, 288, 1024}
-		}
 		for _, m := range []int{7, 8, 13, 64, 129} {
 			for _, rows := range []int{15, 16, 17, 33} {
 				for _, cols := range colsList {
@@ -127,13 +124,10 @@ func TestPackPanel(t *testing.T) {
 	r := newRand(72)
 	saved := useSIMD
 	defer func() { useSIMD = saved }()
-	for _, dt := range []DType{F32, F16, BF16, Q8_0} {
+	for _, dt := range []DType{F32, F16, BF16} {
 		w := makeMatrix(t, r, dt, 40, 320)
 		rb := w.rowBytes()
 		for _, kc := range []int{8, 32, 61, 256} {
-			if dt == Q8_0 && kc%Q8Block != 0 {
-				continue
-			}
 			for _, r0 := range []int{0, 24} {
 				k0 := 64
 				got := randVec(r, gemmNR*gemmKC, 1)
@@ -165,7 +159,7 @@ func TestMatMulGEMMDoesNotAllocate(t *testing.T) {
 	r := newRand(73)
 	p := NewPool(2)
 	defer p.Close()
-	for _, dt := range []DType{F32, F16, BF16, Q8_0} {
+	for _, dt := range []DType{F32, F16, BF16} {
 		w := makeMatrix(t, r, dt, 40, 320)
 		x := randVec(r, 29*320, 1)
 		out := make([]float32, 29*40)

@@ -88,10 +88,10 @@ func refDecode(t DType, data []byte, cols int) []float64 {
 		for j := range out {
 			out[j] = refBF16(binary.LittleEndian.Uint16(data[2*j:]))
 		}
-	case Q8_0:
+	default:
+		bs, bb := t.BlockSize(), t.BlockBytes()
 		for j := range out {
-			blk := data[j/32*34:]
-			out[j] = refHalf(binary.LittleEndian.Uint16(blk)) * float64(int8(blk[2+j%32]))
+			out[j] = refElem(t, data[j/bs*bb:], j%bs)
 		}
 	}
 	return out
@@ -119,8 +119,8 @@ func makeMatrix(tb testing.TB, r *rand.Rand, dt DType, rows, cols int) Matrix {
 		for i, v := range src {
 			binary.LittleEndian.PutUint16(data[2*i:], F32ToBF16(v))
 		}
-	case Q8_0:
-		if err := QuantizeQ8_0(data, src); err != nil {
+	default:
+		if err := QuantizeBlocks(dt, data, src); err != nil {
 			tb.Fatal(err)
 		}
 	}

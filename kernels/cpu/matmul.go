@@ -39,6 +39,10 @@ func (p *Pool) MatMul(out, x []float32, m int, w Matrix) {
 		clear(out[:m*w.Rows])
 		return
 	}
+	if w.Type.Quantized() {
+		p.matmulQuant(out, x, m, w, rb)
+		return
+	}
 	threads := p.Threads()
 	if m >= gemmMinM(w.Type) {
 		if threads == 1 {
@@ -108,14 +112,6 @@ func matmulRows(out, x []float32, m int, w Matrix, rb, r0, r1 int) {
 			}
 			for ; i < m; i++ {
 				out[i*rows+r] = dotBF16(wb, x[i*cols:(i+1)*cols])
-			}
-		case Q8_0:
-			for ; i+4 <= m; i += 4 {
-				dot4Q8(wb, x[i*cols:], cols, &o)
-				scatter4(out, o, i, rows, r)
-			}
-			for ; i < m; i++ {
-				out[i*rows+r] = dotQ8(wb, x[i*cols:(i+1)*cols])
 			}
 		}
 	}

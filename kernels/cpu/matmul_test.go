@@ -27,6 +27,21 @@ func refMatMul(x []float32, m int, w Matrix) (want, mag []float64) {
 	return want, mag
 }
 
+// matMulRef is the reference for MatMul at this m and each output's
+// tolerance: the float reference within 2e-6 of the magnitude for plain
+// types, quantMatMulRef for quantized ones.
+func matMulRef(x []float32, m int, w Matrix) (want, tol []float64) {
+	if w.Type.Quantized() {
+		return quantMatMulRef(w.Type, x, m, w)
+	}
+	want, mag := refMatMul(x, m, w)
+	tol = make([]float64, len(mag))
+	for i, a := range mag {
+		tol[i] = 2e-6*a + 1e-7
+	}
+	return want, tol
+}
+
 func TestMatMul(t *testing.T) {
 	type shape struct{ rows, cols int }
 	dense := []shape{{1, 1}, {5, 7}, {37, 13}, {3, 33}, {9, 100}, {17, 257}, {6, 64}}
@@ -51,13 +66,13 @@ func TestMatMul(t *testing.T) {
 				w := makeMatrix(t, r, dt, s.rows, s.cols)
 				for _, m := range []int{1, 3, 5, 16} {
 					x := randVec(r, m*s.cols, 2)
-					want, mag := refMatMul(x, m, w)
+					want, tols := matMulRef(x, m, w)
 					for _, pl := range pools {
 						out := make([]float32, m*s.rows+1)
 						out[len(out)-1] = 42 // past the end: must stay untouched
 						pl.p.MatMul(out, x, m, w)
 						for i, g := range out[:m*s.rows] {
-							if tol := 2e-6*mag[i] + 1e-7; !near(g, want[i], tol) {
+							if tol := tols[i]; !near(g, want[i], tol) {
 								t.Fatalf("%v %dx%d m=%d %s: out[%d] = %v, want %v (tol %g)", dt, s.rows, s.cols, m, pl.name, i, g, want[i], tol)
 							}
 						}
@@ -78,25 +93,25 @@ func TestDotKernelsLong(t *testing.T) {
 	impls(t, func(t *testing.T) {
 		r := newRand(11)
 		const rows = 5
-		for _, dt := range []DType{F32, F16, BF16, Q8_0} {
-			for _, cols := range []int{2048, 4096 + 64 + 3} {
-				if dt == Q8_0 && cols%32 != 0 {
+		for _, dt := range append([]DType{F32, F16, BF16}, quantTypes...) {
+			for _, cols := range []int{2048, 4096 + 64 + 3, 4096 + 256} {
+				if cols%dt.BlockSize() != 0 {
 					continue
 				}
 				w := makeMatrix(t, r, dt, rows, cols)
 				x := randVec(r, 4*cols, 100)
-				want, mag := refMatMul(x, 4, w)
+				want, tol := matMulRef(x, 4, w)
 				out := make([]float32, 4*rows)
 				(*Pool)(nil).MatMul(out, x, 4, w)
 				out1 := make([]float32, rows)
 				(*Pool)(nil).MatMul(out1, x[2*cols:], 1, w)
 				for i := range out {
-					if !near(out[i], want[i], 2e-6*mag[i]) {
+					if !near(out[i], want[i], tol[i]) {
 						t.Fatalf("%v cols=%d: out[%d] = %v, want %v", dt, cols, i, out[i], want[i])
 					}
 				}
 				for j := range out1 {
-					if !near(out1[j], want[2*rows+j], 2e-6*mag[2*rows+j]) {
+					if !near(out1[j], want[2*rows+j], tol[2*rows+j]) {
 						t.Fatalf("%v cols=%d m=1: out[%d] = %v, want %v", dt, cols, j, out1[j], want[2*rows+j])
 					}
 				}

@@ -118,15 +118,25 @@ func refRoute(r Router, logits []float32, bias []float32) (ids []int, w []float6
 }
 
 // refSwiGLUExpert is one dense expert in float64: down(silu(gate·x)·(up·x)).
-func refSwiGLUExpert(x []float32, gate, up, down []float64, hidden, ff int) []float64 {
+func refSwiGLUExpert(x []float32, gate, up, down []float64, hidden, ff int, q8 bool) []float64 {
+	xs := make([]float64, hidden)
+	for k := range hidden {
+		xs[k] = float64(x[k])
+	}
+	if q8 {
+		refQ8Round(xs)
+	}
 	h := make([]float64, ff)
 	for f := range ff {
 		var g, u float64
 		for k := range hidden {
-			g += gate[f*hidden+k] * float64(x[k])
-			u += up[f*hidden+k] * float64(x[k])
+			g += gate[f*hidden+k] * xs[k]
+			u += up[f*hidden+k] * xs[k]
 		}
-		h[f] = g / (1 + math.Exp(-g)) * u
+		h[f] = float64(float32(g / (1 + math.Exp(-g)) * u))
+	}
+	if q8 {
+		refQ8Round(h)
 	}
 	out := make([]float64, hidden)
 	for o := range hidden {
@@ -135,4 +145,24 @@ func refSwiGLUExpert(x []float32, gate, up, down []float64, hidden, ff int) []fl
 		}
 	}
 	return out
+}
+
+// refQ8Round replaces v, in blocks of 32, by its Q8 approximation d·q with
+// d = max|v|/127 and q = round-half-even(v/d): the activation rows a
+// block-quantized MatMul multiplies (llama.cpp's q8 activations), written
+// here from that definition.
+func refQ8Round(v []float64) {
+	for b := 0; b+32 <= len(v); b += 32 {
+		var amax float64
+		for _, x := range v[b : b+32] {
+			amax = math.Max(amax, math.Abs(x))
+		}
+		d := float64(float32(amax / 127))
+		if d == 0 {
+			continue
+		}
+		for i := b; i < b+32; i++ {
+			v[i] = d * math.RoundToEven(v[i]/d)
+		}
+	}
 }

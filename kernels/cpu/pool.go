@@ -35,16 +35,20 @@ type Pool struct {
 	closed  atomic.Bool
 	workers []*poolWorker  // threads-1 of them
 	exited  sync.WaitGroup // the workers, until Close has stopped them
+	mb      mambaTask      // every Mamba-2 kernel (mamba_scan.go)
 
 	cur     task          // the call being dispatched; set before gen moves
 	gen     atomic.Uint64 // dispatch generation; workers watch it
 	pending atomic.Int32  // claims of the current generation not yet finished
 	moe     moeTasks      // Route and ScatterAdd (moe.go, moe_group.go)
 
-	mm  matmulTask
-	gm  gemmTask
-	at  attnTask
-	dat decodeAttnTask
+	mm matmulTask
+	gm gemmTask
+	qm qmatTask
+	// qbuf holds MatMul's quantized activation rows (qact.go): grown by the
+	// first call of a size, reused by every later one.
+	qbuf []uint64
+	at   attnTask
 }
 
 // poolWorker is one extra worker's hand-off state.

@@ -37,12 +37,6 @@ func dotBF16AVX(w *byte, x *float32, n int) float32
 func dot4BF16AVX(w *byte, x *float32, xs, n int, out *[4]float32)
 
 //go:noescape
-func dotQ8AVX(w *byte, x *float32, nblk int) float32
-
-//go:noescape
-func dot4Q8AVX(w *byte, x *float32, xs, nblk int, out *[4]float32)
-
-//go:noescape
 func axpyAVX(y, x *float32, a float32, n int)
 
 // siluMulAVX: out = gate·up/(1+exp(-gate)) for n (a multiple of 8) values.
@@ -270,26 +264,6 @@ func dot4BF16(w []byte, x []float32, xs int, out *[4]float32) {
 	if n8 < n {
 		dot4BF16Go(w[2*n8:], x[n8:], xs, out)
 	}
-}
-
-func dotQ8(w []byte, x []float32) float32 {
-	nb := len(x) / Q8Block
-	if !useSIMD || nb == 0 {
-		return dotQ8Go(w, x)
-	}
-	_ = w[nb*Q8BlockBytes-1]
-	return dotQ8AVX(&w[0], &x[0], nb)
-}
-
-func dot4Q8(w []byte, x []float32, xs int, out *[4]float32) {
-	nb := len(w) / Q8BlockBytes
-	if !useSIMD || nb == 0 {
-		*out = [4]float32{}
-		dot4Q8Go(w, x, xs, out)
-		return
-	}
-	_ = x[3*xs+nb*Q8Block-1]
-	dot4Q8AVX(&w[0], &x[0], xs, nb, out)
 }
 
 // axpy: y += a*x.

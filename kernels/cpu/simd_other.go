@@ -19,11 +19,6 @@ func dot4BF16(w []byte, x []float32, xs int, out *[4]float32) {
 	*out = [4]float32{}
 	dot4BF16Go(w, x, xs, out)
 }
-func dotQ8(w []byte, x []float32) float32 { return dotQ8Go(w, x) }
-func dot4Q8(w []byte, x []float32, xs int, out *[4]float32) {
-	*out = [4]float32{}
-	dot4Q8Go(w, x, xs, out)
-}
 func axpy(y []float32, a float32, x []float32) { axpyGo(y, a, x) }
 
 func siluMulVec(out, gate, up []float32) int              { return 0 }
@@ -37,3 +32,14 @@ func f32ToF16Vec([]byte, []float32) int { return 0 }
 func rows4(DType, []byte, int, []float32, *[4]float32) bool { return false }
 
 func mm3x4(DType, []byte, int, []float32, int, int, *[12]float32) bool { return false }
+
+func vecDotRowsSIMD(DType, []byte, int, int, []byte, []float32) bool { return false }
+
+func vecDot4RowsSIMD(DType, []byte, int, int, []byte, int, int, []float32, int) bool { return false }
+
+const q512Available = false
+
+var useQ512 = false
+
+func quantQ8Vec([]q8Block, []float32) bool   { return false }
+func quantQ8KVec([]q8KBlock, []float32) bool { return false }

@@ -16,12 +16,14 @@ var Arches = []string{"sm_80", "sm_90"}
 // Modules maps each module (one per .cu source) to the kernel entry points
 // it defines. The host fetches every one of them at startup.
 var Modules = map[string][]string{
-	"attention":   {"attention_f32", "decode_attention_f32"},
+	"attention":   {"attention", "decode_attention"},
 	"elementwise": {"add_f32", "add_bias_f32", "silu_mul_f32", "f32_to_f16", "f32_to_bf16"},
 	"experts":     {"route_f32", "group_experts", "scatter_add_f32"},
 	"gather":      {"embedding", "gather_rows_f32"},
-	"kv":          {"write_kv_f32", "write_kv_rows_f32"},
+	"kv":          {"write_kv", "write_kv_rows"},
+	"mamba":       {"mamba_conv", "mamba_ssm_update", "mamba_chunk_scan", "mamba_gated_norm", "relu_sq_f32", "scale_f32", "add_scaled_f32"},
 	"matvec":      {"matvec"},
+	"matvec_q":    {"matvec_q"},
 	"norm":        {"rmsnorm_f32"},
 	"pointwise":   {"geglu_tanh_f32", "swiglu_oai_f32", "softcap_f32", "scale_f32"},
 	"rope":        {"rope_f32"},

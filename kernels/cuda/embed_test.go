@@ -99,8 +99,8 @@ func TestEveryKernelIsInItsModule(t *testing.T) {
 	if seen == 0 {
 		t.Fatal("no kernels found")
 	}
-	if got := len(Sources()); got != len(Modules)+1 {
-		t.Errorf("%d sources embedded, want %d modules and common.cuh", got, len(Modules))
+	if got := len(Sources()); got != len(Modules)+2 {
+		t.Errorf("%d sources embedded, want %d modules, common.cuh and quant.cuh", got, len(Modules))
 	}
 }
 

@@ -1,7 +1,7 @@
 // Gathers: token embedding rows (any weight dtype, widened to f32) and rows
 // of an activation matrix (the last position of each sequence before the LM
 // head). One block per output row.
-#include "common.cuh"
+#include "quant.cuh"
 
 extern "C" __global__ void embedding(float* out, const unsigned char* table, const int* ids,
                                      int cols, long row_bytes, int dtype) {

@@ -1,9 +1,10 @@
-// matvec: out[m, N] = x[m, K] · wᵀ for a row-major weight w [N, K] in any
-// dtype, with f32 activations and f32 accumulation. One warp per output
-// feature n; each warp reads its weight row once per group of MV_ROWS input
-// rows (grid.y walks the groups), so for decode (m ≤ 8) every weight byte is
-// read once. It is the small-M path and the fallback when cuBLAS is absent.
-#include "common.cuh"
+// matvec: out[m, N] = x[m, K] · wᵀ for a row-major weight w [N, K] in f32,
+// f16 or bf16 (quantized weights go to matvec_q), with f32 activations and
+// f32 accumulation. One warp per output feature n; each warp reads its
+// weight row once per group of MV_ROWS input rows (grid.y walks the groups),
+// so for decode (m ≤ 8) every weight byte is read once. It is the small-M
+// path and the fallback when cuBLAS is absent.
+#include "quant.cuh"
 
 #define MV_ROWS 8
 
@@ -19,31 +20,11 @@ extern "C" __global__ void matvec(float* out, const float* x, const unsigned cha
     float acc[MV_ROWS];
 #pragma unroll
     for (int r = 0; r < MV_ROWS; r++) acc[r] = 0.f;
-    if (dtype == DT_Q8_0) {
-        for (int b = lane; b < K / Q8_BLOCK; b += 32) {
-            const unsigned char* blk = wr + (size_t)b * Q8_BLOCK_BYTES;
-            float d = f16_at(blk);
-            const signed char* qv = reinterpret_cast<const signed char*>(blk + 2);
-            float part[MV_ROWS];
+    for (int k = lane; k < K; k += 32) {
+        float wv = load_elem(wr, k, dtype);
 #pragma unroll
-            for (int r = 0; r < MV_ROWS; r++) part[r] = 0.f;
-            for (int j = 0; j < Q8_BLOCK; j++) {
-                float wv = (float)qv[j];
-                int k = b * Q8_BLOCK + j;
-#pragma unroll
-                for (int r = 0; r < MV_ROWS; r++)
-                    if (r < mr) part[r] += wv * xb[(size_t)r * K + k];
-            }
-#pragma unroll
-            for (int r = 0; r < MV_ROWS; r++) acc[r] += d * part[r];
-        }
-    } else {
-        for (int k = lane; k < K; k += 32) {
-            float wv = load_elem(wr, k, dtype);
-#pragma unroll
-            for (int r = 0; r < MV_ROWS; r++)
-                if (r < mr) acc[r] += wv * xb[(size_t)r * K + k];
-        }
+        for (int r = 0; r < MV_ROWS; r++)
+            if (r < mr) acc[r] += wv * xb[(size_t)r * K + k];
     }
 #pragma unroll
     for (int r = 0; r < MV_ROWS; r++) {

@@ -29,8 +29,8 @@ type Plan interface {
 
 // Host is the set of host imports (ABI.md §Imports) a Dispatcher calls.
 type Host interface {
-	DeclarePool(name string, unit sdk.Unit, bytesPerUnit int64) int32
-	DeclareBuffer(pool, name string, layer int32, shape []int64, dtype string) int32
+	DeclarePool(name string, kind sdk.PoolKind, pageSize, window, bytesPerUnit int64) int32
+	DeclareBuffer(pool, name string, role sdk.Role, layer int32, shape []int64, dtype string) int32
 	SetUnits(pool string, units int64) int32
 	Log(level int32, msg string)
 }
@@ -97,11 +97,11 @@ func (d *Dispatcher) Configure(input []byte) int32 {
 		return d.fail(err)
 	}
 	for _, p := range plan.Pools() {
-		if st := d.host.DeclarePool(p.Name, p.Unit, p.BytesPerUnit); st != sdk.StatusOK {
+		if st := d.host.DeclarePool(p.Name, p.Kind, p.PageSize, p.Window, p.BytesPerUnit); st != sdk.StatusOK {
 			return d.fail(fmt.Errorf("guest: declare_pool %s: host status %d", p.Name, st))
 		}
 		for _, b := range p.Buffers {
-			if st := d.host.DeclareBuffer(p.Name, b.Name, b.Layer, b.Shape, b.DType); st != sdk.StatusOK {
+			if st := d.host.DeclareBuffer(p.Name, b.Name, b.Role, b.Layer, b.Shape, b.DType); st != sdk.StatusOK {
 				return d.fail(fmt.Errorf("guest: declare_buffer %s/%s layer %d: host status %d", p.Name, b.Name, b.Layer, st))
 			}
 		}

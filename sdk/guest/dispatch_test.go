@@ -27,11 +27,11 @@ func (fixed) Configure(in sdk.ConfigureInput) (guest.Plan, error) {
 }
 
 func (p fixedPlan) Pools() []sdk.Pool {
-	pool := sdk.Pool{Name: "kv", Unit: sdk.UnitToken, BytesPerUnit: p.layers * 2048}
+	pool := sdk.Pool{Name: "kv", Kind: sdk.FullAttention, PageSize: 1, BytesPerUnit: p.layers * 2048}
 	for l := range p.layers {
 		pool.Buffers = append(pool.Buffers,
-			sdk.Buffer{Pool: "kv", Name: "k", Layer: int32(l), Shape: []int64{512}, DType: "bf16"},
-			sdk.Buffer{Pool: "kv", Name: "v", Layer: int32(l), Shape: []int64{512}, DType: "bf16"})
+			sdk.Buffer{Pool: "kv", Name: "k", Role: sdk.RoleK, Layer: int32(l), Shape: []int64{512}, DType: "bf16"},
+			sdk.Buffer{Pool: "kv", Name: "v", Role: sdk.RoleV, Layer: int32(l), Shape: []int64{512}, DType: "bf16"})
 	}
 	return []sdk.Pool{pool}
 }
@@ -47,7 +47,7 @@ func (p fixedPlan) Size(available, tokenCap, _ int64) (map[string]int64, error) 
 func TestDispatcher(t *testing.T) {
 	rec := &guest.Recorder{}
 	d := guest.NewDispatcher(fixed{}, rec)
-	if got := string(d.DescribeJSON()); !strings.Contains(got, `"kind":"configurator","abi":1`) {
+	if got := string(d.DescribeJSON()); !strings.Contains(got, `"kind":"configurator","abi":2`) {
 		t.Fatalf("descriptor %s lacks defaults", got)
 	}
 	if st := d.Size(1, 0, 0); st != sdk.StatusGuestError || !strings.Contains(d.LastError(), "before a successful configure") {
@@ -70,7 +70,7 @@ func TestDispatcher(t *testing.T) {
 	}
 	// A host refusal surfaces as the guest's error.
 	rec.Reset()
-	rec.Pools = []sdk.Pool{{Name: "kv", Unit: sdk.UnitToken, BytesPerUnit: 1}}
+	rec.Pools = []sdk.Pool{{Name: "kv", Kind: sdk.FullAttention, PageSize: 1, BytesPerUnit: 1}}
 	if st := d.Configure([]byte(`{"model":{},"host":{}}`)); st != sdk.StatusGuestError || !strings.Contains(d.LastError(), fmt.Sprint(sdk.StatusDuplicate)) {
 		t.Fatalf("duplicate pool: %d %q", st, d.LastError())
 	}

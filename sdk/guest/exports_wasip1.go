@@ -111,10 +111,10 @@ func exportSize(available, tokenCap, requestCap int64) int32 {
 }
 
 //go:wasmimport kvhost declare_pool
-func importDeclarePool(namePtr, nameLen, unit int32, bytesPerUnit int64) int32
+func importDeclarePool(namePtr, nameLen, kindPtr, kindLen int32, pageSize, window, bytesPerUnit int64) int32
 
 //go:wasmimport kvhost declare_buffer
-func importDeclareBuffer(poolPtr, poolLen, namePtr, nameLen, layer, shapePtr, shapeLen, dtypePtr, dtypeLen int32) int32
+func importDeclareBuffer(poolPtr, poolLen, namePtr, nameLen, rolePtr, roleLen, layer, shapePtr, shapeLen, dtypePtr, dtypeLen int32) int32
 
 //go:wasmimport kvhost set_units
 func importSetUnits(poolPtr, poolLen int32, units int64) int32
@@ -134,20 +134,22 @@ func strPtr(s string) (int32, int32) {
 	return int32(uintptr(unsafe.Pointer(unsafe.StringData(s)))), int32(len(s))
 }
 
-func (wasmHost) DeclarePool(name string, unit sdk.Unit, bytesPerUnit int64) int32 {
+func (wasmHost) DeclarePool(name string, kind sdk.PoolKind, pageSize, window, bytesPerUnit int64) int32 {
 	p, n := strPtr(name)
-	return importDeclarePool(p, n, int32(unit), bytesPerUnit)
+	kp, kn := strPtr(string(kind))
+	return importDeclarePool(p, n, kp, kn, pageSize, window, bytesPerUnit)
 }
 
-func (wasmHost) DeclareBuffer(pool, name string, layer int32, shape []int64, dtype string) int32 {
+func (wasmHost) DeclareBuffer(pool, name string, role sdk.Role, layer int32, shape []int64, dtype string) int32 {
 	pp, pn := strPtr(pool)
 	np, nn := strPtr(name)
+	rp, rn := strPtr(string(role))
 	dp, dn := strPtr(dtype)
 	var sp int32
 	if len(shape) > 0 {
 		sp = int32(uintptr(unsafe.Pointer(&shape[0])))
 	}
-	return importDeclareBuffer(pp, pn, np, nn, layer, sp, int32(len(shape)), dp, dn)
+	return importDeclareBuffer(pp, pn, np, nn, rp, rn, layer, sp, int32(len(shape)), dp, dn)
 }
 
 func (wasmHost) SetUnits(pool string, units int64) int32 {

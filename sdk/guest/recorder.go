@@ -7,8 +7,9 @@ import (
 )
 
 // Recorder is a Host that records declarations in memory, for testing a
-// Configurator natively. It checks pool existence and duplicates the way the
-// real host does, but not byte sums (use sdk.Pool.Check for that).
+// Configurator natively. It checks each declaration the way the real host
+// does (pool fields, roles per kind, duplicates), but not byte sums (use
+// sdk.Pool.Check for that).
 type Recorder struct {
 	Pools []sdk.Pool
 	Units map[string]int64
@@ -29,24 +30,25 @@ func (r *Recorder) pool(name string) *sdk.Pool {
 // Reset forgets everything recorded.
 func (r *Recorder) Reset() { *r = Recorder{} }
 
-func (r *Recorder) DeclarePool(name string, unit sdk.Unit, bytesPerUnit int64) int32 {
+func (r *Recorder) DeclarePool(name string, kind sdk.PoolKind, pageSize, window, bytesPerUnit int64) int32 {
 	if r.pool(name) != nil {
 		return sdk.StatusDuplicate
 	}
-	if !unit.Valid() || bytesPerUnit < 1 {
+	p := sdk.Pool{Name: name, Kind: kind, PageSize: pageSize, Window: window, BytesPerUnit: bytesPerUnit}
+	if p.CheckHeader() != nil {
 		return sdk.StatusBadArgument
 	}
-	r.Pools = append(r.Pools, sdk.Pool{Name: name, Unit: unit, BytesPerUnit: bytesPerUnit})
+	r.Pools = append(r.Pools, p)
 	return sdk.StatusOK
 }
 
-func (r *Recorder) DeclareBuffer(pool, name string, layer int32, shape []int64, dtype string) int32 {
+func (r *Recorder) DeclareBuffer(pool, name string, role sdk.Role, layer int32, shape []int64, dtype string) int32 {
 	p := r.pool(pool)
 	if p == nil {
 		return sdk.StatusUnknownPool
 	}
-	b := sdk.Buffer{Pool: pool, Name: name, Layer: layer, Shape: append([]int64(nil), shape...), DType: dtype}
-	if _, err := b.Bytes(); err != nil {
+	b := sdk.Buffer{Pool: pool, Name: name, Role: role, Layer: layer, Shape: append([]int64(nil), shape...), DType: dtype}
+	if p.CheckBuffer(b) != nil {
 		return sdk.StatusBadArgument
 	}
 	p.Buffers = append(p.Buffers, b)

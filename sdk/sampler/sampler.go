@@ -64,7 +64,7 @@ const (
 // Host pre-ops a policy can ask for, applied in this order before the cut
 // to its candidates.
 const (
-	PreOpPenalties   = "penalties"   // repetition, frequency and presence penalties over generated tokens
+	PreOpPenalties   = "penalties"   // repetition (prompt and output), frequency and presence (output) penalties
 	PreOpBias        = "bias"        // the request's logit bias
 	PreOpTemperature = "temperature" // logits / temperature (0: keep only the best)
 	PreOpTopK        = "top_k"

@@ -15,7 +15,7 @@ func genModel(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("gen-model", stderr)
 	arch := fs.String("arch", "llama", "architecture (llama)")
 	size := fs.String("size", "small", "tiny | small (≈15M params) | medium (≈110M params)")
-	dtype := fs.String("dtype", "f32", "weight type: f32 | f16 | bf16 | q8_0")
+	dtype := fs.String("dtype", "f32", "file type: f32 | f16 | bf16 | q8_0 | q4_0 | q4_1 | q5_0 | q5_1 | q2_k | q3_k_m | q4_k_s | q4_k_m | q5_k_s | q5_k_m | q6_k | iq4_nl | iq4_xs (quantized types mixed per tensor as llama-quantize mixes them)")
 	out := fs.String("out", "", "output GGUF file (required)")
 	tok := fs.String("tokenizer", "spm", "spm (SentencePiece, Llama-2 chat template) | bpe (byte-level BPE, ChatML template with tools)")
 	vocab := fs.Int("vocab", 0, "vocabulary size (0: the preset's; bpe needs at least 512)")

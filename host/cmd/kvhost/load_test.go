@@ -18,14 +18,14 @@ import (
 	"time"
 
 	"github.com/kvhost/kvhost/host/boot"
+	"github.com/kvhost/kvhost/host/plugin/builtin"
 	"github.com/kvhost/kvhost/host/sampling"
-	"github.com/kvhost/kvhost/host/sampling/builtin"
 	"github.com/kvhost/kvhost/host/sampling/samplertest"
 )
 
 // fullServer is serve's handler (API, admin, metrics, dashboard) over a
-// stack with the built-in sampling policies.
-func fullServer(t *testing.T, model string, adminKey string) (*httptest.Server, *boot.Stack, *sampling.Registry) {
+// stack with the built-in sampling policies, requiring apiKeys if any.
+func fullServer(t *testing.T, model string, adminKey string, apiKeys ...string) (*httptest.Server, *boot.Stack, *sampling.Registry) {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	sreg, err := sampling.NewRegistry(context.Background(), sampling.Options{Logger: log})
@@ -39,7 +39,7 @@ func fullServer(t *testing.T, model string, adminKey string) (*httptest.Server, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, _ := assemble(f, s, sreg, nil, []string{adminKey}, log)
+	h, _ := assemble(f, s, sreg, apiKeys, []string{adminKey}, log)
 	ts := httptest.NewServer(h)
 	t.Cleanup(func() {
 		ts.Close()

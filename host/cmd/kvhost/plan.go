@@ -74,7 +74,7 @@ func planCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Var((*byteList)(&g.FreeAfterCapture), "free-after-capture", "measured free memory after graph capture, for --post-capture (log: \"Post-capture KV sizing: … free memory=…\")")
 	fs.Var((*byteList)(&g.FreeReadings), "free-readings", "free memory at every phase boundary F0,…,F_end: prints the phase deltas (spec §1 ledger)")
 	fs.IntVar(&g.TP, "tp", 1, "tensor parallel size (GPU): KV heads and weights split; P and A are world minima through float32")
-	fs.StringVar(&kvType, "kv-cache-dtype", "auto", "KV cache dtype: auto, f32, f16, bf16, fp8_e4m3, fp8_e5m2, mxfp8, nvfp4 (the CPU plan stores f32)")
+	fs.StringVar(&kvType, "kv-cache-dtype", "auto", "KV cache dtype: auto, f32, f16, bf16, fp8_e4m3, fp8_e5m2, mxfp8, nvfp4 (also fp32, fp16, fp4); auto is serve's on the CPU and bf16 on a GPU")
 	fs.IntVar(&g.ContextLen, "context-length", 0, "context length (GPU; 0: the config's)")
 	fs.IntVar(&in.MaxRunning, "max-running-requests", 0, "as serve (0: 32 on the CPU; on a GPU SGLang's R, capped to what kvhost's slack holds)")
 	fs.IntVar(&in.ChunkedPrefill, "chunked-prefill-size", 0, "as serve (0: serve's 512 on the CPU, SGLang's default by memory class on a GPU)")
@@ -164,8 +164,9 @@ func planCPU(in plan.Input, modelP string, set map[string]bool, devKind string, 
 			return fmt.Errorf("plan: --%s applies to GPU plans (give --gpu or --gpu-memory-total)", f)
 		}
 	}
-	if kvType != "auto" && kvType != "f32" && kvType != "fp32" {
-		return fmt.Errorf("plan: --kv-cache-dtype %s: the CPU plan stores f32 KV (auto or f32)", kvType)
+	kvd, err := (&kvDTypeValue{s: kvType}).resolve(autoCPUKVDType)
+	if err != nil {
+		return fmt.Errorf("plan: %w", err)
 	}
 	if devKind != "cpu" {
 		return fmt.Errorf("plan: unknown --device %q (cpu, or describe a GPU with --gpu)", devKind)
@@ -174,7 +175,10 @@ func planCPU(in plan.Input, modelP string, set map[string]bool, devKind string, 
 	if err != nil {
 		return err
 	}
-	in.Name, in.Config, in.Weights, in.Configurators = name, c, ts, reg
+	in.Name, in.Config, in.Weights, in.Configurators, in.KVDType = name, c, ts, reg, kvd
+	if in.HFConfig, err = plan.HFConfig(modelP); err != nil {
+		return err
+	}
 	in.Device, in.DeviceBytes = "cpu", mem
 	r, err := plan.Plan(in)
 	if err != nil {
@@ -198,7 +202,19 @@ func writeReport(w io.Writer, r plan.Report) error {
 	if err := ledger.WriteTable(w, r.Ledger); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nKV tokens %d (cell %d B, page %d), headroom (slack) %d B = %.3f GiB\n", b.Tokens, b.Layout.CellBytes(), b.Layout.PageSize, b.HeadroomBytes, float64(b.HeadroomBytes)/ledger.GiB)
+	fmt.Fprintf(w, "\nKV tokens %d (%s, cell %d B over the token pools, page %d), headroom (slack) %d B = %.3f GiB\n", b.Tokens, b.KVDType, b.KVConfigurator.CellBytes, b.PageSize, b.HeadroomBytes, float64(b.HeadroomBytes)/ledger.GiB)
+	if b.TokenCap > 0 {
+		fmt.Fprintf(w, "KV pools capped at %d tokens: %s", b.TokenCap, b.TokenCapReason)
+		if b.UncappedTokens > b.Tokens {
+			fmt.Fprintf(w, " (the memory would hold %d)", b.UncappedTokens)
+		}
+		fmt.Fprintln(w)
+	}
+	if k := b.KVConfigurator; k != nil && k.Layout != nil {
+		for i, p := range k.Layout.Pools {
+			fmt.Fprintf(w, "  pool %-8s %-6s %-8s %3d layers %10d B/%-7s × %d\n", p.Name, p.Kind, p.DType, p.Layers, p.UnitBytes, p.Unit(), b.Units[i])
+		}
+	}
 	writeBudgetTail(w, b)
 	if k := r.KVHost; k != nil {
 		fmt.Fprintf(w, "kvhost's own policy: %d tokens, headroom %d B\n", k.Tokens, k.HeadroomBytes)

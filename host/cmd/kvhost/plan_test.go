@@ -316,7 +316,7 @@ func TestPlanCLIErrorAdvice(t *testing.T) {
 // error naming it, never silently dropped.
 func TestPlanCLIRefusesGPUFlagsOnCPU(t *testing.T) {
 	for _, args := range [][]string{
-		{"--swa-full-tokens-ratio", "0.5"}, {"--tp", "2"}, {"--post-capture"}, {"--kv-cache-dtype", "fp8_e4m3"},
+		{"--swa-full-tokens-ratio", "0.5"}, {"--tp", "2"}, {"--post-capture"},
 	} {
 		_, err := planCLI(t, append([]string{"--model", config("llama-3-8b")}, args...)...)
 		if err == nil || !strings.Contains(err.Error(), strings.TrimPrefix(args[0], "--")) {

@@ -14,7 +14,8 @@ func init() {
 }
 
 const pluginUsage = `Usage:
-  kvhost plugin check FILE.wasm   handshake, self-test, and print what the plugin declares
+  kvhost plugin check FILE.wasm   load a configurator or a sampler as the server would (limits,
+                                  validation, handshake, self-test) and print what it declares
 `
 
 func pluginCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -6,15 +6,18 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
 	"github.com/kvhost/kvhost/host/boot"
 	"github.com/kvhost/kvhost/host/constraint"
+	cbuiltin "github.com/kvhost/kvhost/host/constraint/builtin"
 	"github.com/kvhost/kvhost/host/device"
 	_ "github.com/kvhost/kvhost/host/device/cpu" // the embedded default device
 	"github.com/kvhost/kvhost/host/engine"
@@ -22,7 +25,9 @@ import (
 	"github.com/kvhost/kvhost/host/model/chat"
 	"github.com/kvhost/kvhost/host/model/tokenizer"
 	"github.com/kvhost/kvhost/host/plan"
+	"github.com/kvhost/kvhost/host/plugin"
 	"github.com/kvhost/kvhost/host/plugin/allowlist"
+	"github.com/kvhost/kvhost/host/plugin/builtin"
 	"github.com/kvhost/kvhost/host/sampling"
 	"github.com/kvhost/kvhost/host/sampling/admin"
 	"github.com/kvhost/kvhost/host/server"
@@ -59,10 +64,14 @@ type serveFlags struct {
 	samplerDefault string
 	allowlist      string
 	disableAfter   int
+	stallTimeout   time.Duration
 	shutdownWait   time.Duration
 	logFormat      string
 	origins        stringList
 	pooling        string
+	kvDType        *kvDTypeValue
+	kvCacheDType   string // kvDType resolved
+	publicMetrics  bool
 }
 
 // stringList is a flag.Value of comma-separated strings.
@@ -106,17 +115,20 @@ func parseServeFlags(args []string, stderr io.Writer, getenv func(string) string
 	f.maxBody = 4 << 20
 	fs.Var(&f.maxBody, "max-body", "largest request body")
 	fs.IntVar(&f.maxPrompt, "max-prompt-tokens", 0, "longest prompt in tokens a request may send (0: the context window)")
-	fs.StringVar(&f.apiKey, "api-key", "", "require this bearer key on the inference routes (or KVHOST_API_KEY)")
-	fs.StringVar(&f.apiKeyFile, "api-key-file", "", "file with bearer keys for the inference routes, one per line")
+	fs.StringVar(&f.apiKey, "api-key", "", "require this bearer key on every route but /health, /ready and the dashboard shell, /metrics included (or KVHOST_API_KEY)")
+	fs.StringVar(&f.apiKeyFile, "api-key-file", "", "file with bearer keys for --api-key's routes, one per line")
 	fs.StringVar(&f.adminKey, "admin-key", "", "bearer key for the /admin routes (or KVHOST_ADMIN_KEY); without one they are disabled")
 	fs.StringVar(&f.adminKeyFile, "admin-key-file", "", "file holding the admin bearer key")
 	fs.StringVar(&f.pluginsDir, "plugins", "", "folder of .wasm plugins (KV configurators, samplers); a file named like a built-in overrides it")
 	fs.StringVar(&f.samplerDefault, "sampler-default", "standard", "sampling policy of requests that name none (temperature 0 stays a host-side argmax)")
-	fs.StringVar(&f.allowlist, "plugin-allowlist", "", "file of sha256 pins (one per line, optional name); when set, only listed plugins (and the built-ins) load")
+	fs.StringVar(&f.allowlist, "plugin-allowlist", "", "file of sha256 pins (one per line, optional name); when set, only listed plugins (and the built-ins) load; re-read when it changes for samplers in --plugins")
 	fs.IntVar(&f.disableAfter, "sampler-disable-after", 0, "consecutive failed steps after which a sampler policy is disabled and the default serves its requests (0: 3; -1: never)")
+	fs.DurationVar(&f.stallTimeout, "stall-timeout", 30*time.Second, "/health and /ready answer 503 \"engine stalled\" when the engine has work but completed no step for this long")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug | info | warn | error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text | json (one JSON object per line)")
 	fs.DurationVar(&f.shutdownWait, "shutdown-timeout", 30*time.Second, "how long running streams may finish on shutdown")
+	f.kvDType = kvDTypeFlag(fs, "the KV configurator declares its pools in it")
+	fs.BoolVar(&f.publicMetrics, "public-metrics", false, "serve /metrics without the API key (for scrapers that send none, such as the Gateway API inference extension's endpoint picker); every other route keeps requiring it")
 	fs.Var(&f.origins, "allowed-origins", "browser origins allowed to call the API (CORS), comma-separated: https://app.example.com, or * for any (default: none)")
 	fs.StringVar(&f.pooling, "embeddings-pooling", server.PoolingMean, "how /v1/embeddings pools the final hidden states: mean | last")
 	fs.Usage = func() {
@@ -194,10 +206,25 @@ func (t specialTokenizer) Encode(text string, addSpecial bool) ([]int32, error) 
 	return t.Tokenizer.Encode(text, addSpecial)
 }
 
-// constraints builds the output-constraint runner over the model's
-// vocabulary: the built-in grammar engine.
-func constraints(tok constraint.Tokens, vocab int) (constraint.Runner, error) {
-	return constraint.NewNativeFor(tok, vocab, grammar.Options{})
+// constraintRunner returns boot's factory of the output-constraint runner:
+// the built-in constraint-grammar plugin on the plugin runtime (fuel,
+// deadlines, memory caps), or, in a binary built without plugins (no
+// clang/Go wasm build), the same engine linked natively, with a warning.
+//
+// rt is the server's one plugin runtime (samplers and configurators run on
+// it too); nil gives the plugin a runtime of its own (tests).
+func constraintRunner(ctx context.Context, rt *plugin.Runtime, log *slog.Logger) func(constraint.Tokens, int) (constraint.Runner, error) {
+	return func(tok constraint.Tokens, vocab int) (constraint.Runner, error) {
+		wasm, err := fs.ReadFile(cbuiltin.FS(), "grammar.wasm")
+		if err != nil {
+			log.Warn("the constraint-grammar plugin is not built in (make plugins); structured output runs the grammar engine linked natively")
+			return constraint.NewNativeFor(tok, vocab, grammar.Options{})
+		}
+		if rt != nil {
+			return constraint.NewPlugin(ctx, rt, "grammar", wasm, tok, vocab)
+		}
+		return constraint.NewPluginRuntime(ctx, plugin.Config{Logger: log}, "grammar", wasm, tok, vocab)
+	}
 }
 
 // backend adapts the stack to the server's Backend interface.
@@ -223,6 +250,11 @@ func (b backend) Embed(ctx context.Context, prompt []int32) ([]float32, error) {
 }
 
 var _ server.Embedder = backend{}
+
+// Stalled is the liveness signal of /health and /ready.
+func (b backend) Stalled(threshold time.Duration) error { return b.s.Engine.Stalled(threshold) }
+
+var _ server.Liveness = backend{}
 
 // The metrics observe everything the server reports.
 var (
@@ -252,6 +284,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := (server.Options{AllowedOrigins: f.origins, EmbeddingPooling: f.pooling}).Validate(); err != nil {
 		return err
 	}
+	if f.kvCacheDType, err = f.kvDType.resolve(autoCPUKVDType); err != nil {
+		return err
+	}
 	log.Info("effective configuration", effectiveConfig(fs, src))
 	// Bind first: a busy port fails now, not after the model loaded, and
 	// probes get 503 "loading" (not connection refused) meanwhile.
@@ -271,6 +306,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer sreg.Close(context.Background())
 	h, _ := assemble(f, s, sreg.reg, apiKeys, adminKeys, log)
+	// Loading (parsing, plugin compilation, profile forwards) leaves garbage
+	// the collector would keep as heap for a long while at an idle
+	// server's allocation rate: collect it and return the pages now.
+	debug.FreeOSMemory()
 	gate.Open(h)
 	log.Info("ready", "url", "http://"+ln.Addr().String(), "model", s.Model.Name)
 	fmt.Fprintf(stdout, "kvhost is serving %s at http://%s (OpenAI API under /v1)\n", s.Model.Name, ln.Addr())
@@ -283,11 +322,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return shutdown(h, srv, s, f.shutdownWait, log)
 }
 
-// samplers owns the sampler registry for serve's lifetime (nil when no
-// policy plugin is available); Close is safe on either.
+// samplers owns, for serve's lifetime, the plugin runtime and the one
+// registry of every plugin kind, and the sampler registry over it (reg is
+// nil when no policy plugin is available); Close is safe on any of them.
 type samplers struct {
-	reg  *sampling.Registry
-	stop func()
+	reg     *sampling.Registry
+	stop    func()
+	plugins *plugin.Registry
+	rt      *plugin.Runtime
 }
 
 func (s samplers) Close(ctx context.Context) {
@@ -296,6 +338,12 @@ func (s samplers) Close(ctx context.Context) {
 	}
 	if s.reg != nil {
 		_ = s.reg.Close(ctx)
+	}
+	if s.plugins != nil {
+		_ = s.plugins.Close(ctx)
+	}
+	if s.rt != nil {
+		_ = s.rt.Close(ctx)
 	}
 }
 
@@ -315,9 +363,20 @@ func load(ctx context.Context, f serveFlags, gate *server.Gate, log *slog.Logger
 		}
 	}
 	gate.SetPhase("loading plugins")
-	reg, err := sampling.NewRegistry(ctx, sampling.Options{Default: f.samplerDefault, Logger: log, AllowSHA256: allow, DisableAfter: f.disableAfter})
+	// One plugin runtime and one registry for every plugin kind: the
+	// built-ins overlaid by --plugins, under one allow-list. The sampling
+	// policies come from it, and so does the KV configurator.
+	if sm.rt, err = plugin.NewRuntime(ctx, plugin.Config{Logger: log}); err != nil {
+		return nil, sm, fmt.Errorf("serve: plugin runtime: %w", err)
+	}
+	if sm.plugins, err = plugin.NewRegistryWith(sm.rt, builtin.FS(), f.pluginsDir, plugin.RegistryOptions{AllowSHA256: allow, Logger: log}); err != nil {
+		sm.Close(context.Background())
+		return nil, samplers{}, fmt.Errorf("serve: plugins: %w", err)
+	}
+	reg, err := sampling.NewRegistry(ctx, sampling.Options{Plugins: sm.plugins, Default: f.samplerDefault, Logger: log, AllowlistFile: f.allowlist, DisableAfter: f.disableAfter})
 	if err != nil {
-		return nil, sm, fmt.Errorf("serve: sampling policies: %w", err)
+		sm.Close(context.Background())
+		return nil, samplers{}, fmt.Errorf("serve: sampling policies: %w", err)
 	}
 	sm.reg = reg
 	if len(reg.List()) == 0 && f.pluginsDir == "" {
@@ -330,12 +389,12 @@ func load(ctx context.Context, f serveFlags, gate *server.Gate, log *slog.Logger
 	}
 	gate.SetPhase("loading model " + path)
 	s, err := boot.Build(boot.Config{
-		Model: path, Device: f.dev, DeviceMemory: int64(f.devMemory), Threads: f.threads,
+		Model: path, Device: f.dev, DeviceMemory: int64(f.devMemory), Threads: f.threads, KVCacheDType: f.kvCacheDType,
 		MaxRunning: f.maxRunning, MaxQueue: f.maxQueue, ChunkedPrefill: f.chunkedPrefill, MaxPrefillTokens: f.maxPrefill, LogprobChunk: f.logprobChunk,
 		PageSize: f.pageSize, MaxTotalTokens: f.maxTotalTokens,
 		MemFractionStatic: f.memFraction, SGLangCompat: f.sglangCompat, GraphMaxBS: f.graphMaxBS,
-		PluginsDir: f.pluginsDir, PluginAllowlist: allow, Samplers: sm.reg,
-		Constraints: constraints,
+		Configurators: sm.plugins, PluginsDir: f.pluginsDir, PluginAllowlist: allow, Samplers: sm.reg,
+		Constraints: constraintRunner(ctx, sm.rt, log),
 	}, log, stdout)
 	if err != nil {
 		sm.Close(context.Background())
@@ -377,7 +436,7 @@ func shutdown(h *server.Server, srv *http.Server, s *boot.Stack, grace time.Dura
 func assemble(f serveFlags, s *boot.Stack, sreg *sampling.Registry, apiKeys, adminKeys []string, log *slog.Logger) (*server.Server, *metrics.Metrics) {
 	m := metrics.New(metrics.Sources{
 		Engine: func() metrics.Load { return metrics.Load(s.Engine.Stats()) }, Ledger: s.Ledger, Plugins: pluginStats(s, sreg),
-		ModelName: s.Model.Name,
+		ModelName: s.Model.Name, KVPageSize: f.pageSize,
 	})
 	adminKey := ""
 	if len(adminKeys) > 0 {
@@ -386,7 +445,7 @@ func assemble(f serveFlags, s *boot.Stack, sreg *sampling.Registry, apiKeys, adm
 	opts := server.Options{
 		MaxBodyBytes: int64(f.maxBody), MaxTokensCap: f.maxTokensCap, MaxPromptTokens: f.maxPrompt,
 		APIKeys: apiKeys, Logger: log, Memory: s.Ledger.Handler(),
-		AllowedOrigins: f.origins, EmbeddingPooling: f.pooling,
+		AllowedOrigins: f.origins, EmbeddingPooling: f.pooling, StallThreshold: f.stallTimeout, PublicMetrics: f.publicMetrics,
 		Observer: m, Metrics: m.Handler(),
 	}
 	wo := web.Options{
@@ -398,8 +457,7 @@ func assemble(f serveFlags, s *boot.Stack, sreg *sampling.Registry, apiKeys, adm
 	// sampler extension and the admin routes are absent: a request naming a
 	// policy gets a 400 and the host's sampler serves the rest.
 	if sreg != nil {
-		hooks := samplerHooks{sreg}
-		opts.Sampler, opts.ApplySampler = hooks, hooks.Apply
+		opts.Sampler = sreg
 		opts.Admin = swapObserver(m, admin.Handler(sreg, adminKey, 0))
 		wo.DefaultSampler = sreg.Default()
 		wo.Admin = adminKey != ""

@@ -19,16 +19,21 @@ import (
 	"time"
 
 	"github.com/kvhost/kvhost/host/alloc"
+	"github.com/kvhost/kvhost/host/plugin/wasmtest"
+	"github.com/kvhost/kvhost/host/sampling"
 	"github.com/kvhost/kvhost/host/sampling/samplertest"
 )
 
 // TestSoak is issue 7's soak: 64 clients with random prompt lengths,
 // streaming and not, random disconnects and cancellations, a sampler swap
 // every 20 s and a hostile plugin upload every minute (both scaled down for
-// shorter runs). KVHOST_SOAK_SECONDS sets the length (default 20 for `make
-// test`; `make soak` runs 300). Afterwards: no 5xx but deliberate 503s, every
-// accepted request the client did not abandon completed, KV pages and
-// activation memory back to idle, goroutines back to baseline.
+// shorter runs), among them issue 12's shapes. One client in eight asks
+// for a policy ("evil") whose every step spins until its fuel runs out:
+// those requests must complete too, on the default policy.
+// KVHOST_SOAK_SECONDS sets the length (default 20 for `make test`; `make
+// soak` runs 300). Afterwards: no 5xx but deliberate 503s, every accepted
+// request the client did not abandon completed, KV pages and activation
+// memory back to idle, goroutines back to baseline.
 func TestSoak(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping in -short mode: a soak run (make soak runs it in full)")
@@ -39,7 +44,10 @@ func TestSoak(t *testing.T) {
 		fmt.Sscan(v, &seconds)
 	}
 	baseline := goruntime.NumGoroutine()
-	ts, s, _ := fullServer(t, model, "soak-key")
+	ts, s, sreg := fullServer(t, model, "soak-key")
+	if err := sreg.Swap(context.Background(), "evil", wasmtest.Sampler("evil", wasmtest.Spin, false), sampling.SourceUpload); err != nil {
+		t.Fatal(err)
+	}
 	idleAct := s.Act.Stats().ByCategory[alloc.Activations]
 	duration := time.Duration(seconds) * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), duration)
@@ -78,6 +86,9 @@ func TestSoak(t *testing.T) {
 			}
 			stream := r.IntN(2) == 0
 			body := fmt.Sprintf(`{"prompt":%q,"max_tokens":%d,"temperature":%g,"stream":%v}`, b.String(), 1+r.IntN(48), float64(r.IntN(3))*0.5, stream)
+			if id%8 == 0 {
+				body = fmt.Sprintf(`{"prompt":%q,"max_tokens":%d,"temperature":0.7,"stream":%v,"sampler":"evil","sampler_params":{"attack":1}}`, b.String(), 1+r.IntN(48), stream)
+			}
 			rctx, rcancel := context.WithCancel(context.Background())
 			abandon := r.IntN(8) == 0 // disconnect mid-response or cancel early
 			if abandon && r.IntN(2) == 0 {
@@ -140,14 +151,15 @@ func TestSoak(t *testing.T) {
 	}
 
 	// Operator side: swaps every 20 s and a hostile upload every minute,
-	// scaled so even a short soak does both.
+	// scaled so even a short soak does both (and at least a handful of the
+	// hostile shapes).
 	base, err := fs.ReadFile(builtinFS(), "standard.wasm")
 	if err != nil {
 		t.Fatal(err)
 	}
 	hostile := hostilePlugins(t)
 	swapEvery := min(20*time.Second, duration/4)
-	hostileEvery := min(time.Minute, duration/2)
+	hostileEvery := min(time.Minute, duration/5)
 	var swaps, refused atomic.Int64
 	put := func(name string, wasm []byte) int {
 		req, _ := http.NewRequest(http.MethodPut, ts.URL+"/admin/samplers/"+name, bytes.NewReader(wasm))
@@ -240,15 +252,36 @@ func TestSoak(t *testing.T) {
 		buf := make([]byte, 1<<20)
 		t.Fatalf("goroutine leak: %d now, %d at start\n%s", goroutines, baseline, buf[:goruntime.Stack(buf, true)])
 	}
+	for _, in := range sreg.List() {
+		if in.Name == "evil" {
+			t.Logf("evil policy: %d failed steps, %d rows served by the fallback", in.Failures, in.Fallbacks)
+			if in.Failures == 0 || in.Fallbacks < in.Failures {
+				t.Errorf("the attacking policy was never exercised: %+v", in)
+			}
+		}
+	}
 	if counts.completed < 64 || swaps.Load() == 0 || refused.Load() == 0 {
 		t.Fatalf("too little happened: %d completed, %d swaps, %d refused", counts.completed, swaps.Load(), refused.Load())
 	}
 }
 
-// hostilePlugins are the sampler test plugins that must be refused.
+// hostilePlugins are the sampler uploads that must be refused, in upload
+// order: issue 12's shapes first (the fuel refill, which is invalid; 3
+// million empty functions; the table growth bomb, the bulk stalls and the
+// endless loop attacking at the self-test), so even a short soak uploads
+// the worst of them, then the C test samplers.
 func hostilePlugins(t *testing.T) [][]byte {
 	t.Helper()
-	var out [][]byte
+	out := [][]byte{
+		wasmtest.Sampler("standard", wasmtest.RefillFuel, true),
+		wasmtest.EmptyFunctions(3_000_000),
+		wasmtest.Sampler("standard", wasmtest.GrowTable, true),
+		wasmtest.Sampler("standard", wasmtest.FillMemory, true),
+		wasmtest.Sampler("standard", wasmtest.Spin, true),
+	}
+	for _, a := range []wasmtest.Attack{wasmtest.CopyMemory, wasmtest.InitMemory, wasmtest.FillTable, wasmtest.CopyTable, wasmtest.InitTable} {
+		out = append(out, wasmtest.Sampler("standard", a, true))
+	}
 	for _, name := range []string{"alwaysloop", "trap", "importer", "liar", "badabi"} {
 		b, err := os.ReadFile(filepath.Join("..", "..", "sampling", "testdata", "wasm", name+".wasm"))
 		if err != nil {

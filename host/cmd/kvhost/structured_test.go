@@ -59,7 +59,7 @@ func constrainedServer(t testing.TB, model string) *httptest.Server {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	s, err := boot.Build(boot.Config{Model: model, Device: "cpu", DeviceMemory: 512 << 20, Threads: 2,
-		MaxRunning: 32, MaxQueue: 64, ChunkedPrefill: 256, PageSize: 16, Constraints: constraints}, log, io.Discard)
+		MaxRunning: 32, MaxQueue: 64, ChunkedPrefill: 256, PageSize: 16, Constraints: constraintRunner(context.Background(), nil, log)}, log, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,70 +8,20 @@ import (
 	"strings"
 
 	"github.com/kvhost/kvhost/host/boot"
-	"github.com/kvhost/kvhost/host/engine"
 	"github.com/kvhost/kvhost/host/metrics"
 	"github.com/kvhost/kvhost/host/plan"
+	"github.com/kvhost/kvhost/host/plugin"
+	"github.com/kvhost/kvhost/host/plugin/allowlist"
 	"github.com/kvhost/kvhost/host/sampling"
+	"github.com/kvhost/kvhost/host/server"
+	"github.com/kvhost/kvhost/sdk"
 	"github.com/kvhost/kvhost/web"
 )
 
-// samplerHooks adapts the sampler registry to the server's sampler
-// extension: a request's OpenAI fields (temperature, top_p, ...) join its
-// sampler_params when the policy declares them, so "sampler": "typical"
-// still honours "temperature".
-type samplerHooks struct{ reg *sampling.Registry }
-
-func (h samplerHooks) merged(name string, params map[string]any, req *engine.Request) map[string]any {
-	out := make(map[string]any, len(params)+4)
-	if req != nil {
-		declared := map[string]bool{}
-		policy := name
-		if policy == "" {
-			policy = h.reg.Default()
-		}
-		for _, in := range h.reg.List() {
-			if in.Name == policy {
-				for _, p := range in.Params {
-					declared[p.Name] = true
-				}
-			}
-		}
-		add := func(k string, v float64, set bool) {
-			if set && declared[k] {
-				out[k] = v
-			}
-		}
-		r := req.Sampling
-		add("temperature", float64(r.Temperature), true)
-		add("top_p", float64(r.TopP), r.TopP > 0 && r.TopP < 1)
-		add("top_k", float64(r.TopK), r.TopK > 0)
-		add("min_p", float64(r.MinP), r.MinP > 0)
-	}
-	for k, v := range params {
-		out[k] = v
-	}
-	return out
-}
-
-// Validate checks the policy and its parameters (400 on failure).
-func (h samplerHooks) Validate(name string, params map[string]any) error {
-	_, err := h.reg.ValidateParams(name, params)
-	return err
-}
-
-// Apply puts the compiled policy into the engine request.
-func (h samplerHooks) Apply(req *engine.Request, name string, params map[string]any) {
-	c, err := h.reg.ValidateParams(name, h.merged(name, params, req))
-	if err != nil {
-		// Validate passed on the request's own parameters; the merged
-		// OpenAI fields are in range by the server's checks. Fall back to
-		// the request's parameters alone rather than drop the policy.
-		if c, err = h.reg.ValidateParams(name, params); err != nil {
-			return
-		}
-	}
-	req.Sampler, req.SamplerParams = c.Policy(), &c
-}
+// The registry compiles requests' sampling for the server: one mapping
+// from request fields to policy parameters (sampling.Registry.Compile),
+// which the engine also uses for requests that reach it uncompiled.
+var _ server.SamplerCompiler = (*sampling.Registry)(nil)
 
 // swapObserver records sampler uploads and removals in the metrics.
 func swapObserver(m *metrics.Metrics, next http.Handler) http.Handler {
@@ -110,7 +60,7 @@ func pluginStats(s *boot.Stack, reg *sampling.Registry) func() []metrics.PluginS
 		var out []metrics.PluginStat
 		for _, p := range webPlugins(s, nil) {
 			ps := metrics.PluginStat{Kind: p.Kind, Name: p.Name, Version: p.Version, SHA256: p.SHA256, Source: p.Source, Calls: p.Calls, Failures: p.Failures}
-			if pl, err := s.Configurators.Plugin(context.Background(), p.Name); err == nil {
+			if pl, ok := s.Configurators.Loaded(p.Name); ok {
 				_, _, ps.Seconds = pl.CallStats()
 			}
 			out = append(out, ps)
@@ -128,18 +78,27 @@ func pluginStats(s *boot.Stack, reg *sampling.Registry) func() []metrics.PluginS
 	}
 }
 
-// webPlugins lists every plugin the host runs, for the dashboard.
+// webPlugins lists every plugin the host runs, for the dashboard. It
+// compiles nothing: a configurator that was never loaded (only the one
+// that claimed the model is) shows its recorded descriptor, if any.
 func webPlugins(s *boot.Stack, reg *sampling.Registry) []web.Plugin {
 	var out []web.Plugin
-	if s.Configurators != nil {
-		for _, name := range s.Configurators.Names() {
-			src, _ := s.Configurators.Source(name)
+	if c := s.Configurators; c != nil {
+		for _, name := range c.Names() {
+			if kind, err := c.Kind(name); err != nil || kind != plugin.KindConfigurator {
+				continue
+			}
+			src, _ := c.Source(name)
 			p := web.Plugin{Kind: "configurator", Name: name, Source: src.Origin}
-			if pl, err := s.Configurators.Plugin(context.Background(), name); err == nil {
+			if pl, ok := c.Loaded(name); ok {
 				d := pl.Descriptor()
 				p.Version, p.ABI, p.SHA256 = d.Version, d.ABI, pl.SHA256()
 				calls, failures, _ := pl.CallStats()
 				p.Calls, p.Failures = uint64(calls), uint64(failures)
+			} else if _, raw, ok := c.Recorded(name); ok {
+				if d, err := sdk.ParseDescriptor(raw); err == nil {
+					p.Version, p.ABI, p.SHA256 = d.Version, d.ABI, allowlist.Sum(src.Wasm)
+				}
 			}
 			out = append(out, p)
 		}

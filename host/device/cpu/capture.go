@@ -3,6 +3,7 @@ package cpu
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/kvhost/kvhost/host/device"
 	kcpu "github.com/kvhost/kvhost/kernels/cpu"
@@ -13,14 +14,13 @@ var (
 	_ device.DecodeKernels = (*kernels)(nil)
 )
 
-// run executes f now, or records it while a capture is open. Only the
-// device-owning goroutine launches kernels, so the recording needs no lock.
-func (k *kernels) run(f func()) error {
-	if k.d.capturing {
-		k.d.rec = append(k.d.rec, f)
-		return nil
-	}
-	f()
+// record appends a launch to the open capture. Every kernel method runs
+// its kernel directly when no capture is open and builds the closure only
+// inside its capturing branch, so an eager step allocates nothing for
+// dispatch. Only the device-owning goroutine launches kernels, so the
+// recording needs no lock.
+func (k *kernels) record(f func()) error {
+	k.d.rec = append(k.d.rec, f)
 	return nil
 }
 
@@ -59,56 +59,59 @@ func (d *Device) EndCapture() (device.Graph, error) {
 	return g, nil
 }
 
-func (k *kernels) WriteKVRows(kv device.KVLayer, key, val device.Buf, positions []int32, tables [][]int32) error {
+// decodeRows checks a batched decode call's positions and page tables; in
+// a capture they are placeholders the runner rewrites before each replay,
+// and the kernels check what they read then.
+func (k *kernels) decodeRows(kv device.KVLayer, positions []int32, tables [][]int32, window, maxLen int) error {
 	if len(tables) < len(positions) {
 		return fmt.Errorf("cpu device: %d positions, %d page tables", len(positions), len(tables))
 	}
+	if k.d.capturing {
+		return nil
+	}
+	for i, pos := range positions {
+		if pos < 0 || int(pos) >= maxLen {
+			return fmt.Errorf("cpu device: decode row %d at position %d outside [0, %d)", i, pos, maxLen)
+		}
+		if err := checkPages(kv, tables[i], windowStart(int(pos), window), int(pos)+1); err != nil {
+			return fmt.Errorf("cpu device: decode row %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+func (k *kernels) WriteKVRows(kv device.KVLayer, key, val device.Buf, positions []int32, tables [][]int32) error {
 	p, err := k.paged(kv)
 	if err != nil {
 		return err
 	}
-	ks, err := k.f32(key)
+	if err := k.decodeRows(kv, positions, tables, 1, math.MaxInt32); err != nil {
+		return err
+	}
+	ks, vs, err := k.kvInputs(kv, key, val, len(positions))
 	if err != nil {
 		return err
 	}
-	vs, err := k.f32(val)
-	if err != nil {
-		return err
+	if k.d.capturing {
+		pc := p // only a recorded launch keeps the cache view (it is too large to capture by value)
+		return k.record(func() { kcpu.WriteKVRows(pc, ks, vs, positions, tables) })
 	}
-	row := kv.KVHeads * kv.HeadDim
-	if err := need("kv rows input", min(len(ks), len(vs)), len(positions)*row); err != nil {
-		return err
-	}
-	return k.run(func() { kcpu.WriteKVRows(p, ks, vs, positions, tables) })
-}
-
-func (k *kernels) DecodeAttentionScratch(maxLen int) int {
-	return kcpu.DecodeAttentionScratch(k.d.pool, maxLen)
+	kcpu.WriteKVRows(p, ks, vs, positions, tables)
+	return nil
 }
 
 func (k *kernels) DecodeAttention(out, q device.Buf, heads int, kv device.KVLayer, positions []int32, tables [][]int32, opts device.AttnOpts, scratch device.Buf, maxLen int) error {
-	scale, err := attnOpts(opts)
+	p, ko, o, qs, sc, err := k.attentionBufs(kv, heads, len(positions), opts, out, q, scratch)
 	if err != nil {
 		return err
 	}
-	if kv.KVHeads == 0 || heads%kv.KVHeads != 0 {
-		return fmt.Errorf("cpu device: %d query heads do not group over %d KV heads", heads, kv.KVHeads)
-	}
-	p, o, qs, sc, err := k.attentionBufs(kv, out, q, scratch)
-	if err != nil {
+	if err := k.decodeRows(kv, positions, tables, opts.Window, maxLen); err != nil {
 		return err
 	}
-	width := len(positions) * heads * kv.HeadDim
-	if err := need("decode attention output", len(o), width); err != nil {
-		return err
+	if k.d.capturing {
+		pc, kc := p, ko
+		return k.record(func() { k.d.pool.DecodeAttention(o, qs, heads, pc, positions, tables, kc, sc) })
 	}
-	if err := need("decode attention query", len(qs), width); err != nil {
-		return err
-	}
-	if err := need("decode attention scratch", len(sc), kcpu.DecodeAttentionScratch(k.d.pool, maxLen)); err != nil {
-		return err
-	}
-	return k.run(func() {
-		k.d.pool.DecodeAttention(o[:width], qs[:width], heads, p, positions, tables, scale, sc, maxLen)
-	})
+	k.d.pool.DecodeAttention(o, qs, heads, p, positions, tables, ko, sc)
+	return nil
 }

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 
 	"golang.org/x/sys/unix"
@@ -47,6 +48,7 @@ type Device struct {
 var (
 	_ device.Device        = (*Device)(nil)
 	_ device.VirtualMemory = (*Device)(nil)
+	_ device.FileMapper    = (*Device)(nil)
 	_ device.Kernels       = (*kernels)(nil)
 )
 
@@ -83,6 +85,12 @@ func (d *Device) Malloc(size int64) (device.Ptr, error) { return d.mem.malloc(si
 
 // Free releases a Malloc allocation.
 func (d *Device) Free(p device.Ptr) error { return d.mem.free(p) }
+
+// MapFile maps size bytes of f from off read-only, in place (zero copy),
+// charged as a Malloc of size bytes; Free unmaps it.
+func (d *Device) MapFile(f *os.File, off, size int64) (device.Ptr, error) {
+	return d.mem.mapFile(f, off, size)
+}
 
 // Bytes returns a bounds-checked view of device memory.
 func (d *Device) Bytes(p device.Ptr, n int64) ([]byte, error) { return d.mem.bytes(p, n) }

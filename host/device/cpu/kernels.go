@@ -69,7 +69,11 @@ func (k *kernels) MatMul(out, x device.Buf, m int, w device.Weight) error {
 	if err := need("matmul input", len(xs), m*w.Cols); err != nil {
 		return err
 	}
-	return k.run(func() { k.d.pool.MatMul(o[:m*w.Rows], xs[:m*w.Cols], m, mat) })
+	if k.d.capturing {
+		return k.record(func() { k.d.pool.MatMul(o[:m*w.Rows], xs[:m*w.Cols], m, mat) })
+	}
+	k.d.pool.MatMul(o[:m*w.Rows], xs[:m*w.Cols], m, mat)
+	return nil
 }
 
 func (k *kernels) AddBias(out device.Buf, bias device.Weight, m int) error {
@@ -84,7 +88,11 @@ func (k *kernels) AddBias(out device.Buf, bias device.Weight, m int) error {
 	if err := need("bias output", len(o), m*len(b)); err != nil {
 		return err
 	}
-	return k.run(func() { kcpu.AddBias(o[:m*len(b)], b, m) })
+	if k.d.capturing {
+		return k.record(func() { kcpu.AddBias(o[:m*len(b)], b, m) })
+	}
+	kcpu.AddBias(o[:m*len(b)], b, m)
+	return nil
 }
 
 func (k *kernels) Add(out, a, b device.Buf) error {
@@ -103,7 +111,11 @@ func (k *kernels) Add(out, a, b device.Buf) error {
 	if err != nil {
 		return err
 	}
-	return k.run(func() { kcpu.Add(o, as, bs) })
+	if k.d.capturing {
+		return k.record(func() { kcpu.Add(o, as, bs) })
+	}
+	kcpu.Add(o, as, bs)
+	return nil
 }
 
 func (k *kernels) RMSNorm(out, x device.Buf, weight device.Weight, rows, dim int, eps float32) error {
@@ -128,7 +140,11 @@ func (k *kernels) RMSNorm(out, x device.Buf, weight device.Weight, rows, dim int
 	if err := need("rmsnorm input", len(xs), rows*dim); err != nil {
 		return err
 	}
-	return k.run(func() { kcpu.RMSNorm(o[:rows*dim], xs[:rows*dim], w, rows, dim, eps) })
+	if k.d.capturing {
+		return k.record(func() { kcpu.RMSNorm(o[:rows*dim], xs[:rows*dim], w, rows, dim, eps) })
+	}
+	kcpu.RMSNorm(o[:rows*dim], xs[:rows*dim], w, rows, dim, eps)
+	return nil
 }
 
 func (k *kernels) SiLUMul(out, gate, up device.Buf) error {
@@ -147,7 +163,11 @@ func (k *kernels) SiLUMul(out, gate, up device.Buf) error {
 	if err != nil {
 		return err
 	}
-	return k.run(func() { kcpu.SiLUMul(o, g, u) })
+	if k.d.capturing {
+		return k.record(func() { kcpu.SiLUMul(o, g, u) })
+	}
+	kcpu.SiLUMul(o, g, u)
+	return nil
 }
 
 type rope struct {
@@ -180,7 +200,11 @@ func (k *kernels) ApplyRope(r device.Rope, x device.Buf, n, heads int, positions
 	if len(positions) < n {
 		return fmt.Errorf("cpu device: rope has %d positions for %d rows", len(positions), n)
 	}
-	return k.run(func() { rp.r.Apply(xs[:n*heads*rp.spec.HeadDim], n, heads, positions[:n]) })
+	if k.d.capturing {
+		return k.record(func() { rp.r.Apply(xs[:n*heads*rp.spec.HeadDim], n, heads, positions[:n]) })
+	}
+	rp.r.Apply(xs[:n*heads*rp.spec.HeadDim], n, heads, positions[:n])
+	return nil
 }
 
 func (k *kernels) Embedding(out device.Buf, table device.Weight, ids []int32) error {
@@ -200,50 +224,82 @@ func (k *kernels) Embedding(out device.Buf, table device.Weight, ids []int32) er
 			return fmt.Errorf("cpu device: token id %d outside the embedding table of %d rows", id, table.Rows)
 		}
 	}
-	return k.run(func() { kcpu.EmbeddingGather(o[:len(ids)*table.Cols], t, ids) })
+	if k.d.capturing {
+		return k.record(func() { kcpu.EmbeddingGather(o[:len(ids)*table.Cols], t, ids) })
+	}
+	kcpu.EmbeddingGather(o[:len(ids)*table.Cols], t, ids)
+	return nil
 }
 
-// paged resolves a layer's cache to host views. The kernels store F32 rows
-// with equal K and V head dims; other encodings and shapes are refused.
+// paged resolves a layer's cache to host views of its spans, in any
+// encoding the kernels implement (all of device.KVDType).
 func (k *kernels) paged(kv device.KVLayer) (kcpu.PagedKV, error) {
 	if err := kv.Validate(); err != nil {
 		return kcpu.PagedKV{}, fmt.Errorf("cpu device: %w", err)
 	}
-	if kv.DType != device.KVF32 || kv.VInK || kv.VHeadDim != kv.HeadDim {
-		return kcpu.PagedKV{}, fmt.Errorf("cpu device: %s kv cache with head dims %d/%d (latent %v) is not supported", kv.DType, kv.HeadDim, kv.VHeadDim, kv.VInK)
+	t := kcpu.KVType(kv.DType)
+	p := kcpu.PagedKV{Type: t, PageSize: kv.PageSize, KVHeads: kv.KVHeads, HeadDim: kv.HeadDim, VHeadDim: kv.VHeadDim, VInK: kv.VInK}
+	span := func(s device.Span, rowBytes int) ([]byte, error) {
+		if rowBytes == 0 {
+			return nil, nil
+		}
+		return k.d.mem.bytes(s.Ptr, int64(kv.Slots)*int64(rowBytes))
 	}
-	n := kv.Slots * kv.KRowElems()
-	ks, err := k.f32(device.Buf{Ptr: kv.K.Ptr, N: n})
-	if err != nil {
-		return kcpu.PagedKV{}, err
+	var err error
+	if p.K, err = span(kv.K, t.RowBytes(kv.KRowElems())); err != nil {
+		return p, err
 	}
-	vs, err := k.f32(device.Buf{Ptr: kv.V.Ptr, N: n})
-	if err != nil {
-		return kcpu.PagedKV{}, err
+	if p.KScale, err = span(kv.KScale, t.ScaleBytes(kv.KRowElems())); err != nil {
+		return p, err
 	}
-	return kcpu.PagedKV{K: ks, V: vs, PageSize: kv.PageSize, KVHeads: kv.KVHeads, HeadDim: kv.HeadDim}, nil
+	if !kv.VInK {
+		if p.V, err = span(kv.V, t.RowBytes(kv.VRowElems())); err != nil {
+			return p, err
+		}
+		if p.VScale, err = span(kv.VScale, t.ScaleBytes(kv.VRowElems())); err != nil {
+			return p, err
+		}
+	}
+	return p, p.Validate()
 }
 
-// attnOpts refuses the options the kernels do not implement and returns
-// the scale.
-func attnOpts(o device.AttnOpts) (float32, error) {
-	if o.Window != 0 || o.SoftCap != 0 || o.Sinks.Ptr != 0 {
-		return 0, fmt.Errorf("cpu device: attention window %d, soft cap %v, sinks %v are not supported", o.Window, o.SoftCap, o.Sinks.Ptr != 0)
+// attnOpts checks an attention call's options and resolves its sinks.
+func (k *kernels) attnOpts(o device.AttnOpts, heads int) (kcpu.AttnOpts, error) {
+	if !(o.Scale > 0) || o.Window < 0 || o.SoftCap < 0 || o.SoftCap != o.SoftCap {
+		return kcpu.AttnOpts{}, fmt.Errorf("cpu device: attention scale %v must be positive, window %d and soft cap %v not negative", o.Scale, o.Window, o.SoftCap)
 	}
-	if !(o.Scale > 0) {
-		return 0, fmt.Errorf("cpu device: attention scale %v must be positive", o.Scale)
+	ko := kcpu.AttnOpts{Scale: o.Scale, Window: o.Window, SoftCap: o.SoftCap}
+	if o.Sinks.Ptr != 0 {
+		s, err := k.vector(o.Sinks)
+		if err != nil {
+			return ko, fmt.Errorf("cpu device: attention sinks: %w", err)
+		}
+		if len(s) != heads {
+			return ko, fmt.Errorf("cpu device: attention sinks hold %d logits for %d query heads", len(s), heads)
+		}
+		ko.Sinks = s
 	}
-	return o.Scale, nil
+	return ko, nil
 }
 
-// checkPages verifies every page a range of positions touches is inside the
-// cache, so a corrupt page table is an error rather than a stray write.
-func checkPages(kv device.KVLayer, pageTable []int32, endPos int) error {
-	need := (endPos + kv.PageSize - 1) / kv.PageSize
+// windowStart is the first position a query at pos reads.
+func windowStart(pos, window int) int {
+	if window > 0 {
+		return max(0, pos-window+1)
+	}
+	return 0
+}
+
+// checkPages verifies every page that positions [from, end) touch is inside
+// the cache, so a corrupt page table is an error rather than a stray access.
+// Pages wholly before from (released behind a sliding window) are not
+// looked at.
+func checkPages(kv device.KVLayer, pageTable []int32, from, end int) error {
+	need := (end + kv.PageSize - 1) / kv.PageSize
 	if need > len(pageTable) {
-		return fmt.Errorf("cpu device: positions up to %d need %d pages, the table has %d", endPos, need, len(pageTable))
+		return fmt.Errorf("cpu device: positions up to %d need %d pages, the table has %d", end, need, len(pageTable))
 	}
-	for _, p := range pageTable[:need] {
+	for _, p := range pageTable[min(from/kv.PageSize, need):need] {
 		if p < 0 || (int(p)+1)*kv.PageSize > kv.Slots {
 			return fmt.Errorf("cpu device: page %d outside the KV cache of %d slots", p, kv.Slots)
 		}
@@ -251,33 +307,57 @@ func checkPages(kv device.KVLayer, pageTable []int32, endPos int) error {
 	return nil
 }
 
-func (k *kernels) WriteKV(kv device.KVLayer, key, val device.Buf, n int, pageTable []int32, startPos int) error {
-	if err := checkPages(kv, pageTable, startPos+n); err != nil {
-		return err
+// kvInputs resolves the k and v rows a KV write encodes (v is not read for
+// a latent layer).
+func (k *kernels) kvInputs(kv device.KVLayer, key, val device.Buf, rows int) (ks, vs []float32, err error) {
+	if ks, err = k.f32(key); err != nil {
+		return
 	}
+	if err = need("kv key input", len(ks), rows*kv.KRowElems()); err != nil || kv.VInK {
+		return
+	}
+	if vs, err = k.f32(val); err != nil {
+		return
+	}
+	err = need("kv value input", len(vs), rows*kv.VRowElems())
+	return
+}
+
+func (k *kernels) WriteKV(kv device.KVLayer, key, val device.Buf, n int, pageTable []int32, startPos int) error {
 	p, err := k.paged(kv)
 	if err != nil {
 		return err
 	}
-	ks, err := k.f32(key)
+	if n < 0 || startPos < 0 {
+		return fmt.Errorf("cpu device: kv write of %d rows at %d", n, startPos)
+	}
+	if err := checkPages(kv, pageTable, startPos, startPos+n); err != nil {
+		return err
+	}
+	ks, vs, err := k.kvInputs(kv, key, val, n)
 	if err != nil {
 		return err
 	}
-	vs, err := k.f32(val)
-	if err != nil {
-		return err
+	if k.d.capturing {
+		pc := p // only a recorded launch keeps the cache view (it is too large to capture by value)
+		return k.record(func() { kcpu.WriteKV(pc, ks, vs, n, pageTable, startPos) })
 	}
-	row := kv.KVHeads * kv.HeadDim
-	if err := need("kv input", min(len(ks), len(vs)), n*row); err != nil {
-		return err
-	}
-	return k.run(func() { kcpu.WriteKV(p, ks[:n*row], vs[:n*row], n, pageTable, startPos) })
+	kcpu.WriteKV(p, ks, vs, n, pageTable, startPos)
+	return nil
 }
 
-// attentionBufs resolves the cache and the host views of an attention
-// call's buffers (prefill and decode attention take the same four).
-func (k *kernels) attentionBufs(kv device.KVLayer, out, q, scratch device.Buf) (p kcpu.PagedKV, o, qs, sc []float32, err error) {
+// attentionBufs resolves the cache, the options and the host views of an
+// attention call's buffers (prefill and decode attention take the same
+// ones) for rows query rows.
+func (k *kernels) attentionBufs(kv device.KVLayer, heads, rows int, opts device.AttnOpts, out, q, scratch device.Buf) (p kcpu.PagedKV, ko kcpu.AttnOpts, o, qs, sc []float32, err error) {
 	if p, err = k.paged(kv); err != nil {
+		return
+	}
+	if heads <= 0 || heads%kv.KVHeads != 0 {
+		err = fmt.Errorf("cpu device: %d query heads do not group over %d KV heads", heads, kv.KVHeads)
+		return
+	}
+	if ko, err = k.attnOpts(opts, heads); err != nil {
 		return
 	}
 	if o, err = k.f32(out); err != nil {
@@ -286,40 +366,42 @@ func (k *kernels) attentionBufs(kv device.KVLayer, out, q, scratch device.Buf) (
 	if qs, err = k.f32(q); err != nil {
 		return
 	}
-	sc, err = k.f32(scratch)
+	if sc, err = k.f32(scratch); err != nil {
+		return
+	}
+	if err = need("attention output", len(o), rows*heads*kv.VHeadDim); err != nil {
+		return
+	}
+	if err = need("attention query", len(qs), rows*heads*kv.HeadDim); err != nil {
+		return
+	}
+	err = need("attention scratch", len(sc), kcpu.AttentionScratch(k.d.pool.Threads(), kv.HeadDim, kv.VHeadDim))
 	return
 }
 
-func (k *kernels) AttentionScratch(n, startPos int) int {
-	return kcpu.AttentionScratch(k.d.pool, n, startPos)
+// AttentionScratch is the kernels' figure for the pool's workers: a few
+// tiles each, independent of context and batch.
+func (k *kernels) AttentionScratch(s device.AttnShape) int {
+	return kcpu.AttentionScratch(k.d.pool.Threads(), s.HeadDim, s.VHeadDim)
 }
 
 func (k *kernels) Attention(out, q device.Buf, n, heads int, kv device.KVLayer, pageTable []int32, startPos int, o device.AttnOpts, scratch device.Buf) error {
-	scale, err := attnOpts(o)
+	p, ko, os, qs, sc, err := k.attentionBufs(kv, heads, n, o, out, q, scratch)
 	if err != nil {
 		return err
 	}
-	if err := checkPages(kv, pageTable, startPos+n); err != nil {
+	if n < 0 || startPos < 0 {
+		return fmt.Errorf("cpu device: attention of %d rows at %d", n, startPos)
+	}
+	if err := checkPages(kv, pageTable, windowStart(startPos, o.Window), startPos+n); err != nil {
 		return err
 	}
-	if kv.KVHeads == 0 || heads%kv.KVHeads != 0 {
-		return fmt.Errorf("cpu device: %d query heads do not group over %d KV heads", heads, kv.KVHeads)
+	if k.d.capturing {
+		pc, kc := p, ko
+		return k.record(func() { k.d.pool.Attention(os, qs, n, heads, pc, pageTable, startPos, kc, sc) })
 	}
-	p, os, qs, sc, err := k.attentionBufs(kv, out, q, scratch)
-	if err != nil {
-		return err
-	}
-	width := n * heads * kv.HeadDim
-	if err := need("attention output", len(os), width); err != nil {
-		return err
-	}
-	if err := need("attention query", len(qs), width); err != nil {
-		return err
-	}
-	if err := need("attention scratch", len(sc), kcpu.AttentionScratch(k.d.pool, n, startPos)); err != nil {
-		return err
-	}
-	return k.run(func() { k.d.pool.Attention(os[:width], qs[:width], n, heads, p, pageTable, startPos, scale, sc) })
+	k.d.pool.Attention(os, qs, n, heads, p, pageTable, startPos, ko, sc)
+	return nil
 }
 
 func (k *kernels) GatherRows(out, x device.Buf, dim int, idx []int32) error {
@@ -339,7 +421,11 @@ func (k *kernels) GatherRows(out, x device.Buf, dim int, idx []int32) error {
 			return fmt.Errorf("cpu device: gather row %d outside %d rows", r, len(xs)/dim)
 		}
 	}
-	return k.run(func() { gatherRows(o, xs, dim, idx) })
+	if k.d.capturing {
+		return k.record(func() { gatherRows(o, xs, dim, idx) })
+	}
+	gatherRows(o, xs, dim, idx)
+	return nil
 }
 
 func (k *kernels) CopyToHost(dst []float32, src device.Buf) error {
@@ -350,7 +436,11 @@ func (k *kernels) CopyToHost(dst []float32, src device.Buf) error {
 	if len(dst) < len(s) {
 		return fmt.Errorf("cpu device: copy of %d floats into %d", len(s), len(dst))
 	}
-	return k.run(func() { copy(dst, s) })
+	if k.d.capturing {
+		return k.record(func() { copy(dst, s) })
+	}
+	copy(dst, s)
+	return nil
 }
 
 func (k *kernels) CopyFromHost(dst device.Buf, src []float32) error {
@@ -366,7 +456,7 @@ func (k *kernels) CopyFromHost(dst device.Buf, src []float32) error {
 }
 
 func (k *kernels) Upload(p device.Ptr, src []byte) error {
-	d, err := k.d.mem.bytes(p, int64(len(src)))
+	d, err := k.d.mem.writable(p, int64(len(src)))
 	if err != nil {
 		return err
 	}

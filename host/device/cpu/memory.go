@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"os"
 	"sort"
 	"sync"
 	"unsafe"
@@ -20,11 +21,19 @@ const (
 	granularity = 2 << 20
 )
 
-// mapping is one live region: a Malloc block or a reservation.
+// mapping is one live region: a Malloc block, a reservation or a read-only
+// view of a file (MapFile).
 type mapping struct {
-	base     device.Ptr
-	mem      []byte
+	base device.Ptr
+	mem  []byte
+	// ptr is what the caller was handed: base, or for a file mapping the
+	// address of the requested offset inside its first page.
+	ptr      device.Ptr
 	reserved bool
+	// file marks a read-only file mapping; cost is what it is charged
+	// (its size rounded to pages, as a Malloc of that size).
+	file bool
+	cost int64
 	// mapped marks, per granule, which parts of a reservation are backed.
 	mapped []bool
 }
@@ -72,8 +81,40 @@ func (m *memory) malloc(size int64) (device.Ptr, error) {
 		return 0, fmt.Errorf("cpu device: mmap %d bytes: %w", cost, err)
 	}
 	mp := &mapping{base: device.Ptr(uintptr(unsafe.Pointer(&mem[0]))), mem: mem}
+	mp.ptr = mp.base
 	m.insert(mp)
 	return mp.base, nil
+}
+
+// mapFile maps [off, off+size) of f read-only and shared (the page cache's
+// own pages: no copy, and the same physical memory however many times the
+// file is mapped), prefaulted as llama.cpp's mmap loading does. It is
+// charged size rounded up to whole pages, as malloc(size) would be.
+func (m *memory) mapFile(f *os.File, off, size int64) (device.Ptr, error) {
+	if size <= 0 || off < 0 {
+		return 0, fmt.Errorf("cpu device: map %d bytes at offset %d of %s", size, off, f.Name())
+	}
+	cost := roundUp(size, pageSize)
+	m.mu.Lock()
+	if m.used+cost > m.capacity {
+		err := m.oom(size)
+		m.mu.Unlock()
+		return 0, err
+	}
+	m.used += cost
+	m.mu.Unlock()
+	start := off / pageSize * pageSize
+	mem, err := unix.Mmap(int(f.Fd()), start, int(off-start+size), unix.PROT_READ, unix.MAP_SHARED|unix.MAP_POPULATE)
+	if err != nil {
+		m.mu.Lock()
+		m.used -= cost
+		m.mu.Unlock()
+		return 0, fmt.Errorf("cpu device: map %d bytes at offset %d of %s: %w", size, off, f.Name(), err)
+	}
+	base := device.Ptr(uintptr(unsafe.Pointer(&mem[0])))
+	mp := &mapping{base: base, mem: mem, ptr: base + device.Ptr(off-start), file: true, cost: cost}
+	m.insert(mp)
+	return mp.ptr, nil
 }
 
 func (m *memory) insert(mp *mapping) {
@@ -85,12 +126,12 @@ func (m *memory) insert(mp *mapping) {
 	m.table[i] = mp
 }
 
-// remove takes the mapping based exactly at p out of the table.
+// remove takes the mapping handed out as p out of the table.
 func (m *memory) remove(p device.Ptr, reserved bool) (*mapping, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	i := sort.Search(len(m.table), func(i int) bool { return m.table[i].base >= p })
-	if i == len(m.table) || m.table[i].base != p || m.table[i].reserved != reserved {
+	i := sort.Search(len(m.table), func(i int) bool { return m.table[i].base > p }) - 1
+	if i < 0 || m.table[i].ptr != p || m.table[i].reserved != reserved {
 		return nil, fmt.Errorf("cpu device: free of %#x, which is not the start of a live allocation", uintptr(p))
 	}
 	mp := m.table[i]
@@ -100,6 +141,9 @@ func (m *memory) remove(p device.Ptr, reserved bool) (*mapping, error) {
 }
 
 func (mp *mapping) backedBytes() int64 {
+	if mp.file {
+		return mp.cost
+	}
 	if !mp.reserved {
 		return int64(len(mp.mem))
 	}
@@ -122,14 +166,23 @@ func (m *memory) free(p device.Ptr) error {
 
 // bytes resolves [p, p+n) to a host view, checking that it lies inside one
 // live mapping (and, for reservations, inside mapped granules).
-func (m *memory) bytes(p device.Ptr, n int64) ([]byte, error) {
+func (m *memory) bytes(p device.Ptr, n int64) ([]byte, error) { return m.view(p, n, false) }
+
+// writable is bytes for a range the caller will write: file mappings are
+// read-only.
+func (m *memory) writable(p device.Ptr, n int64) ([]byte, error) { return m.view(p, n, true) }
+
+func (m *memory) view(p device.Ptr, n int64, write bool) ([]byte, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	i := sort.Search(len(m.table), func(i int) bool { return m.table[i].base > p }) - 1
-	if i < 0 || n < 0 {
+	if i < 0 || n < 0 || p < m.table[i].ptr {
 		return nil, fmt.Errorf("cpu device: address %#x is not device memory", uintptr(p))
 	}
 	mp := m.table[i]
+	if write && mp.file {
+		return nil, fmt.Errorf("cpu device: range %#x+%d is a read-only file mapping", uintptr(p), n)
+	}
 	off := int64(p - mp.base)
 	if off+n > int64(len(mp.mem)) {
 		return nil, fmt.Errorf("cpu device: range %#x+%d runs past its allocation of %d bytes", uintptr(p), n, len(mp.mem))
@@ -153,7 +206,8 @@ func (m *memory) reserve(size int64) (device.Ptr, error) {
 	if err != nil {
 		return 0, fmt.Errorf("cpu device: reserve %d bytes of address space: %w", size, err)
 	}
-	mp := &mapping{base: device.Ptr(uintptr(unsafe.Pointer(&mem[0]))), mem: mem, reserved: true, mapped: make([]bool, size/granularity)}
+	base := device.Ptr(uintptr(unsafe.Pointer(&mem[0])))
+	mp := &mapping{base: base, ptr: base, mem: mem, reserved: true, mapped: make([]bool, size/granularity)}
 	m.insert(mp)
 	return mp.base, nil
 }

@@ -5,9 +5,11 @@ import "fmt"
 // decodeGeometry is what the batched-decode kernels need to know to check
 // a row's position and page table before they are staged: the KV cache's
 // page size and slot count, the page-table stride the step was captured
-// with and the model's context bound.
+// with, the model's context bound and the attention window (0: a row reads
+// every position up to its own; w > 0: only the last w, so the pages
+// before may have been released and are not checked).
 type decodeGeometry struct {
-	pageSize, slots, stride, maxLen int
+	pageSize, slots, stride, maxLen, window int
 }
 
 // encode writes the batched-decode metadata into dst: positions[0..rows),
@@ -39,7 +41,11 @@ func (g decodeGeometry) encode(dst, positions []int32, tables [][]int32) error {
 		if need > len(t) {
 			return fmt.Errorf("cuda: decode row %d at position %d needs %d pages, its table has %d", i, pos, need, len(t))
 		}
-		for _, p := range t[:need] {
+		from := 0
+		if g.window > 0 {
+			from = max(0, int(pos)-g.window+1) / g.pageSize
+		}
+		for _, p := range t[from:need] {
 			if p < 0 || (int(p)+1)*g.pageSize > g.slots {
 				return fmt.Errorf("cuda: decode row %d: page %d outside the KV cache of %d slots", i, p, g.slots)
 			}

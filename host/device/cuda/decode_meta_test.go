@@ -26,6 +26,17 @@ func TestDecodeGeometryEncode(t *testing.T) {
 		{"unused page is not checked", []int32{0}, [][]int32{{9, 99}}, []int32{0, 9, 99, 0}, ""},
 		{"missing table", []int32{0, 1}, [][]int32{{1}}, nil, "2 positions, 1 page tables"},
 	}
+	// With a window of 5, a row at 9 reads positions 5..9: pages 1 and 2;
+	// page 0 may have been released (-1) and is copied, never checked.
+	gw := g
+	gw.window = 5
+	dst := make([]int32, 1+g.stride)
+	if err := gw.encode(dst, []int32{9}, [][]int32{{-1, 2, 9}}); err != nil || !slices.Equal(dst, []int32{9, -1, 2, 9}) {
+		t.Errorf("windowed row over a released page: %v, %v", dst, err)
+	}
+	if err := gw.encode(dst, []int32{9}, [][]int32{{1, -1, 9}}); err == nil || !strings.Contains(err.Error(), "page -1") {
+		t.Errorf("released page inside the window: %v", err)
+	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			rows := len(c.positions)
@@ -54,7 +65,7 @@ func TestDecodeGeometryEncode(t *testing.T) {
 }
 
 // TestDecodeMetaFeedsKernelIndexing checks the layout against the kernels'
-// indexing (write_kv_rows_f32 / decode_attention_f32: position meta[r], page
+// indexing (write_kv_rows / decode_attention: position meta[r], page
 // table meta + rows + r*stride) with an independent slot computation.
 func TestDecodeMetaFeedsKernelIndexing(t *testing.T) {
 	g := decodeGeometry{pageSize: 16, slots: 16 * 64, stride: 8, maxLen: 128}

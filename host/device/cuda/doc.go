@@ -5,7 +5,8 @@
 //
 // Files without the tag hold the driver-free logic, tested everywhere: the
 // cuBLAS library search order (libsearch.go), the decode batch buckets and
-// their padding table (buckets.go), kernel launch geometry (geometry.go), the
+// their padding table (buckets.go), kernel launch geometry (geometry.go,
+// mamba_geometry.go), the Mamba-2 batch checks (mamba_batch.go), the
 // pinned staging ring (ring.go), the batched-decode metadata layout and its
 // checks (decode_meta.go).
 //
@@ -50,7 +51,17 @@
 // Staging and output buffers that graphs use are never freed while graphs
 // exist: a buffer that has to grow is retired and freed at Close.
 //
-// GEMMs: a matvec kernel of ours for small M (decode) and for Q8_0 weights;
-// cuBLAS (dlopened at run time, sonames .13, .12, .11, with a fixed
-// workspace) for larger M in f32, f16 and bf16.
+// KV caches: every device.KVDType, in kernels/cpu's byte layout and with its
+// rounding (the write kernels encode as its EncodeKV does, byte for byte, so
+// gpu-check compares the caches exactly); attention decodes element by
+// element, honours the sliding window (pages before it are neither checked
+// nor read), soft-capping and sinks, and takes a value head dim of its own
+// or MLA's latent rows (values inside the key row). Head dims up to 576
+// (keys) and 512 (values): DeepSeek's 512+64 latent.
+//
+// GEMMs: a matvec kernel of ours for small M (decode); cuBLAS (dlopened at
+// run time, sonames .13, .12, .11, with a fixed workspace) for larger M in
+// f32, f16 and bf16; and for the block-quantized weights (Q8_0, Q4_0, Q4_1,
+// Q5_0, Q5_1, Q2_K–Q6_K, IQ4_NL, IQ4_XS, kept as the file stores them)
+// matvec_q, which decodes them on the fly, at every M.
 package cuda

@@ -8,13 +8,15 @@ package cuda
 #include <stdlib.h>
 #include <string.h>
 
-// kv_launch launches f with up to 16 arguments whose values sit in the 8-byte
-// slots of argv (C memory owned by the device, never the Go heap).
+// kv_launch launches f with up to KV_MAX_ARGS arguments whose values sit in
+// the 8-byte slots of argv (C memory owned by the device, never the Go
+// heap).
+#define KV_MAX_ARGS 24
 static CUresult kv_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
                           unsigned bx, unsigned by, unsigned bz, unsigned shared,
                           CUstream s, unsigned long long* argv, int nargs) {
-	void* params[16];
-	for (int i = 0; i < nargs && i < 16; i++) params[i] = &argv[i];
+	void* params[KV_MAX_ARGS];
+	for (int i = 0; i < nargs && i < KV_MAX_ARGS; i++) params[i] = &argv[i];
 	return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shared, s, params, NULL);
 }
 
@@ -160,15 +162,16 @@ func rawFunction(f cu.Function) C.CUfunction {
 	return *(*C.CUfunction)(unsafe.Pointer(&f))
 }
 
-// argBlock is C memory for launch arguments: 16 slots of 8 bytes.
+// argBlock is C memory for launch arguments: C.KV_MAX_ARGS slots of 8
+// bytes (the attention kernels take 20).
 type argBlock struct {
 	p     *C.ulonglong
 	slots []uint64
 }
 
 func newArgBlock() argBlock {
-	p := (*C.ulonglong)(C.calloc(16, 8))
-	return argBlock{p: p, slots: unsafe.Slice((*uint64)(unsafe.Pointer(p)), 16)}
+	p := (*C.ulonglong)(C.calloc(C.KV_MAX_ARGS, 8))
+	return argBlock{p: p, slots: unsafe.Slice((*uint64)(unsafe.Pointer(p)), C.KV_MAX_ARGS)}
 }
 
 func (a argBlock) free() { C.free(unsafe.Pointer(a.p)) }

@@ -15,11 +15,12 @@ const (
 	elemThreads    = 256
 	elemMaxBlocks  = 65535
 	rowThreads     = 256
-	matvecRows     = 8 // MV_ROWS in matvec.cu
+	matvecRows     = 8 // MV_ROWS in matvec.cu, MQ_ROWS in matvec_q.cu
 	matvecThreads  = 256
 	attnThreads    = 128 // ATTN_THREADS in attention.cu
 	attnChunk      = 128 // ATTN_CHUNK
-	attnMaxHeadDim = 256 // ATTN_MAX_HEAD_DIM
+	attnMaxHeadDim = 576 // ATTN_MAX_HEAD_DIM
+	attnMaxVDim    = 512 // ATTN_MAX_V_DIM
 	maxGridY       = 65535
 )
 
@@ -51,10 +52,14 @@ func matvecDims(m, n int) (Dims, error) {
 }
 
 // attentionDims: one block per (query row, head); shared memory holds the
-// query (headDim floats) and one chunk of scores.
-func attentionDims(n, heads, headDim int) (Dims, error) {
+// query (headDim floats) and one chunk of scores; each thread accumulates
+// vHeadDim/attnThreads output elements.
+func attentionDims(n, heads, headDim, vHeadDim int) (Dims, error) {
 	if headDim <= 0 || headDim > attnMaxHeadDim {
 		return Dims{}, fmt.Errorf("cuda: attention head dim %d outside (0, %d]", headDim, attnMaxHeadDim)
+	}
+	if vHeadDim <= 0 || vHeadDim > attnMaxVDim {
+		return Dims{}, fmt.Errorf("cuda: attention value head dim %d outside (0, %d]", vHeadDim, attnMaxVDim)
 	}
 	if heads > maxGridY {
 		return Dims{}, fmt.Errorf("cuda: attention over %d heads exceeds the grid", heads)

@@ -19,7 +19,8 @@ type kernels struct{ d *Device }
 
 // CublasMinM is the row count from which a GEMM goes to cuBLAS (when it is
 // loaded and the weight is f32, f16 or bf16); below it matvec reads each
-// weight once, which is what decode wants.
+// weight once, which is what decode wants. Quantized weights always take
+// matvec_q.
 const CublasMinM = 16
 
 func need(name string, have, want int) error {
@@ -63,14 +64,20 @@ func (k *kernels) MatMul(out, x device.Buf, m int, w device.Weight) error {
 	}
 	d := k.d
 	return d.do(func() error {
-		if m >= CublasMinM && d.blas != nil && w.Type != device.Q8_0 {
+		if m >= CublasMinM && d.blas != nil && !w.Type.Quantized() {
 			return d.gemm(out, x, m, w)
 		}
 		dims, err := matvecDims(m, w.Rows)
 		if err != nil {
 			return err
 		}
-		return d.launch("matvec", dims, ptrArg(out.Ptr), ptrArg(x.Ptr), ptrArg(w.Ptr),
+		// Quantized weights (cuBLAS takes none) are decoded on the fly
+		// by matvec_q, at every m.
+		kernel := "matvec"
+		if w.Type.Quantized() {
+			kernel = "matvec_q"
+		}
+		return d.launch(kernel, dims, ptrArg(out.Ptr), ptrArg(x.Ptr), ptrArg(w.Ptr),
 			i32Arg(m), i32Arg(w.Rows), i32Arg(w.Cols), i64Arg(int64(rb)), i32Arg(int(w.Type)))
 	})
 }
@@ -240,110 +247,154 @@ func (k *kernels) Embedding(out device.Buf, table device.Weight, ids []int32) er
 	})
 }
 
-// checkPages verifies every page a range of positions touches is inside the
+// checkPages verifies every page positions [from, end) touch is inside the
 // cache: an out-of-range slot would be an illegal address, which kills the
-// context.
-func checkPages(kv device.KVLayer, pageTable []int32, endPos int) (int, error) {
+// context. Pages wholly before from (released behind a sliding window) are
+// not looked at; the kernels never read them.
+func checkPages(kv device.KVLayer, pageTable []int32, from, end int) (int, error) {
 	if err := checkKV(kv); err != nil {
 		return 0, err
 	}
-	slots := kv.Slots
-	need := (endPos + kv.PageSize - 1) / kv.PageSize
+	need := (end + kv.PageSize - 1) / kv.PageSize
 	if need > len(pageTable) {
-		return 0, fmt.Errorf("cuda device: positions up to %d need %d pages, the table has %d", endPos, need, len(pageTable))
+		return 0, fmt.Errorf("cuda device: positions up to %d need %d pages, the table has %d", end, need, len(pageTable))
 	}
-	for _, p := range pageTable[:need] {
-		if p < 0 || (int(p)+1)*kv.PageSize > slots {
-			return 0, fmt.Errorf("cuda device: page %d outside the KV cache of %d slots", p, slots)
+	for _, p := range pageTable[min(from/kv.PageSize, need):need] {
+		if p < 0 || (int(p)+1)*kv.PageSize > kv.Slots {
+			return 0, fmt.Errorf("cuda device: page %d outside the KV cache of %d slots", p, kv.Slots)
 		}
 	}
 	return need, nil
 }
 
+// windowStart is the first position a query at pos reads.
+func windowStart(pos, window int) int {
+	if window > 0 {
+		return max(0, pos-window+1)
+	}
+	return 0
+}
+
+// kvArgs are a layer's cache spans and encoding as the KV kernels take them.
+func kvArgs(kv device.KVLayer) []uint64 {
+	vink := 0
+	if kv.VInK {
+		vink = 1
+	}
+	return []uint64{ptrArg(kv.K.Ptr), ptrArg(kv.V.Ptr), ptrArg(kv.KScale.Ptr), ptrArg(kv.VScale.Ptr), i32Arg(int(kv.DType)), i32Arg(vink)}
+}
+
+// kvThreads is the block size of a KV write: a thread per element, or per
+// scale block for the block-scaled encodings.
+func kvThreads(kv device.KVLayer) int {
+	units := max(kv.KRowElems(), kv.VRowElems())
+	if b := kv.DType.ScaleBlock(); b > 0 {
+		units /= b
+	}
+	return units
+}
+
 func (k *kernels) WriteKV(kv device.KVLayer, key, val device.Buf, n int, pageTable []int32, startPos int) error {
-	pages, err := checkPages(kv, pageTable, startPos+n)
+	if n < 0 || startPos < 0 {
+		return fmt.Errorf("cuda device: kv write of %d rows at %d", n, startPos)
+	}
+	pages, err := checkPages(kv, pageTable, startPos, startPos+n)
 	if err != nil {
 		return err
 	}
-	row := kv.KVHeads * kv.HeadDim
-	if err := need("kv input", min(key.N, val.N), n*row); err != nil {
+	if err := kvInputs(kv, key, val, n); err != nil {
 		return err
 	}
 	if n == 0 {
 		return nil
 	}
 	d := k.d
+	a := kvArgs(kv)
 	return d.do(func() error {
 		meta, err := d.stageMeta(startPos, pageTable[:pages])
 		if err != nil {
 			return err
 		}
-		return d.launch("write_kv_f32", perRow(n, row), ptrArg(kv.K.Ptr), ptrArg(kv.V.Ptr), ptrArg(key.Ptr), ptrArg(val.Ptr),
-			uint64(meta), i32Arg(kv.PageSize), i32Arg(row))
+		return d.launch("write_kv", perRow(n, kvThreads(kv)), a[0], a[1], a[2], a[3], ptrArg(key.Ptr), ptrArg(val.Ptr),
+			uint64(meta), i32Arg(kv.PageSize), i32Arg(kv.KRowElems()), i32Arg(kv.VRowElems()), a[4], a[5])
 	})
 }
 
-// checkKV refuses the caches the kernels do not implement: they store F32
-// rows with equal K and V head dims.
+// kvInputs checks the k and v rows a KV write encodes (v is not read for a
+// latent layer).
+func kvInputs(kv device.KVLayer, key, val device.Buf, rows int) error {
+	if err := need("kv key input", key.N, rows*kv.KRowElems()); err != nil || kv.VInK {
+		return err
+	}
+	return need("kv value input", val.N, rows*kv.VRowElems())
+}
+
+// checkKV validates a layer and that the kernels take its shape.
 func checkKV(kv device.KVLayer) error {
 	if err := kv.Validate(); err != nil {
 		return fmt.Errorf("cuda device: %w", err)
 	}
-	if kv.DType != device.KVF32 || kv.VInK || kv.VHeadDim != kv.HeadDim {
-		return fmt.Errorf("cuda device: %s kv cache with head dims %d/%d (latent %v) is not supported", kv.DType, kv.HeadDim, kv.VHeadDim, kv.VInK)
+	if kv.HeadDim > attnMaxHeadDim || kv.VHeadDim > attnMaxVDim {
+		return fmt.Errorf("cuda device: kv head dims %d/%d exceed the kernels' %d/%d", kv.HeadDim, kv.VHeadDim, attnMaxHeadDim, attnMaxVDim)
 	}
 	return nil
 }
 
-// attnScale refuses the attention options the kernels do not implement and
-// returns the scale.
-func attnScale(o device.AttnOpts) (float32, error) {
-	if o.Window != 0 || o.SoftCap != 0 || o.Sinks.Ptr != 0 {
-		return 0, fmt.Errorf("cuda device: attention window %d, soft cap %v, sinks %v are not supported", o.Window, o.SoftCap, o.Sinks.Ptr != 0)
+// attnArgs checks an attention call's options and returns its sinks pointer
+// (0: none) and the scalar arguments the kernels take after the shapes.
+func attnArgs(o device.AttnOpts, heads int) (sinks uint64, tail []uint64, err error) {
+	if !(o.Scale > 0) || o.Window < 0 || o.SoftCap < 0 || o.SoftCap != o.SoftCap {
+		return 0, nil, fmt.Errorf("cuda device: attention scale %v must be positive, window %d and soft cap %v not negative", o.Scale, o.Window, o.SoftCap)
 	}
-	if !(o.Scale > 0) {
-		return 0, fmt.Errorf("cuda device: attention scale %v must be positive", o.Scale)
+	if o.Sinks.Ptr != 0 {
+		if o.Sinks.Type != device.F32 || o.Sinks.Rows != 1 || o.Sinks.Cols != heads {
+			return 0, nil, fmt.Errorf("cuda device: attention sinks must be f32 with one row of %d logits, got %s %dx%d", heads, o.Sinks.Type, o.Sinks.Rows, o.Sinks.Cols)
+		}
 	}
-	return o.Scale, nil
+	return ptrArg(o.Sinks.Ptr), []uint64{f32Arg(o.Scale), i32Arg(o.Window), f32Arg(o.SoftCap)}, nil
 }
 
-// AttentionScratch is 1: the kernel keeps its scores in shared memory.
-func (k *kernels) AttentionScratch(n, startPos int) int { return 1 }
+// AttentionScratch is 1: the kernels keep their scores in shared memory.
+func (k *kernels) AttentionScratch(device.AttnShape) int { return 1 }
 
 func (k *kernels) Attention(out, q device.Buf, n, heads int, kv device.KVLayer, pageTable []int32, startPos int, o device.AttnOpts, scratch device.Buf) error {
-	scale, err := attnScale(o)
+	sinks, tail, err := attnArgs(o, heads)
 	if err != nil {
 		return err
 	}
-	pages, err := checkPages(kv, pageTable, startPos+n)
+	if n < 0 || startPos < 0 {
+		return fmt.Errorf("cuda device: attention of %d rows at %d", n, startPos)
+	}
+	pages, err := checkPages(kv, pageTable, windowStart(startPos, o.Window), startPos+n)
 	if err != nil {
 		return err
 	}
 	if heads <= 0 || heads%kv.KVHeads != 0 {
 		return fmt.Errorf("cuda device: %d query heads do not group over %d KV heads", heads, kv.KVHeads)
 	}
-	width := n * heads * kv.HeadDim
-	if err := need("attention output", out.N, width); err != nil {
+	if err := need("attention output", out.N, n*heads*kv.VHeadDim); err != nil {
 		return err
 	}
-	if err := need("attention query", q.N, width); err != nil {
+	if err := need("attention query", q.N, n*heads*kv.HeadDim); err != nil {
 		return err
 	}
 	if n == 0 {
 		return nil
 	}
-	dims, err := attentionDims(n, heads, kv.HeadDim)
+	dims, err := attentionDims(n, heads, kv.HeadDim, kv.VHeadDim)
 	if err != nil {
 		return err
 	}
 	d := k.d
+	a := kvArgs(kv)
 	return d.do(func() error {
 		meta, err := d.stageMeta(startPos, pageTable[:pages])
 		if err != nil {
 			return err
 		}
-		return d.launch("attention_f32", dims, ptrArg(out.Ptr), ptrArg(q.Ptr), ptrArg(kv.K.Ptr), ptrArg(kv.V.Ptr), uint64(meta),
-			i32Arg(heads), i32Arg(kv.KVHeads), i32Arg(kv.HeadDim), i32Arg(kv.PageSize), f32Arg(scale))
+		return d.launch("attention", dims, ptrArg(out.Ptr), ptrArg(q.Ptr), a[0], a[1], a[2], a[3], sinks, uint64(meta),
+			i32Arg(heads), i32Arg(kv.KVHeads), i32Arg(kv.HeadDim), i32Arg(kv.VHeadDim), i32Arg(kv.PageSize), a[4], a[5],
+			tail[0], tail[1], tail[2])
 	})
 }
 
@@ -478,35 +529,33 @@ func (k *kernels) WriteKVRows(kv device.KVLayer, key, val device.Buf, positions 
 	if err := checkKV(kv); err != nil {
 		return err
 	}
-	row := kv.KVHeads * kv.HeadDim
 	rows := len(positions)
-	if err := need("kv rows input", min(key.N, val.N), rows*row); err != nil {
+	if err := kvInputs(kv, key, val, rows); err != nil {
 		return err
 	}
 	if rows == 0 {
 		return nil
 	}
 	d := k.d
+	a := kvArgs(kv)
 	return d.do(func() error {
-		meta, stride, err := d.stageDecode(kv, positions, tables, math.MaxInt32)
+		// A write touches one page per row: window 1.
+		meta, stride, err := d.stageDecode(kv, positions, tables, math.MaxInt32, 1)
 		if err != nil {
 			return err
 		}
-		return d.launch("write_kv_rows_f32", perRow(rows, row), ptrArg(kv.K.Ptr), ptrArg(kv.V.Ptr), ptrArg(key.Ptr), ptrArg(val.Ptr),
-			uint64(meta), i32Arg(rows), i32Arg(stride), i32Arg(kv.PageSize), i32Arg(row))
+		return d.launch("write_kv_rows", perRow(rows, kvThreads(kv)), a[0], a[1], a[2], a[3], ptrArg(key.Ptr), ptrArg(val.Ptr),
+			uint64(meta), i32Arg(rows), i32Arg(stride), i32Arg(kv.PageSize), i32Arg(kv.KRowElems()), i32Arg(kv.VRowElems()), a[4], a[5])
 	})
 }
 
-// DecodeAttentionScratch is 1: the kernel keeps its scores in shared memory.
-func (k *kernels) DecodeAttentionScratch(maxLen int) int { return 1 }
-
 // DecodeAttention: row i of q attends to positions 0..positions[i] of
-// tables[i]; every positions[i] must be below maxLen.
+// tables[i] (within opts.Window); every positions[i] must be below maxLen.
 func (k *kernels) DecodeAttention(out, q device.Buf, heads int, kv device.KVLayer, positions []int32, tables [][]int32, opts device.AttnOpts, scratch device.Buf, maxLen int) error {
 	if len(tables) < len(positions) {
 		return fmt.Errorf("cuda device: %d positions, %d page tables", len(positions), len(tables))
 	}
-	scale, err := attnScale(opts)
+	sinks, tail, err := attnArgs(opts, heads)
 	if err != nil {
 		return err
 	}
@@ -517,29 +566,30 @@ func (k *kernels) DecodeAttention(out, q device.Buf, heads int, kv device.KVLaye
 		return fmt.Errorf("cuda device: %d query heads do not group over %d KV heads", heads, kv.KVHeads)
 	}
 	rows := len(positions)
-	width := rows * heads * kv.HeadDim
-	if err := need("decode attention output", out.N, width); err != nil {
+	if err := need("decode attention output", out.N, rows*heads*kv.VHeadDim); err != nil {
 		return err
 	}
-	if err := need("decode attention query", q.N, width); err != nil {
+	if err := need("decode attention query", q.N, rows*heads*kv.HeadDim); err != nil {
 		return err
 	}
 	if rows == 0 {
 		return nil
 	}
-	dims, err := attentionDims(rows, heads, kv.HeadDim)
+	dims, err := attentionDims(rows, heads, kv.HeadDim, kv.VHeadDim)
 	if err != nil {
 		return err
 	}
 	d := k.d
+	a := kvArgs(kv)
 	return d.do(func() error {
-		// The KV write of the same step staged these slices with no context
-		// bound; stage again under maxLen (a separate span) only if needed.
-		meta, stride, err := d.stageDecode(kv, positions, tables, maxLen)
+		// The KV write of the same step staged these slices with another
+		// geometry; stage again under maxLen and the window (a separate span).
+		meta, stride, err := d.stageDecode(kv, positions, tables, maxLen, opts.Window)
 		if err != nil {
 			return err
 		}
-		return d.launch("decode_attention_f32", dims, ptrArg(out.Ptr), ptrArg(q.Ptr), ptrArg(kv.K.Ptr), ptrArg(kv.V.Ptr), uint64(meta),
-			i32Arg(rows), i32Arg(stride), i32Arg(heads), i32Arg(kv.KVHeads), i32Arg(kv.HeadDim), i32Arg(kv.PageSize), f32Arg(scale))
+		return d.launch("decode_attention", dims, ptrArg(out.Ptr), ptrArg(q.Ptr), a[0], a[1], a[2], a[3], sinks, uint64(meta),
+			i32Arg(rows), i32Arg(stride), i32Arg(heads), i32Arg(kv.KVHeads), i32Arg(kv.HeadDim), i32Arg(kv.VHeadDim),
+			i32Arg(kv.PageSize), a[4], a[5], tail[0], tail[1], tail[2])
 	})
 }

@@ -153,13 +153,16 @@ func TestGeometry(t *testing.T) {
 	if _, err := matvecDims(maxGridY*matvecRows+1, 10); err == nil {
 		t.Error("matvec past the grid accepted")
 	}
-	a, err := attentionDims(7, 32, 128)
+	a, err := attentionDims(7, 32, 128, 128)
 	if err != nil || a.Grid != [3]int{7, 32, 1} || a.Shared != 4*(128+attnChunk) {
 		t.Errorf("attentionDims = %+v, %v", a, err)
 	}
-	for _, hd := range []int{0, 257} {
-		if _, err := attentionDims(1, 1, hd); err == nil {
-			t.Errorf("head dim %d accepted", hd)
+	if a, err := attentionDims(1, 128, 576, 512); err != nil || a.Shared != 4*(576+attnChunk) {
+		t.Errorf("MLA latent attentionDims = %+v, %v", a, err)
+	}
+	for _, hd := range [][2]int{{0, 64}, {577, 64}, {64, 0}, {576, 513}} {
+		if _, err := attentionDims(1, 1, hd[0], hd[1]); err == nil {
+			t.Errorf("head dims %v accepted", hd)
 		}
 	}
 }

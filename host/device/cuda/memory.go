@@ -182,14 +182,15 @@ func (d *Device) stageDoubles(v []float64) (uintptr, error) {
 }
 
 // stageDecode stages the batched-decode metadata: positions, then one page
-// table of stride pages per row (decodeMeta checks every page and position
-// again at each graph launch).
-func (d *Device) stageDecode(kv device.KVLayer, positions []int32, tables [][]int32, maxLen int) (meta uintptr, stride int, err error) {
+// table of stride pages per row (decodeMeta checks every page a row reads —
+// from window positions back, 0 meaning all — and every position again at
+// each graph launch).
+func (d *Device) stageDecode(kv device.KVLayer, positions []int32, tables [][]int32, maxLen, window int) (meta uintptr, stride int, err error) {
 	rows := len(positions)
 	for _, t := range tables[:rows] {
 		stride = max(stride, len(t))
 	}
-	geo := decodeGeometry{pageSize: kv.PageSize, slots: kv.Slots, stride: stride, maxLen: maxLen}
+	geo := decodeGeometry{pageSize: kv.PageSize, slots: kv.Slots, stride: stride, maxLen: maxLen, window: window}
 	k := stageKey{kind: keyDecode, p1: uintptr(unsafe.Pointer(&positions[0])), p2: uintptr(unsafe.Pointer(&tables[0])), n: rows, geo: geo}
 	meta, err = d.stageOnce(k, int64(4*(rows+rows*stride)), func(b []byte) error {
 		return geo.encode(unsafe.Slice((*int32)(unsafe.Pointer(&b[0])), rows+rows*stride), positions, tables[:rows])

@@ -28,10 +28,11 @@
 // values are copied out of the mapping, so they outlive Close. A parsed File
 // is immutable and safe for concurrent readers; Close must not race with them.
 //
-// Dequantize decodes the block-quantized formats most published files use
-// (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K) to float32, so the model
-// loader can expand the ones the kernels do not run natively; QuantizeQ4_0
-// writes Q4_0 for tests and tools.
+// TensorType.DType maps the GGML types the kernels run (F32, F16, BF16,
+// Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K–Q6_K, IQ4_NL, IQ4_XS) to
+// kernels/cpu.DType; Dequantize and Quantize delegate to the kernels'
+// decoders and llama.cpp-style quantizers, the one place each layout is
+// written down.
 //
 // Write produces version 3 files in the layout llama.cpp and the Python gguf
 // package write and read: KVs, tensor infos, padding, then each tensor's data

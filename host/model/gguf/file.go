@@ -47,6 +47,14 @@ func Open(path string) (*File, error) {
 		return nil, fmt.Errorf("gguf: %w", err)
 	}
 	defer fd.Close()
+	return Map(fd)
+}
+
+// Map memory-maps the open file fd read-only and parses it; fd stays the
+// caller's (the mapping outlives it). Loaders that serve tensors in place
+// keep fd to map tensor ranges from the same file they parsed.
+func Map(fd *os.File) (*File, error) {
+	path := fd.Name()
 	st, err := fd.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("gguf: %w", err)

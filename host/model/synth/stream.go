@@ -2,7 +2,6 @@ package synth
 
 import (
 	"encoding/binary"
-
 	"fmt"
 	"io"
 	"math"
@@ -27,32 +26,6 @@ func (p tensorPlan) dims() []uint64 {
 	return []uint64{uint64(p.cols), uint64(p.rows)}
 }
 
-// dtypeOf is the matrices' GGML type and its bytes per element (Q8_0: per
-// element of a 32-value block, 34/32; it is only ever applied to whole
-// blocks, see encBytes).
-func dtypeOf(s Spec) (gguf.TensorType, int, error) {
-	switch s.DType {
-	case "f32", "":
-		return gguf.TypeF32, 4, nil
-	case "f16":
-		return gguf.TypeF16, 2, nil
-	case "bf16":
-		return gguf.TypeBF16, 2, nil
-	case "q8_0":
-		return gguf.TypeQ8_0, 0, nil
-	}
-	return 0, 0, fmt.Errorf("synth: unknown dtype %q (f32, f16, bf16, q8_0)", s.DType)
-}
-
-// encBytes is how many bytes m values of type t take (m a multiple of the
-// Q8_0 block for Q8_0).
-func encBytes(t gguf.TensorType, esize, m int) int {
-	if t == gguf.TypeQ8_0 {
-		return m / kcpu.Q8Block * kcpu.Q8BlockBytes
-	}
-	return m * esize
-}
-
 // stream writes exactly what gguf.Write(w, kvs, tensors, 0) writes for the
 // generated tensors, without holding them: the header comes from gguf.Write
 // itself, run over tensors whose data all alias one zeroed buffer (never
@@ -60,16 +33,17 @@ func encBytes(t gguf.TensorType, esize, m int) int {
 // only the header; then each tensor is generated and written in chunks at
 // the offsets gguf.Write laid out (aligned, padded after each tensor).
 func stream(w io.Writer, s Spec, kvs []gguf.KV, plans []tensorPlan, progress func(done, total int)) error {
-	mtype, esize, err := dtypeOf(s)
+	_, ft, err := lookupFType(s.DType)
 	if err != nil {
 		return err
 	}
+	mx := &mixture{f: ft, gqa: s.Heads / s.KVHeads, layers: s.Layers}
 	specs := make([]gguf.TensorSpec, len(plans))
 	var largest, dataLen uint64
 	for i, p := range plans {
-		t := gguf.TensorSpec{Name: p.name, Dims: p.dims(), Type: mtype}
-		if p.vec {
-			t.Type = gguf.TypeF32
+		t := gguf.TensorSpec{Name: p.name, Dims: p.dims(), Type: gguf.TypeF32}
+		if !p.vec {
+			t.Type = mx.typeOf(p)
 		}
 		n, err := t.Type.Bytes(t.Dims)
 		if err != nil {
@@ -95,10 +69,10 @@ func stream(w io.Writer, s Spec, kvs []gguf.KV, plans []tensorPlan, progress fun
 	if _, err := w.Write(hdr); err != nil {
 		return fmt.Errorf("synth: write: %w", err)
 	}
-	g := &generator{w: w, esize: esize, mtype: mtype, r: rng(s.Seed), seed: s.Seed, parallel: s.Parallel}
+	g := &generator{w: w, r: rng(s.Seed), seed: s.Seed, parallel: s.Parallel}
 	var off uint64
 	for i, p := range plans {
-		n, err := g.tensor(i, p)
+		n, err := g.tensor(i, p, specs[i].Type)
 		if err != nil {
 			return err
 		}
@@ -134,18 +108,22 @@ func (h *headerWriter) Write(p []byte) (int, error) {
 }
 
 // generator draws tensors: sequentially from one stream r (the small
-// presets' bytes), or in parallel chunks.
+// presets' bytes), or in parallel chunks. Every file type draws the same
+// values (a quantized file holds its f32 twin's values quantized).
 type generator struct {
 	w        io.Writer
-	esize    int
-	mtype    gguf.TensorType
 	r        rng
 	seed     uint64
 	parallel bool
 }
 
-// tensor writes tensor i and returns its byte count.
-func (g *generator) tensor(i int, p tensorPlan) (uint64, error) {
+// encBytes is how many bytes m values (whole blocks) of type t take.
+func encBytes(t gguf.TensorType, m int) int {
+	return m / int(t.BlockSize()) * int(t.TypeSize())
+}
+
+// tensor writes tensor i of type t and returns its byte count.
+func (g *generator) tensor(i int, p tensorPlan, t gguf.TensorType) (uint64, error) {
 	if p.vec {
 		data := make([]byte, 4*p.cols)
 		for j := 0; j < p.cols; j++ {
@@ -157,15 +135,15 @@ func (g *generator) tensor(i int, p tensorPlan) (uint64, error) {
 	n := p.rows * p.cols
 	chunks := (n + chunkElems - 1) / chunkElems
 	if !g.parallel {
-		buf := make([]byte, encBytes(g.mtype, g.esize, chunkElems))
+		buf := make([]byte, encBytes(t, chunkElems))
 		for c := 0; c < chunks; c++ {
-			b := buf[:encBytes(g.mtype, g.esize, min(chunkElems, n-c*chunkElems))]
-			g.fill(b, &g.r, p.std)
+			b := buf[:encBytes(t, min(chunkElems, n-c*chunkElems))]
+			fill(t, b, &g.r, p.std)
 			if _, err := g.w.Write(b); err != nil {
 				return 0, wrapWrite(err)
 			}
 		}
-		return uint64(encBytes(g.mtype, g.esize, n)), nil
+		return uint64(encBytes(t, n)), nil
 	}
 	// Parallel: workers fill chunk buffers; they are written in order.
 	workers := max(1, runtime.GOMAXPROCS(0))
@@ -182,7 +160,7 @@ func (g *generator) tensor(i int, p tensorPlan) (uint64, error) {
 			defer wg.Done()
 			for j := range jobs {
 				r := rng(chunkSeed(g.seed, i, j.c))
-				g.fill(j.buf, &r, p.std)
+				fill(t, j.buf, &r, p.std)
 				close(j.ok)
 			}
 		}()
@@ -197,7 +175,7 @@ func (g *generator) tensor(i int, p tensorPlan) (uint64, error) {
 	}
 	for c := 0; c < chunks; c++ {
 		m := min(chunkElems, n-c*chunkElems)
-		j := &job{c: c, buf: make([]byte, encBytes(g.mtype, g.esize, m)), ok: make(chan struct{})}
+		j := &job{c: c, buf: make([]byte, encBytes(t, m)), ok: make(chan struct{})}
 		if len(window) >= 2*workers {
 			flush(window[0])
 			window = window[1:]
@@ -210,7 +188,7 @@ func (g *generator) tensor(i int, p tensorPlan) (uint64, error) {
 		flush(j)
 	}
 	wg.Wait()
-	return uint64(encBytes(g.mtype, g.esize, n)), wrapWrite(werr)
+	return uint64(encBytes(t, n)), wrapWrite(werr)
 }
 
 func wrapWrite(err error) error {
@@ -227,19 +205,11 @@ func chunkSeed(seed uint64, t, c int) uint64 {
 	return r.next()
 }
 
-// fill draws the values buf holds ~ N(0, std²) from r into buf (for Q8_0,
-// drawn as float32 and quantized block by block as llama.cpp's quantizer
-// does).
-func (g *generator) fill(buf []byte, r *rng, std float64) {
-	switch g.mtype {
-	case gguf.TypeQ8_0:
-		vals := make([]float32, len(buf)/kcpu.Q8BlockBytes*kcpu.Q8Block)
-		for j := range vals {
-			vals[j] = float32(r.normal() * std)
-		}
-		if err := kcpu.QuantizeQ8_0(buf, vals); err != nil {
-			panic(err) // whole blocks by construction (layout checks the dims)
-		}
+// fill draws the values buf holds ~ N(0, std²) from r into buf in type t
+// (quantized types: drawn as float32 and quantized block by block as
+// llama.cpp's reference quantizers do).
+func fill(t gguf.TensorType, buf []byte, r *rng, std float64) {
+	switch t {
 	case gguf.TypeF16:
 		for j := 0; j < len(buf); j += 2 {
 			binary.LittleEndian.PutUint16(buf[j:], kcpu.F32ToF16(float32(r.normal()*std)))
@@ -248,9 +218,17 @@ func (g *generator) fill(buf []byte, r *rng, std float64) {
 		for j := 0; j < len(buf); j += 2 {
 			binary.LittleEndian.PutUint16(buf[j:], kcpu.F32ToBF16(float32(r.normal()*std)))
 		}
-	default:
+	case gguf.TypeF32:
 		for j := 0; j < len(buf); j += 4 {
 			binary.LittleEndian.PutUint32(buf[j:], math.Float32bits(float32(r.normal()*std)))
+		}
+	default:
+		vals := make([]float32, len(buf)/int(t.TypeSize())*int(t.BlockSize()))
+		for j := range vals {
+			vals[j] = float32(r.normal() * std)
+		}
+		if err := gguf.Quantize(t, buf, vals); err != nil {
+			panic(err) // whole blocks by construction (the mixture checks row lengths)
 		}
 	}
 }

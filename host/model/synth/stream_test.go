@@ -20,6 +20,11 @@ func inMemory(t *testing.T, s Spec) []byte {
 		t.Fatal(err)
 	}
 	r := rng(s.Seed)
+	_, ft, err := lookupFType(s.DType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mx := &mixture{f: ft, gqa: s.Heads / s.KVHeads, layers: s.Layers}
 	var tensors []gguf.TensorSpec
 	for ti, p := range plans {
 		if p.vec {
@@ -31,35 +36,34 @@ func inMemory(t *testing.T, s Spec) []byte {
 			continue
 		}
 		n := p.rows * p.cols
-		typ, es := gguf.TypeF32, 4
-		switch s.DType {
-		case "f16":
-			typ, es = gguf.TypeF16, 2
-		case "bf16":
-			typ, es = gguf.TypeBF16, 2
-		case "q8_0":
-			typ = gguf.TypeQ8_0
-		}
-		data := make([]byte, es*n)
+		typ := mx.typeOf(p)
 		vals := make([]float32, n)
 		for j := 0; j < n; j++ {
 			if s.Parallel && j%chunkElems == 0 {
 				r = rng(chunkSeed(s.Seed, ti, j/chunkElems))
 			}
-			v := float32(r.normal() * p.std)
-			vals[j] = v
-			switch typ {
-			case gguf.TypeF16:
-				binary.LittleEndian.PutUint16(data[2*j:], kcpu.F32ToF16(v))
-			case gguf.TypeBF16:
-				binary.LittleEndian.PutUint16(data[2*j:], kcpu.F32ToBF16(v))
-			default:
+			vals[j] = float32(r.normal() * p.std)
+		}
+		var data []byte
+		switch typ {
+		case gguf.TypeF32:
+			data = make([]byte, 4*n)
+			for j, v := range vals {
 				binary.LittleEndian.PutUint32(data[4*j:], math.Float32bits(v))
 			}
-		}
-		if typ == gguf.TypeQ8_0 {
-			data = make([]byte, n/kcpu.Q8Block*kcpu.Q8BlockBytes)
-			if err := kcpu.QuantizeQ8_0(data, vals); err != nil {
+		case gguf.TypeF16:
+			data = make([]byte, 2*n)
+			for j, v := range vals {
+				binary.LittleEndian.PutUint16(data[2*j:], kcpu.F32ToF16(v))
+			}
+		case gguf.TypeBF16:
+			data = make([]byte, 2*n)
+			for j, v := range vals {
+				binary.LittleEndian.PutUint16(data[2*j:], kcpu.F32ToBF16(v))
+			}
+		default:
+			data = make([]byte, n/int(typ.BlockSize())*int(typ.TypeSize()))
+			if err := gguf.Quantize(typ, data, vals); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -74,6 +78,13 @@ func inMemory(t *testing.T, s Spec) []byte {
 
 func small(dtype string) Spec {
 	return Spec{Name: "small-" + dtype, Hidden: 64, Layers: 2, Heads: 4, KVHeads: 2, Intermediate: 96, Vocab: 3000, ContextLen: 256, DType: dtype, Seed: 11}
+}
+
+// wide has rows every K-quant block divides, 8 layers and 4 query heads per
+// KV head (so the mixtures' layer rules and GQA rules both apply), and is
+// otherwise as small as that allows (the quantizers run slowly under -race).
+func wide(dtype string) Spec {
+	return Spec{Name: "wide-" + dtype, Hidden: 256, Layers: 8, Heads: 8, KVHeads: 2, Intermediate: 256, Vocab: 512, ContextLen: 256, DType: dtype, Seed: 12}
 }
 
 func TestStreamMatchesInMemory(t *testing.T) {
@@ -92,6 +103,8 @@ func TestStreamMatchesInMemory(t *testing.T) {
 		{"bf16", func() (Spec, error) { return small("bf16"), nil }},
 		{"q8_0", func() (Spec, error) { return small("q8_0"), nil }},
 		{"parallel q8_0", func() (Spec, error) { p := parallel; p.DType = "q8_0"; return p, nil }},
+		{"q4_k_m (mixed types, fallbacks)", func() (Spec, error) { return small("q4_k_m"), nil }},
+		{"q4_k_m 256-wide", func() (Spec, error) { s := wide("q4_k_m"); s.Layers = 2; return s, nil }},
 		{"parallel bf16 (multi-chunk embedding)", func() (Spec, error) { return parallel, nil }},
 	}
 	for _, c := range cases {
@@ -134,6 +147,9 @@ func TestPresetLlama3(t *testing.T) {
 	}
 	if !s.Parallel || s.ContextLen != 8192 || s.KVHeads != 8 || s.Vocab != 128256 {
 		t.Fatalf("unexpected preset %+v", s)
+	}
+	if s, err := Preset("small", "Q4_K"); err != nil || s.DType != "q4_k_m" {
+		t.Fatalf("Q4_K (llama-quantize's alias of Q4_K_M): %+v, %v", s, err)
 	}
 	if _, err := Preset("llama3-8b", "q4"); err == nil {
 		t.Fatal("unknown dtype accepted")

@@ -18,8 +18,11 @@ type Spec struct {
 	Intermediate int
 	Vocab        int
 	ContextLen   int
-	DType        string // "f32", "f16", "bf16" or "q8_0"
-	Seed         uint64
+	// DType is the file type: f32, f16, bf16 or one of llama-quantize's
+	// types (q8_0, q4_0, q4_k_m, …: DTypes lists them), whose tensors are
+	// mixed as llama-quantize mixes them (ftype.go).
+	DType string
+	Seed  uint64
 	// RopeTheta is llama.rope.freq_base; 0 means 10000.
 	RopeTheta float32
 	// Tokenizer is "spm" (the default: a SentencePiece vocabulary, the
@@ -49,10 +52,11 @@ func Preset(size, dtype string) (Spec, error) {
 	if !ok {
 		return Spec{}, fmt.Errorf("synth: unknown size %q (tiny, small, medium, llama3-8b)", size)
 	}
-	if dtype != "f32" && dtype != "f16" && dtype != "bf16" && dtype != "q8_0" {
-		return Spec{}, fmt.Errorf("synth: unknown dtype %q (f32, f16, bf16, q8_0)", dtype)
+	name, _, err := lookupFType(dtype)
+	if err != nil {
+		return Spec{}, err
 	}
-	s.DType, s.Name, s.Seed = dtype, "kvhost-demo-"+size+"-"+dtype, 0x6b76686f7374
+	s.DType, s.Name, s.Seed = name, "kvhost-demo-"+size+"-"+name, 0x6b76686f7374
 	return s, nil
 }
 
@@ -115,17 +119,9 @@ func layout(s Spec) ([]gguf.KV, []tensorPlan, error) {
 		return nil, nil, err
 	}
 	hd := s.Hidden / s.Heads
-	ftype := uint32(0)
-	switch s.DType {
-	case "f16":
-		ftype = 1
-	case "bf16":
-		ftype = 32 // LLAMA_FTYPE_MOSTLY_BF16
-	case "q8_0":
-		ftype = 7 // LLAMA_FTYPE_MOSTLY_Q8_0
-		if s.Hidden%32 != 0 || s.Intermediate%32 != 0 {
-			return nil, nil, fmt.Errorf("synth: q8_0 needs hidden (%d) and intermediate (%d) sizes that are multiples of 32", s.Hidden, s.Intermediate)
-		}
+	_, ft, err := lookupFType(s.DType)
+	if err != nil {
+		return nil, nil, err
 	}
 	theta := s.RopeTheta
 	if theta == 0 {
@@ -134,7 +130,7 @@ func layout(s Spec) ([]gguf.KV, []tensorPlan, error) {
 	kvs := []gguf.KV{
 		{Key: "general.architecture", Value: gguf.NewString("llama")},
 		{Key: "general.name", Value: gguf.NewString(s.Name)},
-		{Key: "general.file_type", Value: gguf.NewUint32(ftype)},
+		{Key: "general.file_type", Value: gguf.NewUint32(ft.id)},
 		{Key: "llama.context_length", Value: gguf.NewUint32(uint32(s.ContextLen))},
 		{Key: "llama.embedding_length", Value: gguf.NewUint32(uint32(s.Hidden))},
 		{Key: "llama.block_count", Value: gguf.NewUint32(uint32(s.Layers))},
@@ -147,6 +143,9 @@ func layout(s Spec) ([]gguf.KV, []tensorPlan, error) {
 		{Key: "llama.vocab_size", Value: gguf.NewUint32(uint32(s.Vocab))},
 	}
 	kvs = append(kvs, tok...)
+	if ft.base.Dequantizable() {
+		kvs = append(kvs, gguf.KV{Key: "general.quantization_version", Value: gguf.NewUint32(2)})
+	}
 	kv := s.KVHeads * hd
 	plans := []tensorPlan{{name: "token_embd.weight", rows: s.Vocab, cols: s.Hidden, std: 1}}
 	for l := 0; l < s.Layers; l++ {

@@ -15,7 +15,7 @@ import (
 func BenchmarkLoop(b *testing.B) {
 	const n = 100_000
 	ctx := context.Background()
-	instrumented, _, err := Instrument(loopModule(), 1<<62)
+	instrumented, _, err := Instrument(loopModule(), opts(1<<62))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -49,5 +49,16 @@ func BenchmarkLoop(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/iter")
 		})
+	}
+}
+
+// BenchmarkInstrument measures the rewrite of a plugin-sized module.
+func BenchmarkInstrument(b *testing.B) {
+	wasm := loopModule()
+	b.SetBytes(int64(len(wasm)))
+	for range b.N {
+		if _, _, err := Instrument(wasm, fuzzOptions); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

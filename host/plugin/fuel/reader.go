@@ -14,6 +14,17 @@ func (e *DecodeError) Error() string {
 	return fmt.Sprintf("fuel: offset %d: %s", e.Offset, e.Reason)
 }
 
+// LimitError is a module over one of Options' cost limits; it is refused
+// before anything is compiled.
+type LimitError struct {
+	What        string // "module bytes", "functions", "code bytes", …
+	Have, Limit int64
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("fuel: %s: %d is over the limit of %d", e.What, e.Have, e.Limit)
+}
+
 // reader walks a byte slice; base is the slice's offset in the module, for
 // errors.
 type reader struct {
@@ -89,22 +100,60 @@ func (r *reader) name() (string, error) {
 	return string(b), err
 }
 
-// limits skips a table or memory limits record.
-func (r *reader) limits() error {
-	flag, err := r.byte()
-	if err != nil {
-		return err
+// limits reads a table or memory limits record: its flag (bit 0: a
+// maximum follows; bit 1: shared), minimum and maximum (0 when absent).
+func (r *reader) limits() (flag byte, lo, hi uint32, err error) {
+	if flag, err = r.byte(); err != nil {
+		return 0, 0, 0, err
 	}
 	if flag > 3 {
-		return r.fail("limits flag 0x%02x (memory64 or unknown) not supported", flag)
+		return 0, 0, 0, r.fail("limits flag 0x%02x (memory64 or unknown) not supported", flag)
 	}
-	if _, err := r.u32(); err != nil {
-		return err
+	if lo, err = r.u32(); err != nil {
+		return 0, 0, 0, err
 	}
 	if flag&1 != 0 {
-		_, err = r.u32()
+		hi, err = r.u32()
 	}
-	return err
+	return flag, lo, hi, err
+}
+
+// s33 reads a signed LEB128 of at most 33 bits (a block type index).
+func (r *reader) s33() (int64, error) {
+	var v int64
+	var shift uint
+	for n := 0; n < 5; n++ {
+		c, err := r.byte()
+		if err != nil {
+			return 0, err
+		}
+		v |= int64(c&0x7f) << shift
+		shift += 7
+		if c&0x80 == 0 {
+			if shift < 64 && c&0x40 != 0 {
+				v |= -1 << shift
+			}
+			return v, nil
+		}
+	}
+	return 0, r.fail("signed LEB128 longer than 33 bits")
+}
+
+// count reads a vector length and refuses one above limit (0: none) or
+// one the remaining bytes cannot hold at minEntry bytes per entry, so a
+// lying count never sizes a buffer.
+func (r *reader) count(what string, limit uint32, minEntry int) (uint32, error) {
+	n, err := r.u32()
+	if err != nil {
+		return 0, err
+	}
+	if limit > 0 && n > limit {
+		return 0, &LimitError{What: what, Have: int64(n), Limit: int64(limit)}
+	}
+	if int64(n)*int64(minEntry) > int64(len(r.b)-r.pos) {
+		return 0, r.fail("%s: %d entries cannot fit in the %d bytes left", what, n, len(r.b)-r.pos)
+	}
+	return n, nil
 }
 
 // appendU32 appends v as unsigned LEB128.

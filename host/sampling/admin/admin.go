@@ -2,7 +2,7 @@
 // mounts under /admin/samplers:
 //
 //	PUT    /admin/samplers/{name}  body: the .wasm (at most MaxBytes) → 200 with the new Info
-//	DELETE /admin/samplers/{name}  → 204
+//	DELETE /admin/samplers/{name}  → 204 (409 for the default policy)
 //	GET    /admin/samplers         → 200 with []sampling.Info
 //
 // Invariants: every route needs "Authorization: Bearer <key>", compared in
@@ -26,14 +26,16 @@ import (
 	"strings"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/kvhost/kvhost/host/plugin"
 	"github.com/kvhost/kvhost/host/plugin/allowlist"
 	"github.com/kvhost/kvhost/host/sampling"
 	"github.com/kvhost/kvhost/sdk/sampler"
 )
 
-// DefaultMaxBytes bounds an uploaded module (16 MiB: Go guests are ~2 MB,
-// C ones ~20 KB).
-const DefaultMaxBytes = 16 << 20
+// DefaultMaxBytes bounds an uploaded module: the plugin runtime's module
+// size limit, the same cap the plugins folder is read with (16 MiB: Go
+// guests are ~2–4 MB, C ones ~20 KB).
+const DefaultMaxBytes = plugin.DefaultMaxModuleBytes
 
 // Registry is what the routes need from *sampling.Registry.
 type Registry interface {
@@ -96,6 +98,10 @@ func Handler(reg Registry, key string, maxBytes int64) http.Handler {
 		if err := reg.Remove(name); err != nil {
 			if errors.Is(err, sampling.ErrUnknownPolicy) {
 				writeError(w, http.StatusNotFound, err.Error())
+				return
+			}
+			if errors.Is(err, sampling.ErrDefaultPolicy) {
+				writeError(w, http.StatusConflict, err.Error())
 				return
 			}
 			writeError(w, http.StatusInternalServerError, err.Error())

@@ -8,18 +8,17 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/kvhost/kvhost/host/plugin/allowlist"
+	"github.com/kvhost/kvhost/host/plugin/wasmtest"
 	"github.com/kvhost/kvhost/host/sampling"
-	"github.com/kvhost/kvhost/host/sampling/internal/testwasm"
 	"github.com/kvhost/kvhost/host/sampling/samplertest"
 )
 
 func TestMain(m *testing.M) {
-	if err := testwasm.Ensure(); err != nil {
+	if err := wasmtest.Ensure(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
@@ -39,16 +38,16 @@ func do(t *testing.T, h http.Handler, method, path, key string, body []byte) (in
 
 func TestAdminRoutes(t *testing.T) {
 	ctx := context.Background()
-	root, err := testwasm.Root()
+	builtins, err := wasmtest.BuiltinSamplers()
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := sampling.NewRegistry(ctx, sampling.Options{Builtins: os.DirFS(filepath.Join(root, "host/sampling/builtin/wasm"))})
+	reg, err := sampling.NewRegistry(ctx, sampling.Options{Builtins: builtins})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer reg.Close(ctx)
-	base, _ := testwasm.Builtin("standard")
+	base, _ := wasmtest.Builtin("standard")
 	v2, _ := samplertest.Variant(base, "7.0.0")
 
 	disabled := Handler(reg, "", 0)
@@ -70,13 +69,14 @@ func TestAdminRoutes(t *testing.T) {
 		{"wrong key", "GET", "/admin/samplers", "s3cre", nil, 401, "bearer"},
 		{"list", "GET", "/admin/samplers", "s3cret", nil, 200, `"name":"top-n-sigma"`},
 		{"upload", "PUT", "/admin/samplers/standard", "s3cret", v2, 200, samplertest.Version(v2, "7.0.0")},
-		{"broken", "PUT", "/admin/samplers/standard", "s3cret", samplertest.Broken(base)[0], 422, "refused at decode"},
+		{"broken", "PUT", "/admin/samplers/standard", "s3cret", samplertest.Broken(base)[0], 422, "refused at instrument"},
 		{"bad kind", "PUT", "/admin/samplers/standard", "s3cret", samplertest.Broken(base)[1], 422, "kind"},
 		{"traversal", "PUT", "/admin/samplers/..%2Fetc", "s3cret", v2, 400, "invalid sampler name"},
 		{"dot name", "PUT", "/admin/samplers/.hidden", "s3cret", v2, 400, "invalid sampler name"},
 		{"too big", "PUT", "/admin/samplers/standard", "s3cret", make([]byte, 2<<20), 413, "over"},
 		{"delete", "DELETE", "/admin/samplers/typical", "s3cret", nil, 204, ""},
 		{"delete again", "DELETE", "/admin/samplers/typical", "s3cret", nil, 404, "unknown sampler"},
+		{"delete the default", "DELETE", "/admin/samplers/standard", "s3cret", nil, 409, "is the default policy"},
 	}
 	for _, tc := range tests {
 		code, body := do(t, h, tc.method, tc.path, tc.key, tc.body)
@@ -105,16 +105,16 @@ func TestAdminRoutes(t *testing.T) {
 // them), and the serving version is untouched by refusals.
 func TestAdminAllowList(t *testing.T) {
 	ctx := context.Background()
-	root, err := testwasm.Root()
+	builtins, err := wasmtest.BuiltinSamplers()
 	if err != nil {
 		t.Fatal(err)
 	}
-	base, _ := testwasm.Builtin("standard")
+	base, _ := wasmtest.Builtin("standard")
 	listed, _ := samplertest.Variant(base, "8.0.0")
 	unlisted, _ := samplertest.Variant(base, "9.0.0")
-	importer, _ := testwasm.Hostile("importer")
+	importer, _ := wasmtest.HostileC("importer")
 	reg, err := sampling.NewRegistry(ctx, sampling.Options{
-		Builtins:    os.DirFS(filepath.Join(root, "host/sampling/builtin/wasm")),
+		Builtins:    builtins,
 		AllowSHA256: []string{allowlist.Sum(listed) + " standard", allowlist.Sum(importer)},
 	})
 	if err != nil {

@@ -22,9 +22,9 @@ type liar struct{}
 
 type plan struct{ mode string }
 
-var pool = sdk.Pool{Name: "kv", Unit: sdk.UnitToken, BytesPerUnit: 1024, Buffers: []sdk.Buffer{
-	{Pool: "kv", Name: "k", Layer: 0, Shape: []int64{256}, DType: "bf16"},
-	{Pool: "kv", Name: "v", Layer: 0, Shape: []int64{256}, DType: "bf16"},
+var pool = sdk.Pool{Name: "kv", Kind: sdk.FullAttention, PageSize: 1, BytesPerUnit: 1024, Buffers: []sdk.Buffer{
+	{Pool: "kv", Name: "k", Role: sdk.RoleK, Layer: 0, Shape: []int64{256}, DType: "bf16"},
+	{Pool: "kv", Name: "v", Role: sdk.RoleV, Layer: 0, Shape: []int64{256}, DType: "bf16"},
 }}
 
 func (liar) Describe() sdk.Descriptor {

@@ -4,7 +4,9 @@
 // exports nothing else.
 package main
 
+import "github.com/kvhost/kvhost/sdk"
+
 //go:wasmexport kvhost_abi_version
-func abiVersion() int32 { return 1 }
+func abiVersion() int32 { return sdk.ABIVersion }
 
 func main() {}

@@ -1,7 +1,27 @@
 // Fetch helpers: the host's error shape, bearer keys, and SSE streams.
+//
+// With --api-key the host answers every route but /health and this page's
+// static files with 401 unless the request carries the key, the page's own
+// JSON included. The page sends the key typed in #api-key as a bearer
+// header on every request it makes (never in a cookie, so a cross-site
+// page cannot ride on it; never in the URL, so it is not logged). The key
+// stays in this tab's sessionStorage so a reload keeps it.
 
+const apiKeyStore = 'kvhost.api-key';
 const apiKey = () => document.getElementById('api-key')?.value.trim() ?? '';
 const adminKey = () => document.getElementById('admin-key')?.value.trim() ?? '';
+
+// storedAPIKey is the key this tab saved; saveAPIKey saves (or, empty,
+// forgets) it.
+export function storedAPIKey() {
+  try { return sessionStorage.getItem(apiKeyStore) ?? ''; } catch { return ''; }
+}
+export function saveAPIKey(k) {
+  try {
+    if (k) sessionStorage.setItem(apiKeyStore, k);
+    else sessionStorage.removeItem(apiKeyStore);
+  } catch { /* storage disabled: the key lives in the field only */ }
+}
 
 // APIError carries the HTTP status and the host's message.
 export class APIError extends Error {
@@ -32,15 +52,16 @@ async function failure(resp) {
   return new APIError(resp.status, msg);
 }
 
-// request sends a request with the key of kind ('api', 'admin' or '').
-export async function request(method, url, { kind = '', body, contentType, signal } = {}) {
+// request sends a request with the key of kind: 'api' (the default: every
+// host route but /admin needs it when the host has one) or 'admin'.
+export async function request(method, url, { kind = 'api', body, contentType, signal } = {}) {
   const extra = contentType ? { 'Content-Type': contentType } : {};
   const resp = await fetch(url, { method, headers: headers(kind, extra), body, signal, cache: 'no-store' });
   if (!resp.ok) throw await failure(resp);
   return resp;
 }
 
-export async function getJSON(url, kind = '') {
+export async function getJSON(url, kind = 'api') {
   const resp = await request('GET', url, { kind });
   return resp.json();
 }

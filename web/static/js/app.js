@@ -1,5 +1,5 @@
 // Entry point: tabs, the shared error banner, and each panel's start.
-import { getJSON } from './api.js';
+import { getJSON, storedAPIKey, saveAPIKey } from './api.js';
 import { startMemory } from './memory.js';
 import { startWork } from './work.js';
 import { startPlugins } from './plugins.js';
@@ -25,7 +25,26 @@ function selectTab(name) {
   for (const c of document.querySelectorAll(`#${name} canvas`)) Chart.getChart(c)?.resize();
 }
 
+// askForKey says the host wants an API key (or refused the one given) and
+// points at the field.
+function askForKey() {
+  const input = document.getElementById('api-key');
+  input.classList.add('wanted');
+  input.focus();
+  const b = document.getElementById('banner');
+  b.textContent = `${input.value ? 'The host refused this API key' : 'This host needs its API key'}: type it in the API key field (top right) and press Enter.`;
+  b.hidden = false;
+}
+
 async function main() {
+  const keyInput = document.getElementById('api-key');
+  keyInput.value = storedAPIKey();
+  // A new key restarts the page with it: config, panels and polls all
+  // begin again authenticated.
+  keyInput.addEventListener('change', () => {
+    saveAPIKey(keyInput.value.trim());
+    window.location.reload();
+  });
   for (const btn of document.querySelectorAll('#tabs button')) btn.addEventListener('click', () => selectTab(btn.dataset.tab));
   const fromHash = () => {
     const name = window.location.hash.slice(1);
@@ -41,12 +60,20 @@ async function main() {
   try {
     cfg = await getJSON('/ui/api/config');
   } catch (e) {
+    if (e.status === 401) {
+      // Nothing but the shell is readable without the key: ask for it
+      // and start no panel (each would only fail the same way).
+      askForKey();
+      document.body.dataset.ready = 'true';
+      document.body.dataset.needsKey = 'true';
+      return;
+    }
     onError('dashboard', e);
     cfg = { work: false, plugins: false, plan: false, plan_models: [], plan_gpus: [], default_sampler: '' };
   }
   window.kvhostConfig = cfg;
-  // Clear a panel's error when the key changes: the next poll retries.
-  for (const id of ['api-key', 'admin-key']) document.getElementById(id).addEventListener('change', () => {
+  // Clear a panel's error when the admin key changes: the next try may pass.
+  document.getElementById('admin-key').addEventListener('change', () => {
     errors.clear();
     document.getElementById('banner').hidden = true;
   });

@@ -175,6 +175,9 @@ function renderSlack(prefix, snap) {
   }
 }
 
+// renderKVTable lists every pool the configurator declared: its kind
+// (full, window with its window, latent, state), encoding, the layers it
+// serves, capacity and use in tokens (pages) or request slots, and bytes.
 function renderKVTable(prefix, snap) {
   const pools = snap.kv_pools ?? [];
   const table = document.getElementById(`${prefix}-kv-table`);
@@ -182,10 +185,19 @@ function renderKVTable(prefix, snap) {
     table.replaceChildren();
     return;
   }
-  const head = el('tr', {}, ...['KV pool', 'page size', 'pages', 'free pages', 'capacity (tokens)', 'used (tokens)', 'bytes/token', 'pool bytes'].map((h) => el('th', { text: h })));
-  const rows = pools.map((p) => el('tr', {}, el('td', { text: p.name }), el('td', { text: int(p.page_size) }), el('td', { text: int(p.pages) }),
-    el('td', { text: int(p.free_pages) }), el('td', { text: int(p.capacity_tokens) }), el('td', { text: int(p.used_tokens) }),
-    el('td', { text: int(p.cell_bytes) }), el('td', { text: bytes(p.bytes) })));
+  const head = el('tr', {}, ...['KV pool', 'kind', 'encoding', 'layers', 'capacity', 'in use', 'free pages', 'bytes/unit', 'pool bytes']
+    .map((h) => el('th', { text: h })));
+  const rows = pools.map((p) => {
+    const slots = p.unit === 'request';
+    const kind = p.kind === 'window' ? `window ${int(p.window)}` : (p.kind ?? 'full');
+    const capacity = slots ? `${int(p.slots)} slots` : `${int(p.capacity_tokens)} tokens (${int(p.pages)} pages of ${int(p.page_size)})`;
+    const used = slots ? `${int(p.used_slots)} slots` : `${int(p.used_tokens)} tokens`;
+    const pct = p.pages > 0 ? ` (${((100 * (p.pages - p.free_pages)) / p.pages).toFixed(1)}%)` : '';
+    return el('tr', {}, el('td', { text: p.name }), el('td', { text: kind }), el('td', { text: p.kv_dtype || '—' }),
+      el('td', { text: int(p.layers ?? 0) }), el('td', { text: capacity }), el('td', { text: used + pct }),
+      el('td', { text: int(p.free_pages) }), el('td', { text: `${int(p.cell_bytes)} B/${slots ? 'slot' : 'token'}` }),
+      el('td', { text: bytes(p.bytes) }));
+  });
   table.replaceChildren(el('thead', {}, head), el('tbody', {}, ...rows));
 }
 

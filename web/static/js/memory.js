@@ -1,5 +1,5 @@
 // The Memory tab: the live ledger from GET /v1/memory and a live chart of
-// KV pool use per pool.
+// KV pool use per pool (pages, or slots of a state pool, in use).
 import { getJSON } from './api.js';
 import { renderLedger } from './ledger.js';
 import { color } from './format.js';
@@ -25,12 +25,13 @@ function kvPush(pools) {
   const d = kvChart.data;
   d.labels.push(new Date().toLocaleTimeString('en-GB'));
   for (const p of pools) {
-    let ds = d.datasets.find((x) => x.label === p.name);
+    const label = p.kind ? `${p.name} (${p.kind})` : p.name;
+    let ds = d.datasets.find((x) => x.label === label);
     if (!ds) {
-      ds = { label: p.name, data: new Array(d.labels.length - 1).fill(null), borderColor: color(d.datasets.length), tension: 0.2 };
+      ds = { label, data: new Array(d.labels.length - 1).fill(null), borderColor: color(d.datasets.length), tension: 0.2 };
       d.datasets.push(ds);
     }
-    ds.data.push(p.capacity_tokens > 0 ? (100 * p.used_tokens) / p.capacity_tokens : 0);
+    ds.data.push(p.pages > 0 ? (100 * (p.pages - p.free_pages)) / p.pages : 0);
   }
   for (const ds of d.datasets) while (ds.data.length < d.labels.length) ds.data.push(null);
   if (d.labels.length > maxPoints) {

@@ -1,0 +1,144 @@
+package cpu
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/kvhost/kvhost/internal/mambaref"
+)
+
+// benchMamba is a Nemotron-H-like small mixer: Nemotron-H-8B's head dim 64,
+// state 128 and 8 groups, a quarter of its 128 heads (d_inner 2048, the
+// width of a 1B-class hybrid).
+var benchMamba = mambaCase{heads: 32, headDim: 64, groups: 8, state: 128, conv: 4}
+
+// reportTokens reports tokens per wall second and per CPU second (all of
+// the process's threads, idle pool workers spinning included).
+func reportTokens(b *testing.B, tokens int, cpu0 float64) {
+	b.ReportMetric(float64(tokens)/b.Elapsed().Seconds(), "tok/s")
+	if cpu := processCPU() - cpu0; cpu > 0 {
+		b.ReportMetric(float64(tokens)/cpu, "tok/cpu-s")
+	}
+}
+
+type scanBench struct {
+	s       Mamba2
+	xbc, dt []float32
+	y       []float32
+	prm     MambaParams
+	seqs    []MambaSeq
+	scratch []float32
+}
+
+func newScanBench(b *testing.B, p *Pool, mc mambaCase, lens []int) *scanBench {
+	c := mc.config(1024)
+	r := rand.New(rand.NewPCG(1, 2))
+	w := mambaref.RandomWeights(c, r, true)
+	sb := &scanBench{s: kernelShape(c), prm: scanParams(w)}
+	n := 0
+	for _, l := range lens {
+		st := randomState(c, r, F32)
+		sb.seqs = append(sb.seqs, kernelState(c, st, F32, l))
+		n += l
+	}
+	sb.xbc = randVec(r, n*c.ConvDim(), 1)
+	sb.dt = randVec(r, n*c.Heads, 2)
+	sb.y = make([]float32, n*c.Inner())
+	sb.scratch = make([]float32, MambaScanScratch(p, sb.s, n, len(lens)))
+	return sb
+}
+
+// BenchmarkMambaScan measures prefill scan throughput (tokens/s of one
+// sequence of n tokens) of the SSD chunked form against the plain
+// recurrence (the decode step run once per token), on one thread and on the
+// pool.
+func BenchmarkMambaScan(b *testing.B) {
+	for _, path := range []struct {
+		name   string
+		minLen int
+	}{{"ssd", 1}, {"recurrence", 1 << 30}} {
+		for _, tc := range []struct{ n, threads int }{{512, 1}, {512, 2}, {64, 1}, {16, 1}} {
+			n, threads := tc.n, tc.threads
+			b.Run(fmt.Sprintf("%s/n=%d/threads=%d", path.name, n, threads), func(b *testing.B) {
+				withSSDMinLen(b, path.minLen)
+				p := NewPool(threads)
+				defer p.Close()
+				sb := newScanBench(b, p, benchMamba, []int{n})
+				b.ReportAllocs()
+				b.ResetTimer()
+				cpu0 := processCPU()
+				for range b.N {
+					p.MambaScan(sb.s, sb.y, sb.xbc, sb.dt, sb.prm, sb.seqs, sb.scratch)
+				}
+				reportTokens(b, n*b.N, cpu0)
+			})
+		}
+	}
+}
+
+// BenchmarkMambaScanDecode measures a decode step of 8 sequences.
+func BenchmarkMambaScanDecode(b *testing.B) {
+	for _, threads := range []int{1, 2} {
+		b.Run(fmt.Sprintf("threads=%d", threads), func(b *testing.B) {
+			p := NewPool(threads)
+			defer p.Close()
+			lens := []int{1, 1, 1, 1, 1, 1, 1, 1}
+			sb := newScanBench(b, p, benchMamba, lens)
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu0 := processCPU()
+			for range b.N {
+				p.MambaScan(sb.s, sb.y, sb.xbc, sb.dt, sb.prm, sb.seqs, sb.scratch)
+			}
+			reportTokens(b, len(lens)*b.N, cpu0)
+		})
+	}
+}
+
+// BenchmarkMambaLayerParts puts the layer's kernels beside each other for a
+// 512-token prefill chunk: the convolution and the gated norm against the
+// input projection MatMul (f16 weights) they sit beside.
+func BenchmarkMambaLayerParts(b *testing.B) {
+	const n = 512
+	c := benchMamba.config(1024)
+	s := kernelShape(c)
+	r := rand.New(rand.NewPCG(3, 4))
+	w := mambaref.RandomWeights(c, r, true)
+	p := NewPool(2)
+	defer p.Close()
+	b.Run("conv", func(b *testing.B) {
+		xbc := randVec(r, n*s.ConvDim(), 1)
+		seqs := []MambaSeq{kernelState(c, mambaref.NewState(c), F32, n)}
+		convW, convB := flat(w.ConvW), f32s(w.ConvB)
+		b.ReportAllocs()
+		b.ResetTimer()
+		cpu0 := processCPU()
+		for range b.N {
+			p.MambaConv(s, xbc, xbc, convW, convB, seqs)
+		}
+		reportTokens(b, n*b.N, cpu0)
+	})
+	b.Run("gated-norm", func(b *testing.B) {
+		y, z := randVec(r, n*s.Inner(), 1), randVec(r, n*s.Inner(), 1)
+		nw := f32s(w.NormW)
+		b.ReportAllocs()
+		b.ResetTimer()
+		cpu0 := processCPU()
+		for range b.N {
+			p.GatedRMSNorm(y, y, z, nw, n, s.Inner(), c.NormGroup, 1e-5)
+		}
+		reportTokens(b, n*b.N, cpu0)
+	})
+	b.Run("in-proj-f16", func(b *testing.B) {
+		in := encodeMatrix(b, F16, w.InProj)
+		x := randVec(r, n*c.Hidden, 1)
+		out := make([]float32, n*in.Rows)
+		b.ResetTimer()
+		cpu0 := processCPU()
+		for range b.N {
+			p.MatMul(out, x, n, in)
+		}
+		reportTokens(b, n*b.N, cpu0)
+	})
+}

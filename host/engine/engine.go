@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/kvhost/kvhost/host/constraint"
 	"github.com/kvhost/kvhost/host/device"
 	"github.com/kvhost/kvhost/host/kv"
+	"github.com/kvhost/kvhost/host/kv/radix"
 	"github.com/kvhost/kvhost/host/model"
 	"github.com/kvhost/kvhost/host/sampling"
 )
@@ -38,6 +40,14 @@ type Config struct {
 	Samplers *sampling.Registry
 	// Constraints, when set, runs requests' output constraints.
 	Constraints constraint.Runner
+	// PrefixCache keeps the KV of finished and prefilled prompts in a
+	// radix tree (package radix) so a request sharing a prefix starts
+	// after it; unlocked cached pages are evicted before anyone is
+	// preempted. Models with recurrent-state pools run without it (the
+	// engine takes no state snapshots).
+	PrefixCache bool
+	// Policy orders admission: FCFS ("" too) or LPM (needs PrefixCache).
+	Policy Policy
 	// AllocatorState, when set, is recorded in out-of-memory diagnoses.
 	AllocatorState func() any
 	Logger         *slog.Logger
@@ -65,6 +75,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("engine: chunked prefill size %d must be positive, or -1 to disable chunking", c.ChunkedPrefill)
 	case c.MaxPrefillTokens < 0:
 		return fmt.Errorf("engine: max prefill tokens %d must be >= 0", c.MaxPrefillTokens)
+	case c.Policy != "" && !slices.Contains(Policies, c.Policy):
+		return fmt.Errorf("engine: schedule policy %q, want one of %v", c.Policy, Policies)
+	case c.Policy == LPM && !c.PrefixCache:
+		return fmt.Errorf("engine: schedule policy lpm orders by cached prefix and needs the prefix cache (it is disabled)")
 	}
 	return nil
 }
@@ -116,6 +130,14 @@ type seq struct {
 	submitted, scheduled time.Time
 	// hidden receives an Embed request's hidden states, row by row.
 	hidden []float32
+	// lock is the cached prefix s holds pages of (prefix cache); prefilled
+	// marks that its prompt's blocks were inserted; hit is the prompt
+	// tokens served from the cache at its first admission (usage's
+	// cached_tokens); score is LPM's scratch.
+	lock      radix.Handle
+	prefilled bool
+	hit       int
+	score     int
 }
 
 // Stats is a snapshot for /health and metrics.
@@ -132,6 +154,8 @@ type Stats struct {
 	// decode batches run eagerly because no graph fit them.
 	GraphSteps       int64
 	EagerDecodeSteps int64
+	// Prefix is the prefix cache's counters and contents (nil when off).
+	Prefix *PrefixStats
 }
 
 // Engine schedules requests onto a model.
@@ -183,6 +207,13 @@ type Engine struct {
 	diags  []Diagnosis
 	// lastEager marks that the last forward was a decode batch no graph held.
 	lastEager bool
+
+	// cache is the prefix cache (nil when off), owned by the engine
+	// goroutine; match is its scratch; resets carries ResetPrefixCache.
+	cache                     *radix.Tree
+	match                     radix.Prefix
+	resets                    chan chan error
+	prefixQueries, prefixHits atomic.Int64
 }
 
 // New starts an engine over m and the KV pools. eog reports
@@ -208,7 +239,16 @@ func newEngine(cfg Config, fwd Forwarder, pools *kv.Set, mc model.Config, eog fu
 	e := &Engine{
 		cfg: cfg, fwd: fwd, pools: pools, vocab: mc.Vocab, hidden: mc.Hidden, ctxLen: mc.ContextLen, eog: eog, log: cfg.Logger,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
-		seeds: uint64(time.Now().UnixNano()),
+		seeds: uint64(time.Now().UnixNano()), resets: make(chan chan error),
+	}
+	if cfg.PrefixCache {
+		var err error
+		if e.cache, err = newPrefixCache(pools); err != nil {
+			return nil, err
+		}
+		if e.cache == nil {
+			cfg.Logger.Info("engine: prefix cache off: the model keeps recurrent state, which the cache does not snapshot")
+		}
 	}
 	if k, ok := fwd.(interface{ Kernels() device.Kernels }); ok {
 		e.kern = k.Kernels()
@@ -343,7 +383,7 @@ func (e *Engine) Stats() Stats {
 	st := Stats{
 		Running: int(e.nRunning.Load()), Waiting: w, Pools: e.pools.Stats(),
 		Preemptions: e.preemptions.Load(), Steps: e.steps.Load(),
-		GraphSteps: e.graphSteps.Load(), EagerDecodeSteps: e.eagerDecode.Load(),
+		GraphSteps: e.graphSteps.Load(), EagerDecodeSteps: e.eagerDecode.Load(), Prefix: e.PrefixCache(),
 	}
 	for _, p := range st.Pools {
 		if p.Unit == "token" {
@@ -381,10 +421,15 @@ func (e *Engine) loop() {
 		default:
 		}
 		e.beat()
+		if e.cache != nil {
+			e.serveResets()
+		}
 		e.admit()
 		if len(e.running) == 0 {
 			select {
 			case <-e.wake:
+			case reply := <-e.resets:
+				reply <- e.cache.Reset()
 			case <-e.stop:
 			}
 			continue
@@ -403,6 +448,11 @@ func (e *Engine) shutdown() {
 	}
 	e.running = nil
 	e.nRunning.Store(0)
+	if e.cache != nil {
+		if err := e.cache.Reset(); err != nil {
+			e.log.Error("engine: prefix cache not emptied at shutdown", "err", err)
+		}
+	}
 }
 
 // pendingRow is a sequence whose next token is to be chosen from row.

@@ -226,6 +226,19 @@ type Stats struct {
 	Evictable []int `json:"evictable"`
 }
 
+// Usage is what a user of the tree reports of it (the engine's stats,
+// metrics, /v1/memory): its hit counters and what it caches now.
+type Usage struct {
+	// Queries is the tokens of every sequence looked up at admission, Hits
+	// those served from the cache (vLLM's prefix_cache_queries and
+	// prefix_cache_hits, in tokens).
+	Queries int64 `json:"queries_tokens"`
+	Hits    int64 `json:"hits_tokens"`
+	// Block is the tree's granularity in tokens.
+	Block int `json:"block_tokens"`
+	Stats
+}
+
 // Stats reads the totals; safe from any goroutine (each figure is exact,
 // the set is read without a lock while the tree may change).
 func (t *Tree) Stats() Stats {

@@ -140,6 +140,27 @@ func (e *Engine) cachePrefix(s *seq) {
 	e.cache.Relock(h)
 	e.cache.Unlock(s.lock)
 	s.lock = h
+	e.dedup(s, h.Tokens())
+}
+
+// dedup moves s onto the cache's pages where it computed blocks the cache
+// already held (a request that prefilled the same prefix concurrently with
+// another): its duplicates go back to the pool, as SGLang does after an
+// insert, so a lock never pins pages no sequence reads. The blocks lie
+// before s.cached and are never written again; s's lock covers them.
+func (e *Engine) dedup(s *seq, tokens int) {
+	e.cache.Match(s.tokens[:tokens], &e.match)
+	for i, p := range e.pools.TokenPools() {
+		table := s.kv.tables[i]
+		for j, pg := range e.match.Pages[i] {
+			if pg == kv.Released || table[j] == pg || table[j] == kv.Released {
+				continue
+			}
+			p.Retain(e.match.Pages[i][j : j+1])
+			p.Release(table[j : j+1])
+			table[j] = pg
+		}
+	}
 }
 
 // uncache is s leaving the running set (finished or preempted): when its

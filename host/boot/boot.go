@@ -38,8 +38,12 @@ type Config struct {
 	// MaxPrefillTokens bounds one forward's prompt tokens when chunking is
 	// disabled (ChunkedPrefill -1); 0 is SGLang's 16384.
 	MaxPrefillTokens int
-	PageSize         int
-	MaxTotalTokens   int
+	// DisableRadixCache turns the prefix cache off (SGLang's
+	// --disable-radix-cache); SchedulePolicy is engine.Config.Policy.
+	DisableRadixCache bool
+	SchedulePolicy    engine.Policy
+	PageSize          int
+	MaxTotalTokens    int
 	// KVCacheDType is --kv-cache-dtype in the sdk's spelling (fp32, fp16,
 	// bf16, fp8_e4m3, fp8_e5m2, mxfp8, nvfp4); "" is plan.DefaultKVDType.
 	KVCacheDType string
@@ -246,6 +250,7 @@ func Build(f Config, log *slog.Logger, stdout io.Writer) (*Stack, error) {
 	logPools(log, b, s.Pools)
 
 	ecfg := engine.Config{MaxRunning: f.MaxRunning, MaxQueue: f.MaxQueue, ChunkedPrefill: engineChunk, MaxPrefillTokens: f.MaxPrefillTokens, Logger: log,
+		PrefixCache: !f.DisableRadixCache, Policy: f.SchedulePolicy,
 		AllocatorState: func() any { return s.Act.Stats() }, Samplers: f.Samplers}
 	if s.Graphs != nil {
 		ecfg.Graphs = s.Graphs

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -46,6 +47,8 @@ type serveFlags struct {
 	maxQueue       int
 	chunkedPrefill int
 	maxPrefill     int
+	noRadixCache   bool
+	schedPolicy    string
 	logprobChunk   int
 	pageSize       int
 	maxTotalTokens int
@@ -105,6 +108,8 @@ func parseServeFlags(args []string, stderr io.Writer, getenv func(string) string
 	fs.IntVar(&f.maxQueue, "max-queue", 256, "requests waiting for admission at most; more get 429")
 	fs.IntVar(&f.chunkedPrefill, "chunked-prefill-size", 512, "new tokens in one forward at most (bounds the activation peak); -1 disables chunking")
 	fs.IntVar(&f.logprobChunk, "logprob-chunk-size", 2048, "rows of full-vocabulary logits one LM-head matmul computes for input logprobs (freed chunk by chunk)")
+	fs.BoolVar(&f.noRadixCache, "disable-radix-cache", false, "turn the prefix cache off: every prompt is computed from scratch")
+	fs.StringVar(&f.schedPolicy, "schedule-policy", "fcfs", "admission order: fcfs (arrival) or lpm (longest cached prefix first; needs the prefix cache)")
 	fs.IntVar(&f.maxPrefill, "max-prefill-tokens", 16384, "with chunking disabled, prompt tokens one forward gathers at most (a longer prompt runs alone)")
 	fs.IntVar(&f.pageSize, "page-size", 16, "KV cache page size in tokens")
 	fs.IntVar(&f.maxTotalTokens, "max-total-tokens", 0, "cap on KV pool tokens (0: as many as memory allows)")
@@ -144,6 +149,11 @@ func parseServeFlags(args []string, stderr io.Writer, getenv func(string) string
 	src, err := settle(fs, getenv)
 	if err != nil {
 		return f, fs, nil, fmt.Errorf("serve: %w", err)
+	}
+	if pol := engine.Policy(f.schedPolicy); !slices.Contains(engine.Policies, pol) {
+		return f, fs, nil, fmt.Errorf("serve: --schedule-policy %q: use fcfs or lpm", f.schedPolicy)
+	} else if pol == engine.LPM && f.noRadixCache {
+		return f, fs, nil, errors.New("serve: --schedule-policy lpm orders by cached prefix; it cannot be used with --disable-radix-cache")
 	}
 	if f.model == "" {
 		return f, fs, nil, errors.New("serve: --model is required (try: make run, which serves models/stories260K.gguf; or --model hf://ORG/NAME:Q4_K_M)")
@@ -391,6 +401,7 @@ func load(ctx context.Context, f serveFlags, gate *server.Gate, log *slog.Logger
 	s, err := boot.Build(boot.Config{
 		Model: path, Device: f.dev, DeviceMemory: int64(f.devMemory), Threads: f.threads, KVCacheDType: f.kvCacheDType,
 		MaxRunning: f.maxRunning, MaxQueue: f.maxQueue, ChunkedPrefill: f.chunkedPrefill, MaxPrefillTokens: f.maxPrefill, LogprobChunk: f.logprobChunk,
+		DisableRadixCache: f.noRadixCache, SchedulePolicy: engine.Policy(f.schedPolicy),
 		PageSize: f.pageSize, MaxTotalTokens: f.maxTotalTokens,
 		MemFractionStatic: f.memFraction, SGLangCompat: f.sglangCompat, GraphMaxBS: f.graphMaxBS,
 		Configurators: sm.plugins, PluginsDir: f.pluginsDir, PluginAllowlist: allow, Samplers: sm.reg,

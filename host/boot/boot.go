@@ -268,6 +268,7 @@ func Build(f Config, log *slog.Logger, stdout io.Writer) (*Stack, error) {
 		return fail(err)
 	}
 	s.Engine = eng
+	L.SetKVPools(func() []kv.PoolStat { return eng.Stats().Pools }) // with the prefix cache's share
 	L.SetDiagnoses(func() any { return eng.Diagnoses() })
 	tmpl, err := chat.New(m.ChatTemplate, m.BOSText, m.EOSText)
 	if err != nil {

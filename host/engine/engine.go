@@ -385,6 +385,16 @@ func (e *Engine) Stats() Stats {
 		Preemptions: e.preemptions.Load(), Steps: e.steps.Load(),
 		GraphSteps: e.graphSteps.Load(), EagerDecodeSteps: e.eagerDecode.Load(), Prefix: e.PrefixCache(),
 	}
+	if st.Prefix != nil {
+		// The tree's pools are the token pools, in order.
+		j := 0
+		for i := range st.Pools {
+			if st.Pools[i].Unit == "token" {
+				st.Pools[i].SetCached(st.Prefix.Evictable[j])
+				j++
+			}
+		}
+	}
 	for _, p := range st.Pools {
 		if p.Unit == "token" {
 			st.KVPagesTotal += p.Pages

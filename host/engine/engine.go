@@ -143,10 +143,12 @@ type seq struct {
 // Stats is a snapshot for /health and metrics.
 type Stats struct {
 	Running, Waiting int
-	// KVPagesTotal and KVPagesFree sum the token pools' pages; Pools has
-	// every pool (token and state) on its own.
-	KVPagesTotal int
-	KVPagesFree  int
+	// KVPagesTotal and KVPagesFree sum the token pools' pages, and
+	// KVPagesCached those only the prefix cache holds (evictable); Pools
+	// has every pool (token and state) on its own.
+	KVPagesTotal  int
+	KVPagesFree   int
+	KVPagesCached int
 	Pools        []kv.PoolStat
 	Preemptions  int64
 	Steps        int64
@@ -399,6 +401,7 @@ func (e *Engine) Stats() Stats {
 		if p.Unit == "token" {
 			st.KVPagesTotal += p.Pages
 			st.KVPagesFree += p.FreePages
+			st.KVPagesCached += p.CachedPages
 		}
 	}
 	return st

@@ -27,6 +27,7 @@ type Load struct {
 	Running, Waiting int
 	KVPagesTotal     int
 	KVPagesFree      int
+	KVPagesCached    int
 	Pools            []kv.PoolStat
 	Preemptions      int64
 	Steps            int64

@@ -190,7 +190,7 @@ func KVUsage(st Load, haveEngine bool, pools []ledger.KVPool) (u float64, ok boo
 	if haveEngine && len(st.Pools) > 0 {
 		pools = st.Pools
 	} else if haveEngine && st.KVPagesTotal > 0 {
-		return clamp01(float64(st.KVPagesTotal-st.KVPagesFree) / float64(st.KVPagesTotal)), true
+		return clamp01(float64(st.KVPagesTotal-st.KVPagesFree-st.KVPagesCached) / float64(st.KVPagesTotal)), true
 	}
 	for _, p := range pools {
 		if p.Pages > 0 {

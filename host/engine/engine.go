@@ -149,9 +149,9 @@ type Stats struct {
 	KVPagesTotal  int
 	KVPagesFree   int
 	KVPagesCached int
-	Pools        []kv.PoolStat
-	Preemptions  int64
-	Steps        int64
+	Pools         []kv.PoolStat
+	Preemptions   int64
+	Steps         int64
 	// GraphSteps ran through captured graphs; EagerDecodeSteps were pure
 	// decode batches run eagerly because no graph fit them.
 	GraphSteps       int64

@@ -18,12 +18,11 @@ type Config struct {
 	// ipc:// or inproc:// (tcp://*:5557, the default), else connected to a
 	// subscriber that binds (tcp://router:5557).
 	Endpoint string `json:"endpoint,omitempty"`
-	// ReplayEndpoint, when set, is a ROUTER socket (always bound) where a
-	// subscriber that missed batches asks for them again from a sequence
-	// number.
+	// ReplayEndpoint is vLLM's ROUTER socket where a subscriber that
+	// missed batches asks for them again, and BufferSteps how many it
+	// keeps: kvhost does not serve replay yet and refuses both (Validate).
 	ReplayEndpoint string `json:"replay_endpoint,omitempty"`
-	// BufferSteps is how many past batches replay can serve (10,000).
-	BufferSteps int `json:"buffer_steps,omitempty"`
+	BufferSteps    int    `json:"buffer_steps,omitempty"`
 	// HWM is the PUB socket's high-water mark: batches beyond it, queued
 	// for slow subscribers, are dropped (100,000).
 	HWM int `json:"hwm,omitempty"`
@@ -41,7 +40,6 @@ type Config struct {
 // vLLM's defaults.
 const (
 	DefaultEndpoint     = "tcp://*:5557"
-	DefaultBufferSteps  = 10_000
 	DefaultHWM          = 100_000
 	DefaultMaxQueueSize = 100_000
 )
@@ -76,9 +74,6 @@ func (c Config) WithDefaults() Config {
 	if c.Endpoint == "" {
 		c.Endpoint = DefaultEndpoint
 	}
-	if c.BufferSteps == 0 {
-		c.BufferSteps = DefaultBufferSteps
-	}
 	if c.HWM == 0 {
 		c.HWM = DefaultHWM
 	}
@@ -98,14 +93,18 @@ func (c Config) Enabled() bool {
 
 // Validate names the first field out of range.
 func (c Config) Validate() error {
+	switch {
+	case c.ReplayEndpoint != "":
+		return fmt.Errorf("events: replay_endpoint %q: kvhost does not serve replay yet; a subscriber that sees a gap in the sequence numbers resynchronises by reconnecting", c.ReplayEndpoint)
+	case c.BufferSteps != 0:
+		return fmt.Errorf("events: buffer_steps %d sizes the replay buffer, which kvhost does not serve yet; leave it unset", c.BufferSteps)
+	}
 	c = c.WithDefaults()
 	switch {
 	case c.Publisher != "zmq" && c.Publisher != "null":
 		return fmt.Errorf("events: publisher %q, want \"zmq\" or \"null\"", c.Publisher)
 	case c.Publisher == "zmq" && !c.EnableKVCacheEvents:
 		return fmt.Errorf("events: publisher \"zmq\" with enable_kv_cache_events false: set it to true to publish")
-	case c.BufferSteps < 1 || c.BufferSteps > 10_000_000:
-		return fmt.Errorf("events: buffer_steps %d, want 1..10000000 batches", c.BufferSteps)
 	case c.HWM < 1 || c.HWM > 100_000_000:
 		return fmt.Errorf("events: hwm %d, want 1..100000000 messages", c.HWM)
 	case c.MaxQueueSize < 1 || c.MaxQueueSize > 100_000_000:
@@ -115,11 +114,6 @@ func (c Config) Validate() error {
 	}
 	if err := checkEndpoint("endpoint", c.Endpoint); err != nil {
 		return err
-	}
-	if c.ReplayEndpoint != "" {
-		if err := checkEndpoint("replay_endpoint", c.ReplayEndpoint); err != nil {
-			return err
-		}
 	}
 	return nil
 }

@@ -48,6 +48,9 @@ type Config struct {
 	PrefixCache bool
 	// Policy orders admission: FCFS ("" too) or LPM (needs PrefixCache).
 	Policy Policy
+	// KVEvents, when set, hears the prefix cache's stores and removals
+	// (package events' Publisher, for KV-aware routers); needs PrefixCache.
+	KVEvents KVEvents
 	// AllocatorState, when set, is recorded in out-of-memory diagnoses.
 	AllocatorState func() any
 	Logger         *slog.Logger
@@ -77,6 +80,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("engine: max prefill tokens %d must be >= 0", c.MaxPrefillTokens)
 	case c.Policy != "" && !slices.Contains(Policies, c.Policy):
 		return fmt.Errorf("engine: schedule policy %q, want one of %v", c.Policy, Policies)
+	case c.KVEvents != nil && !c.PrefixCache:
+		return fmt.Errorf("engine: KV events describe the prefix cache and need it (it is disabled)")
 	case c.Policy == LPM && !c.PrefixCache:
 		return fmt.Errorf("engine: schedule policy lpm orders by cached prefix and needs the prefix cache (it is disabled)")
 	}
@@ -245,7 +250,7 @@ func newEngine(cfg Config, fwd Forwarder, pools *kv.Set, mc model.Config, eog fu
 	}
 	if cfg.PrefixCache {
 		var err error
-		if e.cache, err = newPrefixCache(pools); err != nil {
+		if e.cache, err = newPrefixCache(pools, cfg.KVEvents); err != nil {
 			return nil, err
 		}
 		if e.cache == nil {
@@ -442,12 +447,15 @@ func (e *Engine) loop() {
 			select {
 			case <-e.wake:
 			case reply := <-e.resets:
-				reply <- e.cache.Reset()
+				reply <- e.resetCache()
 			case <-e.stop:
 			}
 			continue
 		}
 		e.safeStep()
+		if e.cfg.KVEvents != nil {
+			e.cfg.KVEvents.EndStep()
+		}
 	}
 }
 
@@ -462,7 +470,7 @@ func (e *Engine) shutdown() {
 	e.running = nil
 	e.nRunning.Store(0)
 	if e.cache != nil {
-		if err := e.cache.Reset(); err != nil {
+		if err := e.resetCache(); err != nil {
 			e.log.Error("engine: prefix cache not emptied at shutdown", "err", err)
 		}
 	}

@@ -34,6 +34,15 @@ const lpmWindow = 128
 // PrefixStats is the prefix cache's counters and contents.
 type PrefixStats = radix.Usage
 
+// KVEvents hears what the prefix cache stores and removes, with its block
+// digests, on the engine goroutine; EndStep closes one step's batch (events'
+// Publisher).
+type KVEvents interface {
+	radix.Observer
+	Hash(parent *radix.Digest, block []int32) radix.Digest
+	EndStep()
+}
+
 // poolOwner lets the tree hold pages of the engine's token pools: tree pool
 // i is kv.Set.TokenPools()[i].
 type poolOwner []*kv.Pool
@@ -50,7 +59,7 @@ func (o poolOwner) Release(i int, pages []int32) {
 // pools keep recurrent state: this engine hands the tree no state
 // snapshots, and a tree with state pools and no snapshots caches nothing
 // (radix's doc), so such models run without a prefix cache.
-func newPrefixCache(pools *kv.Set) (*radix.Tree, error) {
+func newPrefixCache(pools *kv.Set, ev KVEvents) (*radix.Tree, error) {
 	if len(pools.SlotPools()) > 0 {
 		return nil, nil
 	}
@@ -62,7 +71,11 @@ func newPrefixCache(pools *kv.Set) (*radix.Tree, error) {
 		}
 		rp = append(rp, d)
 	}
-	t, err := radix.New(radix.Config{Pools: rp, Owner: poolOwner(pools.TokenPools())})
+	cfg := radix.Config{Pools: rp, Owner: poolOwner(pools.TokenPools())}
+	if ev != nil {
+		cfg.Hash, cfg.Observer = ev.Hash, ev
+	}
+	t, err := radix.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("engine: prefix cache: %w", err)
 	}
@@ -252,11 +265,21 @@ func (e *Engine) serveResets() {
 	for {
 		select {
 		case reply := <-e.resets:
-			reply <- e.cache.Reset()
+			reply <- e.resetCache()
 		default:
 			return
 		}
 	}
+}
+
+// resetCache empties the cache and publishes the AllBlocksCleared event
+// before anyone hears that it is done.
+func (e *Engine) resetCache() error {
+	err := e.cache.Reset()
+	if e.cfg.KVEvents != nil {
+		e.cfg.KVEvents.EndStep()
+	}
+	return err
 }
 
 // PrefixCache is the prefix cache's statistics, nil when it is off.

@@ -348,3 +348,76 @@ func TestPolicyValidation(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// sink is a KVEvents that keeps the blocks stored and not yet removed.
+type sink struct {
+	live    map[radix.Digest]bool
+	atReset int // live blocks when the cache was reset
+	steps   int
+	cleared int
+	bad     string
+}
+
+func (s *sink) Hash(parent *radix.Digest, block []int32) radix.Digest {
+	var d radix.Digest
+	if parent != nil {
+		d = *parent
+	}
+	for i, t := range block {
+		d[(i*4)%32] ^= byte(t)
+		d[(i*4+1)%32] += byte(t>>8) + 1
+	}
+	return d
+}
+
+func (s *sink) BlocksStored(parent *radix.Digest, blocks []radix.Digest, tokens []int32) {
+	if parent != nil && !s.live[*parent] && s.bad == "" {
+		s.bad = "a block stored after a parent that is not cached"
+	}
+	for _, b := range blocks {
+		s.live[b] = true
+	}
+}
+
+func (s *sink) BlocksRemoved(blocks []radix.Digest) {
+	for _, b := range blocks {
+		if !s.live[b] && s.bad == "" {
+			s.bad = "a block removed that was never stored"
+		}
+		delete(s.live, b)
+	}
+}
+
+func (s *sink) AllCleared() {
+	s.atReset, s.live, s.cleared = len(s.live), map[radix.Digest]bool{}, s.cleared+1
+}
+func (s *sink) EndStep() { s.steps++ }
+
+// TestPrefixCacheEvents: the KV events follow the cache exactly: the blocks
+// stored and not removed are what it holds, through hits, eviction under a
+// small pool and a reset.
+func TestPrefixCacheEvents(t *testing.T) {
+	ev := &sink{live: map[radix.Digest]bool{}}
+	e, _, pool := prefixRig(t, tinyModel(t), 36, Config{MaxRunning: 4, MaxQueue: 64, ChunkedPrefill: 8, PrefixCache: true, KVEvents: ev})
+	for _, r := range runAll(t, e, prefixRequests(sharedPrompts(100, 250))) {
+		if r[0].err != nil {
+			t.Fatal(r[0].err)
+		}
+	}
+	st := e.Stats() // idle: the cache no longer changes
+	if err := e.ResetPrefixCache(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if ev.bad != "" || ev.cleared != 1 || len(ev.live) != 0 || ev.steps == 0 || st.Prefix.Tokens == 0 {
+		t.Fatalf("events: %q, cleared %d, live after the reset %d, steps %d; cached tokens before %d", ev.bad, ev.cleared, len(ev.live), ev.steps, st.Prefix.Tokens)
+	}
+	if ev.atReset*st.Prefix.Block != st.Prefix.Tokens {
+		t.Fatalf("events left %d blocks of %d tokens stored; the cache held %d tokens", ev.atReset, st.Prefix.Block, st.Prefix.Tokens)
+	}
+	if pool.FreePages() != pool.Pages() {
+		t.Fatalf("free %d of %d after the reset", pool.FreePages(), pool.Pages())
+	}
+	if err := (Config{MaxRunning: 1, ChunkedPrefill: 8, KVEvents: ev}).Validate(); err == nil || !strings.Contains(err.Error(), "need it") {
+		t.Fatalf("events without the cache: %v", err)
+	}
+}

@@ -34,6 +34,12 @@ type guard struct {
 func (g *guard) Kernels() device.Kernels { return g.m.Kernels() }
 
 func (g *guard) Forward(pools *kv.Set, seqs []model.Seq, logits []float32) error {
+	g.scan(pools, seqs)
+	return g.m.Forward(pools, seqs, logits)
+}
+
+// scan counts the batch's tokens and records writes into shared pages.
+func (g *guard) scan(pools *kv.Set, seqs []model.Seq) {
 	for _, s := range seqs {
 		g.computed.Add(int64(len(s.Tokens)))
 		for i, p := range pools.TokenPools() {
@@ -46,7 +52,6 @@ func (g *guard) Forward(pools *kv.Set, seqs []model.Seq, logits []float32) error
 			}
 		}
 	}
-	return g.m.Forward(pools, seqs, logits)
 }
 
 func (g *guard) check(t *testing.T) {
@@ -420,4 +425,81 @@ func TestPrefixCacheEvents(t *testing.T) {
 	if err := (Config{MaxRunning: 1, ChunkedPrefill: 8, KVEvents: ev}).Validate(); err == nil || !strings.Contains(err.Error(), "need it") {
 		t.Fatalf("events without the cache: %v", err)
 	}
+}
+
+// TestPrefixCacheWindowPool: over a sliding-window pool the cache keeps
+// what finished sequences held (their last window of pages) and a repeat
+// of a long prompt resumes at its end, where the window's pages are
+// cached; no shared page is written, and every page comes back.
+func TestPrefixCacheWindowPool(t *testing.T) {
+	dev, err := cpu.New(device.Options{MemoryBytes: 64 << 20, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	needs := kvtest.Uniform(1, 1, 2)
+	needs[0].Window = 8
+	decl, err := kvtest.DeclareMHA(needs, sdk.KVFP32, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	decl[0].Kind, decl[0].Window = sdk.SlidingWindow, 8
+	pools := kvtest.Set(t, alloc.NewDirect("kv", dev), decl, needs, 32)
+	var log strings.Builder
+	g := &guardRec{rec: recorder{&log}}
+	e, err := New(Config{MaxRunning: 4, MaxQueue: 8, ChunkedPrefill: 4, PrefixCache: true}, g, pools, model.Config{Vocab: 8, ContextLen: 256}, func(int32) bool { return false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(context.Background())
+	prompt := make([]int32, 41)
+	for i := range prompt {
+		prompt[i] = int32(1 + i%7)
+	}
+	first := runAllEvents(t, e, Request{Prompt: prompt, MaxTokens: 3, IgnoreEOS: true})
+	second := runAllEvents(t, e, Request{Prompt: prompt, MaxTokens: 3, IgnoreEOS: true})
+	// The first sequence ended holding positions 36..43 (its window) and
+	// inserted 40 prompt tokens at its prefill's end with pages 8..9 held
+	// (positions 32..39): the repeat matches prompt[:40] and resumes at 40,
+	// whose window (33..39) those pages cover.
+	if first.cached != 0 || second.cached != 40 {
+		t.Fatalf("cached tokens: first %d, second %d (want 0, 40)", first.cached, second.cached)
+	}
+	if fmt.Sprint(first.tokens) != fmt.Sprint(second.tokens) {
+		t.Fatalf("outputs differ: %v, %v", first.tokens, second.tokens)
+	}
+	g.g.check(t)
+	cacheFree(t, e, pools.TokenPools()[0])
+}
+
+// guardRec is guard over the recorder (no model), for layouts the tiny
+// model cannot run.
+type guardRec struct {
+	rec recorder
+	g   guard
+}
+
+func (g *guardRec) Forward(pools *kv.Set, seqs []model.Seq, logits []float32) error {
+	g.g.scan(pools, seqs)
+	return g.rec.Forward(pools, seqs, logits)
+}
+
+// TestPrefixCacheOffWithStatePools: a model with a recurrent-state pool
+// runs without the cache (no snapshots are taken), and says so in Stats.
+func TestPrefixCacheOffWithStatePools(t *testing.T) {
+	decl := func(needs []kv.LayerNeed) []sdk.Pool {
+		return append(mhaDecl(t)(needs), sdk.Pool{Name: "state", Kind: sdk.RecurrentState, PageSize: 1, BytesPerUnit: 4, Buffers: []sdk.Buffer{
+			{Pool: "state", Name: "w", Role: sdk.RoleWorkspace, Layer: -1, Shape: []int64{1}, DType: "int32"}}})
+	}
+	e, _ := poolsRig(t, decl, 64, 4, Config{MaxRunning: 4, MaxQueue: 8, ChunkedPrefill: 16, PrefixCache: true})
+	p := sharedPrompts(100, 250)[0]
+	a := runAllEvents(t, e, Request{Prompt: p, MaxTokens: 4, IgnoreEOS: true})
+	b := runAllEvents(t, e, Request{Prompt: p, MaxTokens: 4, IgnoreEOS: true})
+	if e.cache != nil || e.Stats().Prefix != nil || b.cached != 0 || fmt.Sprint(a.tokens) != fmt.Sprint(b.tokens) {
+		t.Fatalf("state pools: cache %v, stats %+v, cached %d", e.cache != nil, e.Stats().Prefix, b.cached)
+	}
+	if !errors.Is(e.ResetPrefixCache(context.Background()), ErrNoPrefixCache) {
+		t.Fatal("reset without a cache")
+	}
+	allFree(t, e, 0)
 }

@@ -161,8 +161,11 @@ func TestFailingPolicyNeverFailsRequests(t *testing.T) {
 					info = in
 				}
 			}
-			if info.Failures == 0 || info.Fallbacks != 3*info.Failures {
-				t.Fatalf("failures not counted: %+v", info)
+			// Every token of the three requests fell back (18 rows), in
+			// failed steps of one to three rows each (the requests share
+			// a step unless the scheduler admitted them apart).
+			if info.Fallbacks != 18 || info.Failures < 6 || info.Failures > 18 {
+				t.Fatalf("failures not counted: %d failed steps, %d rows fell back, want 18 rows in 6–18 steps: %+v", info.Failures, info.Fallbacks, info)
 			}
 			waitIdle(t, r)
 		})

@@ -12,18 +12,11 @@ import (
 	kcpu "github.com/kvhost/kvhost/kernels/cpu"
 )
 
-// archKernels are the CUDA device's kernels for the newer architectures
-// (host/device/cuda/arch_ops.go), which the device.Kernels seam does not
-// carry yet; found by type assertion like samplingKernels.
+// archKernels are the device's Elementwise and Experts capabilities
+// (host/device/capabilities.go), found by type assertion.
 type archKernels interface {
-	RouteExperts(r kcpu.Router, logits device.Buf, n int, bias device.Buf, ids device.Span, weights device.Buf) error
-	GroupExperts(ids device.Span, weights device.Buf, n, k, experts int, offsets, tokens, slots device.Span, gweights device.Buf) error
-	GatherRowsAt(out, x device.Buf, dim int, idx device.Span, n int) error
-	ScatterAdd(out, y device.Buf, dim int, slots device.Span, gw device.Buf, n, k int, accumulate bool) error
-	GeGLUTanh(out, gate, up device.Buf) error
-	SwiGLUOAI(out, gate, up device.Buf, alpha, limit float32) error
-	SoftCap(x device.Buf, cap float32) error
-	Scale(x device.Buf, s float32) error
+	device.Elementwise
+	device.Experts
 }
 
 // archRouters are the routing rules of the served MoE families (their HF
@@ -56,14 +49,14 @@ func (c *checker) checkArch(run func(string, func() (KernelResult, error))) {
 	ak, ok := c.k.(archKernels)
 	if !ok {
 		run("architecture kernels", func() (KernelResult, error) {
-			return KernelResult{}, fmt.Errorf("gpucheck: the device's kernels have no RouteExperts/GroupExperts/…")
+			return KernelResult{}, fmt.Errorf("gpucheck: the device's kernels lack the device.Elementwise and device.Experts capabilities")
 		})
 		return
 	}
 	for _, rt := range archRouters {
 		run("route "+rt.name, func() (KernelResult, error) { return c.route(ak, rt.r, rt.bias) })
 	}
-	run("group_experts + gather + scatter_add", func() (KernelResult, error) { return c.groupScatter(ak) })
+	run("group_experts + gather + expert matmul + scatter_add", func() (KernelResult, error) { return c.groupScatter(ak) })
 	run("geglu_tanh / swiglu_oai / softcap / scale", func() (KernelResult, error) { return c.activations(ak) })
 }
 
@@ -139,16 +132,17 @@ func (c *checker) route(ak archKernels, r kcpu.Router, withBias bool) (KernelRes
 	const n = 40
 	lv := c.spread(n, r.Experts)
 	var biasv []float32
-	bias := device.Buf{}
+	bias := device.Weight{}
 	if withBias {
 		biasv = make([]float32, r.Experts)
 		for i := range biasv {
 			biasv[i] = float32(c.rng.IntN(21)-10) * 0.0005
 		}
-		var err error
-		if bias, err = c.buf(biasv); err != nil {
+		b, err := c.buf(biasv)
+		if err != nil {
 			return KernelResult{}, err
 		}
+		bias = device.Weight{Ptr: b.Ptr, Type: device.F32, Rows: 1, Cols: r.Experts, Bytes: 4 * int64(r.Experts)}
 	}
 	logits, err := c.buf(lv)
 	if err != nil {
@@ -229,7 +223,8 @@ func (c *checker) groupScatter(ak archKernels) (KernelResult, error) {
 	if err != nil {
 		return KernelResult{}, err
 	}
-	if err := ak.GroupExperts(ids, w, n, k, experts, offsets, tokens, slots, gw); err != nil {
+	dg := device.ExpertGroups{Experts: experts, K: k, Offsets: offsets, Tokens: tokens, Slots: slots, Weights: gw}
+	if err := ak.GroupExperts(ids, w, n, dg); err != nil {
 		return KernelResult{}, err
 	}
 	g := kcpu.NewExpertGroups(experts, k, n)
@@ -288,6 +283,37 @@ func (c *checker) groupScatter(ak archKernels) (KernelResult, error) {
 		res.OK = false
 		res.Details += "gathered rows differ; "
 	}
+	// Each expert's rows through its slice of a stacked weight.
+	const width = 48
+	wm := c.rand(experts*width*dim, 0.2)
+	ew, em, err := c.weight(kcpu.F32, experts*width, dim, wm)
+	if err != nil {
+		return KernelResult{}, err
+	}
+	ey, err := c.buf(make([]float32, n*k*width))
+	if err != nil {
+		return KernelResult{}, err
+	}
+	if err := ak.ExpertMatMul(ey, xs, n, ew, dg); err != nil {
+		return KernelResult{}, err
+	}
+	gotEY, err := c.get(ey)
+	if err != nil {
+		return KernelResult{}, err
+	}
+	wantEY := make([]float32, n*k*width)
+	eb := len(em.Data) / experts
+	for e := range experts {
+		lo, hi := g.Rows(e)
+		if hi > lo {
+			sub := kcpu.Matrix{Type: em.Type, Rows: width, Cols: dim, Data: em.Data[e*eb : (e+1)*eb]}
+			c.cpu.MatMul(wantEY[lo*width:hi*width], wantXS[lo*dim:hi*dim], hi-lo, sub)
+		}
+	}
+	if r := compare("", gotEY, wantEY, 1e-4); !r.OK {
+		res.OK = false
+		res.Details += fmt.Sprintf("expert matmul differs by %g; ", r.MaxAbs)
+	}
 	yv := c.rand(n*k*dim, 1)
 	y, err := c.buf(yv)
 	if err != nil {
@@ -298,7 +324,7 @@ func (c *checker) groupScatter(ak archKernels) (KernelResult, error) {
 	if err != nil {
 		return KernelResult{}, err
 	}
-	if err := ak.ScatterAdd(out, y, dim, slots, gw, n, k, true); err != nil {
+	if err := ak.ScatterAdd(out, y, dim, dg, n, true); err != nil {
 		return KernelResult{}, err
 	}
 	got, err := c.get(out)

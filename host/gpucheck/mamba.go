@@ -8,7 +8,6 @@ import (
 	"math"
 
 	"github.com/kvhost/kvhost/host/device"
-	"github.com/kvhost/kvhost/host/device/cuda"
 	kcpu "github.com/kvhost/kvhost/kernels/cpu"
 )
 
@@ -82,6 +81,11 @@ func decodeConv(t kcpu.DType, b []byte) []float32 {
 
 // raw uploads bytes (a multiple of 4) and returns them as a float buffer,
 // which CopyToHost can bring back bit for bit.
+// f32Weight is an F32 buffer seen as a rows × cols weight.
+func f32Weight(b device.Buf, rows, cols int) device.Weight {
+	return device.Weight{Ptr: b.Ptr, Type: device.F32, Rows: rows, Cols: cols, Bytes: 4 * int64(rows*cols)}
+}
+
 func (c *checker) raw(b []byte) (device.Buf, error) {
 	p, err := c.d.Malloc(int64(len(b)))
 	if err != nil {
@@ -146,12 +150,18 @@ func (c *checker) mamba(s kcpu.Mamba2, ct kcpu.DType, decode bool) (KernelResult
 	if err != nil {
 		return KernelResult{}, err
 	}
-	st := cuda.MambaStates{Conv: conv.Ptr, ConvType: device.DType(ct), SSM: ssm.Ptr, Slots: nslots}
-	batch := cuda.MambaBatch{Starts: starts, Slots: slots}
-	if err := c.d.MambaConv(s, xbc, xbc, w, bias, st, batch); err != nil {
+	mk, ok := c.k.(device.Mamba)
+	if !ok {
+		return KernelResult{}, fmt.Errorf("gpucheck: the device's kernels lack the device.Mamba capability")
+	}
+	st := device.MambaStates{Conv: device.Span{Ptr: conv.Ptr, Bytes: int64(len(convPool))}, SSM: device.Span{Ptr: ssm.Ptr, Bytes: ssm.Bytes()},
+		ConvType: device.DType(ct), ConvBytes: int64(eb * convLen), SSMBytes: 4 * int64(ssmLen)}
+	batch := device.MambaBatch{Starts: starts, Slots: slots}
+	if err := mk.MambaConv(s, xbc, xbc, f32Weight(w, C, s.ConvKernel), f32Weight(bias, 1, C), st, batch); err != nil {
 		return KernelResult{}, err
 	}
-	if err := c.d.MambaScan(s, y, xbc, dt, A, D, dtBias, st, batch); err != nil {
+	prm := device.MambaParams{A: f32Weight(A, 1, H), D: f32Weight(D, 1, H), DtBias: f32Weight(dtBias, 1, H)}
+	if err := mk.MambaScan(s, y, xbc, dt, prm, st, batch, device.Buf{}); err != nil {
 		return KernelResult{}, err
 	}
 	var got []float32
@@ -199,7 +209,11 @@ func (c *checker) gatedNorm() (KernelResult, error) {
 		}
 		bufs = append(bufs, b)
 	}
-	if err := c.d.GatedRMSNorm(bufs[0], bufs[0], bufs[1], bufs[2], rows, dim, group, 1e-5); err != nil {
+	mk, ok := c.k.(device.Mamba)
+	if !ok {
+		return KernelResult{}, fmt.Errorf("gpucheck: the device's kernels lack the device.Mamba capability")
+	}
+	if err := mk.GatedRMSNorm(bufs[0], bufs[0], bufs[1], f32Weight(bufs[2], 1, dim), rows, dim, group, 1e-5); err != nil {
 		return KernelResult{}, err
 	}
 	got, err := c.get(bufs[0])
@@ -226,14 +240,18 @@ func (c *checker) hybridElementwise() (KernelResult, error) {
 	if err != nil {
 		return KernelResult{}, err
 	}
+	ek, ok := c.k.(device.Elementwise)
+	if !ok {
+		return KernelResult{}, fmt.Errorf("gpucheck: the device's kernels lack the device.Elementwise capability")
+	}
 	// o = relu²(x); o *= 0.5; o = a + 0.25·o
-	if err := c.d.ReLUSquare(o, x); err != nil {
+	if err := ek.ReLUSquare(o, x); err != nil {
 		return KernelResult{}, err
 	}
-	if err := c.d.Scale(o, 0.5); err != nil {
+	if err := ek.Scale(o, 0.5); err != nil {
 		return KernelResult{}, err
 	}
-	if err := c.d.AddScaled(o, a, o, 0.25); err != nil {
+	if err := ek.AddScaled(o, a, o, 0.25); err != nil {
 		return KernelResult{}, err
 	}
 	got, err := c.get(o)

@@ -212,7 +212,7 @@ func (c *Constraint) instanceFor(key string) *constraintInstance {
 	defer c.mu.Unlock()
 	kept := c.insts[:0]
 	var host, least *constraintInstance
-	live := 0
+	live, leastSeqs := 0, 0
 	for _, ci := range c.insts {
 		ci.mu.Lock()
 		dead, seqs, hosts := ci.err != nil, ci.seqs, ci.specs[key] > 0
@@ -229,15 +229,15 @@ func (c *Constraint) instanceFor(key string) *constraintInstance {
 		if hosts {
 			host = ci
 		}
-		if least == nil || seqs < least.seqs {
-			least = ci
+		if least == nil || seqs < leastSeqs {
+			least, leastSeqs = ci, seqs // counts read under each instance's lock
 		}
 	}
 	c.insts = kept
 	switch {
 	case host != nil:
 		return host
-	case least != nil && (least.seqs == 0 || live >= c.m.rt.cfg.MaxConstraintInstances):
+	case least != nil && (leastSeqs == 0 || live >= c.m.rt.cfg.MaxConstraintInstances):
 		return least
 	}
 	return nil

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -17,8 +16,6 @@ import (
 	"time"
 
 	"github.com/kvhost/kvhost/host/boot"
-	"github.com/kvhost/kvhost/host/constraint"
-	cbuiltin "github.com/kvhost/kvhost/host/constraint/builtin"
 	"github.com/kvhost/kvhost/host/device"
 	_ "github.com/kvhost/kvhost/host/device/cpu" // the embedded default device
 	"github.com/kvhost/kvhost/host/engine"
@@ -33,7 +30,6 @@ import (
 	"github.com/kvhost/kvhost/host/sampling"
 	"github.com/kvhost/kvhost/host/sampling/admin"
 	"github.com/kvhost/kvhost/host/server"
-	"github.com/kvhost/kvhost/sdk/constraint/grammar"
 	"github.com/kvhost/kvhost/web"
 )
 
@@ -228,27 +224,6 @@ func (t specialTokenizer) Encode(text string, addSpecial bool) ([]int32, error) 
 	return t.Tokenizer.Encode(text, addSpecial)
 }
 
-// constraintRunner returns boot's factory of the output-constraint runner:
-// the built-in constraint-grammar plugin on the plugin runtime (fuel,
-// deadlines, memory caps), or, in a binary built without plugins (no
-// clang/Go wasm build), the same engine linked natively, with a warning.
-//
-// rt is the server's one plugin runtime (samplers and configurators run on
-// it too); nil gives the plugin a runtime of its own (tests).
-func constraintRunner(ctx context.Context, rt *plugin.Runtime, log *slog.Logger) func(constraint.Tokens, int) (constraint.Runner, error) {
-	return func(tok constraint.Tokens, vocab int) (constraint.Runner, error) {
-		wasm, err := fs.ReadFile(cbuiltin.FS(), "grammar.wasm")
-		if err != nil {
-			log.Warn("the constraint-grammar plugin is not built in (make plugins); structured output runs the grammar engine linked natively")
-			return constraint.NewNativeFor(tok, vocab, grammar.Options{})
-		}
-		if rt != nil {
-			return constraint.NewPlugin(ctx, rt, "grammar", wasm, tok, vocab)
-		}
-		return constraint.NewPluginRuntime(ctx, plugin.Config{Logger: log}, "grammar", wasm, tok, vocab)
-	}
-}
-
 // backend adapts the stack to the server's Backend interface.
 type backend struct{ s *boot.Stack }
 
@@ -417,7 +392,7 @@ func load(ctx context.Context, f serveFlags, gate *server.Gate, log *slog.Logger
 		PageSize: f.pageSize, MaxTotalTokens: f.maxTotalTokens,
 		MemFractionStatic: f.memFraction, SGLangCompat: f.sglangCompat, GraphMaxBS: f.graphMaxBS,
 		Configurators: sm.plugins, PluginsDir: f.pluginsDir, PluginAllowlist: allow, Samplers: sm.reg,
-		Constraints: constraintRunner(ctx, sm.rt, log),
+		Constraints: constraintRunner(ctx, sm.plugins, log),
 	}, log, stdout)
 	if err != nil {
 		sm.Close(context.Background())

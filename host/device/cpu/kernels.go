@@ -11,7 +11,10 @@ import (
 
 // kernels adapts kernels/cpu to the device seam: it resolves device spans to
 // bounds-checked host slices and calls the pure kernels.
-type kernels struct{ d *Device }
+type kernels struct {
+	d    *Device
+	arch archState
+}
 
 func (k *kernels) f32(b device.Buf) ([]float32, error) {
 	if b.N == 0 {

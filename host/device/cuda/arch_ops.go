@@ -5,27 +5,23 @@ package cuda
 import (
 	"fmt"
 	"math"
+	"unsafe"
 
 	"github.com/kvhost/kvhost/host/device"
-	kcpu "github.com/kvhost/kvhost/kernels/cpu"
 )
 
-// The kernels the newer architectures need beyond device.Kernels —
-// mixture-of-experts routing, grouping by expert, a gather by device-resident
-// indices and the weighted scatter-add (experts.cu); the GeGLU, gpt-oss
-// SwiGLU, soft-cap and scale activations (pointwise.cu) — launched with
-// kernels/cpu's semantics (moe.go, moe_group.go, act.go). Like LogSoftmax
-// and Argmax they are methods of the device's kernels that the device.Kernels
-// seam does not carry: gpu-check finds them by type assertion and compares
-// them with kernels/cpu. The seam is the architecture work's to extend
-// (into device.Kernels or an optional capability interface like
-// DecodeKernels).
-//
-// int32 arrays (expert ids, offsets, tokens, slots) are device.Spans of
-// 4 bytes per value; they stay on the device between the calls (a model
-// that drives one MatMul per expert must copy the offsets to the host, which
-// synchronises; a device-side grouped GEMM is the later, graph-friendly
-// step).
+// The device's optional capabilities for the architectures after Llama
+// (host/device/capabilities.go): mixture-of-experts routing, grouping by
+// expert, a gather by device-resident indices, the grouped expert matmul and
+// the weighted scatter-add (experts.cu); the GeGLU, gpt-oss SwiGLU, soft-cap
+// and scale activations (pointwise.cu; relu², add-scaled and the Mamba-2
+// kernels are in mamba.go), launched with kernels/cpu's semantics (moe.go,
+// moe_group.go, act.go), which gpu-check compares them with.
+
+var (
+	_ device.Elementwise = (*kernels)(nil)
+	_ device.Experts     = (*kernels)(nil)
+)
 
 // Launch geometry shared with experts.cu.
 const (
@@ -38,16 +34,16 @@ const (
 func f64Arg(v float64) uint64 { return math.Float64bits(v) }
 
 func needInts(name string, s device.Span, n int) error {
-	if s.Ptr == 0 || s.Bytes < 4*int64(n) {
-		return fmt.Errorf("cuda device: %s holds %d bytes, needs %d int32", name, s.Bytes, n)
+	if err := device.NeedInts(name, s, n); err != nil {
+		return fmt.Errorf("cuda device: %w", err)
 	}
 	return nil
 }
 
 // RouteExperts routes n tokens by r: logits [n, r.Experts] becomes the scores; ids
-// (int32) and weights receive [n, r.TopK]; bias is an empty Buf or
-// r.Experts values added to the scores for selection only.
-func (k *kernels) RouteExperts(r kcpu.Router, logits device.Buf, n int, bias device.Buf, ids device.Span, weights device.Buf) error {
+// (int32) and weights receive [n, r.TopK]; bias is a zero Weight or
+// r.Experts F32 values added to the scores for selection only.
+func (k *kernels) RouteExperts(r device.Router, logits device.Buf, n int, bias device.Weight, ids device.Span, weights device.Buf) error {
 	if err := r.Validate(); err != nil {
 		return fmt.Errorf("cuda device: %w", err)
 	}
@@ -66,8 +62,11 @@ func (k *kernels) RouteExperts(r kcpu.Router, logits device.Buf, n int, bias dev
 	if err := needInts("router ids", ids, n*r.TopK); err != nil {
 		return err
 	}
-	if bias.N != 0 {
-		if err := need("router bias", bias.N, r.Experts); err != nil {
+	if bias.Ptr != 0 {
+		if err := vector(bias); err != nil {
+			return err
+		}
+		if err := need("router bias", bias.Cols, r.Experts); err != nil {
 			return err
 		}
 	}
@@ -86,35 +85,24 @@ func (k *kernels) RouteExperts(r kcpu.Router, logits device.Buf, n int, bias dev
 	})
 }
 
-// GroupExperts groups RouteExperts' output for n tokens of k choices among
-// experts, exactly as kernels/cpu.ExpertGroups.Group orders it, into the
-// device arrays of kernels/cpu.ExpertGroups: offsets (experts+1 int32),
-// tokens and slots (n·k int32), gweights (n·k floats).
-func (kn *kernels) GroupExperts(ids device.Span, weights device.Buf, n, k, experts int, offsets, tokens, slots device.Span, gweights device.Buf) error {
-	nk := n * k
-	if experts < 1 || experts > kcpu.MaxRouterExperts || k < 1 || k > experts || n < 0 {
-		return fmt.Errorf("cuda device: group %d tokens over %d experts, top %d: want 1 <= top <= experts <= %d", n, experts, k, kcpu.MaxRouterExperts)
+// GroupExperts groups RouteExperts' output for n tokens into g's device
+// arrays, exactly as kernels/cpu.ExpertGroups.Group orders it.
+func (kn *kernels) GroupExperts(ids device.Span, weights device.Buf, n int, g device.ExpertGroups) error {
+	if err := g.Validate(n); err != nil {
+		return fmt.Errorf("cuda device: %w", err)
 	}
-	for _, c := range []struct {
-		name string
-		s    device.Span
-		n    int
-	}{{"ids", ids, nk}, {"offsets", offsets, experts + 1}, {"tokens", tokens, nk}, {"slots", slots, nk}} {
-		if err := needInts("expert groups "+c.name, c.s, c.n); err != nil {
-			return err
-		}
-	}
-	if err := need("router weights", weights.N, nk); err != nil {
+	nk := n * g.K
+	if err := needInts("router ids", ids, nk); err != nil {
 		return err
 	}
-	if err := need("expert group weights", gweights.N, nk); err != nil {
+	if err := need("router weights", weights.N, nk); err != nil {
 		return err
 	}
 	d := kn.d
 	return d.do(func() error {
 		return d.launch("group_experts", Dims{Grid: [3]int{1, 1, 1}, Block: [3]int{groupThreads, 1, 1}},
-			ptrArg(ids.Ptr), ptrArg(weights.Ptr), i32Arg(nk), i32Arg(k), i32Arg(experts),
-			ptrArg(offsets.Ptr), ptrArg(tokens.Ptr), ptrArg(gweights.Ptr), ptrArg(slots.Ptr))
+			ptrArg(ids.Ptr), ptrArg(weights.Ptr), i32Arg(nk), i32Arg(g.K), i32Arg(g.Experts),
+			ptrArg(g.Offsets.Ptr), ptrArg(g.Tokens.Ptr), ptrArg(g.Weights.Ptr), ptrArg(g.Slots.Ptr))
 	})
 }
 
@@ -136,19 +124,66 @@ func (k *kernels) GatherRowsAt(out, x device.Buf, dim int, idx device.Span, n in
 	})
 }
 
-// ScatterAdd sets (accumulate: adds to) out[i] = Σ_j gw[s]·y[s] over s =
-// slots[i*k+j] for n tokens; y is [n·k, dim] in grouped order.
-func (kn *kernels) ScatterAdd(out, y device.Buf, dim int, slots device.Span, gw device.Buf, n, k int, accumulate bool) error {
+// ExpertMatMul multiplies each expert's grouped rows by its slice of the
+// stacked w. No grouped GEMM kernel exists yet, so it reads g.Offsets on
+// the host (a synchronising copy) and runs one MatMul per expert with rows:
+// correct eagerly, but not capturable (a graph would bake one step's
+// routing in), which it says with device.ErrCaptureUnsupported.
+func (kn *kernels) ExpertMatMul(out, x device.Buf, n int, w device.Weight, g device.ExpertGroups) error {
+	if err := g.Validate(n); err != nil {
+		return fmt.Errorf("cuda device: %w", err)
+	}
+	if w.Rows%g.Experts != 0 {
+		return fmt.Errorf("cuda device: expert matmul: %d weight rows do not split over %d experts", w.Rows, g.Experts)
+	}
+	rb, err := rowBytes(w)
+	if err != nil {
+		return err
+	}
+	rows, per := n*g.K, w.Rows/g.Experts
+	if err := need("expert matmul output", out.N, rows*per); err != nil {
+		return err
+	}
+	if err := need("expert matmul input", x.N, rows*w.Cols); err != nil {
+		return err
+	}
+	d := kn.d
+	return d.do(func() error {
+		if d.mode != modeEager {
+			return fmt.Errorf("cuda device: expert matmul reads the routing on the host: %w", device.ErrCaptureUnsupported)
+		}
+		off := make([]int32, g.Experts+1)
+		if err := dtohSync(unsafe.Pointer(&off[0]), uintptr(g.Offsets.Ptr), int64(4*len(off)), d.st); err != nil {
+			return err
+		}
+		for e := range g.Experts {
+			lo, hi := int(off[e]), int(off[e+1])
+			if lo < 0 || hi > rows || lo > hi {
+				return fmt.Errorf("cuda device: expert %d rows [%d, %d) outside the %d grouped rows", e, lo, hi, rows)
+			}
+			if hi == lo {
+				continue
+			}
+			sub := device.Weight{Ptr: w.Ptr + device.Ptr(e*per*rb), Type: w.Type, Rows: per, Cols: w.Cols, Bytes: int64(per * rb)}
+			if err := kn.MatMul(out.Slice(lo*per, (hi-lo)*per), x.Slice(lo*w.Cols, (hi-lo)*w.Cols), hi-lo, sub); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// ScatterAdd sets (accumulate: adds to) out[i] = Σ_j g.Weights[s]·y[s]
+// over s = g.Slots[i·K+j] for n tokens; y is [n·K, dim] in grouped order.
+func (kn *kernels) ScatterAdd(out, y device.Buf, dim int, g device.ExpertGroups, n int, accumulate bool) error {
+	if err := g.Validate(n); err != nil {
+		return fmt.Errorf("cuda device: %w", err)
+	}
+	k := g.K
 	if err := need("scatter output", out.N, n*dim); err != nil {
 		return err
 	}
 	if err := need("scatter input", y.N, n*k*dim); err != nil {
-		return err
-	}
-	if err := need("scatter weights", gw.N, n*k); err != nil {
-		return err
-	}
-	if err := needInts("scatter slots", slots, n*k); err != nil {
 		return err
 	}
 	if n == 0 || dim == 0 {
@@ -160,7 +195,7 @@ func (kn *kernels) ScatterAdd(out, y device.Buf, dim int, slots device.Span, gw 
 	}
 	d := kn.d
 	return d.do(func() error {
-		return d.launch("scatter_add_f32", perRow(n, dim), ptrArg(out.Ptr), ptrArg(y.Ptr), ptrArg(slots.Ptr), ptrArg(gw.Ptr),
+		return d.launch("scatter_add_f32", perRow(n, dim), ptrArg(out.Ptr), ptrArg(y.Ptr), ptrArg(g.Slots.Ptr), ptrArg(g.Weights.Ptr),
 			i32Arg(k), i32Arg(dim), i32Arg(acc))
 	})
 }

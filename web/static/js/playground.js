@@ -24,8 +24,18 @@ function selected() {
   return samplers.find((s) => s.name === name);
 }
 
+// builtFor is the policy version the parameter form was built for: a
+// refreshed sampler list that still holds it keeps the form (and what the
+// user typed into it).
+let builtFor;
+
+function formKey(s) {
+  return s ? `${s.name}@${s.version}` : '';
+}
+
 function buildParams() {
   const s = selected();
+  builtFor = formKey(s);
   const fs = document.getElementById('play-params');
   const params = s ? s.params ?? [] : defaultParams;
   fs.replaceChildren(el('legend', { text: s ? `${s.name} ${s.version} parameters` : 'Parameters (server default sampler)' }),
@@ -41,7 +51,7 @@ function setSamplers(list, defaultSampler) {
   const keep = sel.value || defaultSampler || '';
   sel.replaceChildren(el('option', { value: '', text: '(server default)' }), ...list.map((s) => el('option', { value: s.name, text: `${s.name} ${s.version}` })));
   sel.value = list.some((s) => s.name === keep) ? keep : '';
-  buildParams();
+  if (formKey(selected()) !== builtFor) buildParams();
 }
 
 // readParams validates the form like the API does (type, range) and

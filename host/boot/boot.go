@@ -14,6 +14,7 @@ import (
 	"github.com/kvhost/kvhost/host/device"
 	"github.com/kvhost/kvhost/host/engine"
 	"github.com/kvhost/kvhost/host/kv"
+	"github.com/kvhost/kvhost/host/kv/events"
 	"github.com/kvhost/kvhost/host/ledger"
 	"github.com/kvhost/kvhost/host/model"
 	"github.com/kvhost/kvhost/host/model/chat"
@@ -38,8 +39,15 @@ type Config struct {
 	// MaxPrefillTokens bounds one forward's prompt tokens when chunking is
 	// disabled (ChunkedPrefill -1); 0 is SGLang's 16384.
 	MaxPrefillTokens int
-	PageSize         int
-	MaxTotalTokens   int
+	// DisableRadixCache turns the prefix cache off (SGLang's
+	// --disable-radix-cache); SchedulePolicy is engine.Config.Policy.
+	DisableRadixCache bool
+	SchedulePolicy    engine.Policy
+	// KVEvents publishes the prefix cache's stores and removals to
+	// KV-aware routers when enabled (vLLM's --kv-events-config).
+	KVEvents       events.Config
+	PageSize       int
+	MaxTotalTokens int
 	// KVCacheDType is --kv-cache-dtype in the sdk's spelling (fp32, fp16,
 	// bf16, fp8_e4m3, fp8_e5m2, mxfp8, nvfp4); "" is plan.DefaultKVDType.
 	KVCacheDType string
@@ -80,6 +88,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("boot: page size %d out of range [1, 1024]", c.PageSize)
 	case c.MaxTotalTokens < 0:
 		return fmt.Errorf("boot: max total tokens %d must be >= 0", c.MaxTotalTokens)
+	case c.KVEvents.Enabled() && c.DisableRadixCache:
+		return fmt.Errorf("boot: KV events describe the prefix cache; they cannot be enabled with the radix cache disabled")
 	case c.MemFractionStatic < 0 || c.MemFractionStatic > 1:
 		return fmt.Errorf("boot: mem fraction static %v out of range (0, 1] (0: the policy's own)", c.MemFractionStatic)
 	}
@@ -114,6 +124,9 @@ type Stack struct {
 	// Constraints is the engine's output-constraint runner (nil: none);
 	// Close closes it when it can be closed.
 	Constraints constraint.Runner
+	// Events publishes KV events (nil: off); Close closes it after the
+	// engine.
+	Events *events.Publisher
 
 	kv     plan.KVConfig // the configurator that sized the pool
 	out    io.Writer     // progress lines for slow steps
@@ -125,6 +138,9 @@ type Stack struct {
 func (s *Stack) Close(ctx context.Context) {
 	if s.Engine != nil {
 		_ = s.Engine.Close(ctx)
+	}
+	if s.Events != nil {
+		_ = s.Events.Close()
 	}
 	if c, ok := s.Constraints.(interface{ Close(context.Context) error }); ok {
 		_ = c.Close(ctx)
@@ -246,6 +262,7 @@ func Build(f Config, log *slog.Logger, stdout io.Writer) (*Stack, error) {
 	logPools(log, b, s.Pools)
 
 	ecfg := engine.Config{MaxRunning: f.MaxRunning, MaxQueue: f.MaxQueue, ChunkedPrefill: engineChunk, MaxPrefillTokens: f.MaxPrefillTokens, Logger: log,
+		PrefixCache: !f.DisableRadixCache, Policy: f.SchedulePolicy,
 		AllocatorState: func() any { return s.Act.Stats() }, Samplers: f.Samplers}
 	if s.Graphs != nil {
 		ecfg.Graphs = s.Graphs
@@ -258,11 +275,23 @@ func Build(f Config, log *slog.Logger, stdout io.Writer) (*Stack, error) {
 		s.Constraints = ecfg.Constraints
 		log.Info("output constraints ready", "runner", ecfg.Constraints.Name())
 	}
+	if f.KVEvents.Enabled() {
+		h, err := events.NewHasher("")
+		if err != nil {
+			return fail(err)
+		}
+		if s.Events, err = events.NewPublisher(context.Background(), f.KVEvents, h); err != nil {
+			return fail(fmt.Errorf("boot: %w", err))
+		}
+		ecfg.KVEvents = s.Events
+		log.Info("KV events published", "config", f.KVEvents.WithDefaults().String())
+	}
 	eng, err := engine.New(ecfg, m, s.Pools, c, m.Tokenizer.EOG)
 	if err != nil {
 		return fail(err)
 	}
 	s.Engine = eng
+	L.SetKVPools(func() []kv.PoolStat { return eng.Stats().Pools }) // with the prefix cache's share
 	L.SetDiagnoses(func() any { return eng.Diagnoses() })
 	tmpl, err := chat.New(m.ChatTemplate, m.BOSText, m.EOSText)
 	if err != nil {

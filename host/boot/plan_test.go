@@ -314,7 +314,7 @@ func TestStressWithinSlack(t *testing.T) {
 	}
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		es := s.Engine.Stats()
-		if es.Running == 0 && es.KVPagesFree == es.KVPagesTotal-reserved {
+		if es.Running == 0 && es.KVPagesFree+es.KVPagesCached == es.KVPagesTotal-reserved {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -68,6 +68,12 @@ func (e *Engine) forward(batch []model.Seq, owners []*seq) error {
 		s := owners[i]
 		first := b.Start + len(b.Tokens) - b.LogitRows
 		s.cached += len(b.Tokens)
+		if !s.prefilled && s.cached == len(s.tokens) {
+			// The prefill is complete: cache its blocks now, before the
+			// forks share them, so concurrent requests can hit them.
+			s.prefilled = true
+			e.cachePrefix(s)
+		}
 		if s.req.Embed && s.cached == len(s.tokens) {
 			e.finish(s, Event{Done: true, FinishReason: "embed", Hidden: s.hidden, Queue: s.scheduled.Sub(s.submitted)})
 			continue
@@ -112,6 +118,10 @@ func (e *Engine) fork(s *seq, row []float32) {
 			id: s.id, arrival: s.arrival, ctx: s.ctx, req: s.req, grp: s.grp, choice: c, prompt: s.prompt,
 			tokens: append(make([]int32, 0, cap(s.tokens)), s.tokens[:s.prompt]...), cached: s.prompt,
 			seed: s.seed + uint64(c)*0x9e3779b97f4a7c15, started: true,
+			lock: s.lock, prefilled: true, hit: s.hit,
+		}
+		if e.cache != nil {
+			e.cache.Relock(child.lock)
 		}
 		s.grp.open++
 		e.running = append(e.running, child)

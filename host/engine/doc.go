@@ -17,10 +17,27 @@
 // tokens; nothing is dropped. Cancelling a request's context frees its pages
 // at the next step.
 //
+// With Config.PrefixCache the engine keeps a prefix cache (package radix,
+// whose doc states the ownership and lock protocol this follows):
+// admission matches a request's tokens but the last in the tree, shares
+// the hit pages into its tables, locks the path and starts its prefill
+// after them (an embedding, or prompt logprobs before the first wanted
+// position, limits the match); a completed prefill inserts its whole
+// blocks at once, so concurrent requests with the same prefix share them,
+// and moves the lock onto them; n > 1 forks relock their parent's prefix;
+// a finished or preempted sequence inserts what it computed and unlocks
+// (preemption drops references, never cached pages). When a pool is short
+// the unlocked least recently used cached leaves are evicted before any
+// sequence is preempted, and admission counts them as free. A hit never
+// writes a cached page: the cache holds whole blocks, so the first page a
+// hit sequence writes is its own. Models with recurrent-state pools run
+// without the cache (no state snapshots are taken). Config.Policy LPM
+// admits the longest cached prefix first.
+//
 // Files: engine.go (configuration, submission, validation, sampling),
 // schedule.go (admission, the step's batch, preemption), batch.go (running
 // a batch, forks, emitting tokens), kvseq.go (what a sequence holds of the
-// pools).
+// pools), prefix.go (the prefix cache and the admission policies).
 //
 // A request with an output constraint (Request.Constraint, package
 // constraint) opens its state at Submit (a spec the runner refuses is an
@@ -33,7 +50,8 @@
 //
 // Invariants: a sequence's pages cover exactly the tokens whose K/V were
 // written (a window pool's, those a later query can read); when the engine
-// is idle every page and slot is back on its pool's free list; each
+// is idle every page and slot is back on its pool's free list or held by
+// the prefix cache alone (ResetPrefixCache and shutdown return those); each
 // request's event channel receives tokens in order and is closed exactly
 // once, after a final event that carries Done or Err.
 package engine

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/kvhost/kvhost/host/constraint"
 	"github.com/kvhost/kvhost/host/device"
 	"github.com/kvhost/kvhost/host/kv"
+	"github.com/kvhost/kvhost/host/kv/radix"
 	"github.com/kvhost/kvhost/host/model"
 	"github.com/kvhost/kvhost/host/sampling"
 )
@@ -38,6 +40,17 @@ type Config struct {
 	Samplers *sampling.Registry
 	// Constraints, when set, runs requests' output constraints.
 	Constraints constraint.Runner
+	// PrefixCache keeps the KV of finished and prefilled prompts in a
+	// radix tree (package radix) so a request sharing a prefix starts
+	// after it; unlocked cached pages are evicted before anyone is
+	// preempted. Models with recurrent-state pools run without it (the
+	// engine takes no state snapshots).
+	PrefixCache bool
+	// Policy orders admission: FCFS ("" too) or LPM (needs PrefixCache).
+	Policy Policy
+	// KVEvents, when set, hears the prefix cache's stores and removals
+	// (package events' Publisher, for KV-aware routers); needs PrefixCache.
+	KVEvents KVEvents
 	// AllocatorState, when set, is recorded in out-of-memory diagnoses.
 	AllocatorState func() any
 	Logger         *slog.Logger
@@ -65,6 +78,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("engine: chunked prefill size %d must be positive, or -1 to disable chunking", c.ChunkedPrefill)
 	case c.MaxPrefillTokens < 0:
 		return fmt.Errorf("engine: max prefill tokens %d must be >= 0", c.MaxPrefillTokens)
+	case c.Policy != "" && !slices.Contains(Policies, c.Policy):
+		return fmt.Errorf("engine: schedule policy %q, want one of %v", c.Policy, Policies)
+	case c.KVEvents != nil && !c.PrefixCache:
+		return fmt.Errorf("engine: KV events describe the prefix cache and need it (it is disabled)")
+	case c.Policy == LPM && !c.PrefixCache:
+		return fmt.Errorf("engine: schedule policy lpm orders by cached prefix and needs the prefix cache (it is disabled)")
 	}
 	return nil
 }
@@ -116,22 +135,34 @@ type seq struct {
 	submitted, scheduled time.Time
 	// hidden receives an Embed request's hidden states, row by row.
 	hidden []float32
+	// lock is the cached prefix s holds pages of (prefix cache); prefilled
+	// marks that its prompt's blocks were inserted; hit is the prompt
+	// tokens served from the cache at its first admission (usage's
+	// cached_tokens); score is LPM's scratch.
+	lock      radix.Handle
+	prefilled bool
+	hit       int
+	score     int
 }
 
 // Stats is a snapshot for /health and metrics.
 type Stats struct {
 	Running, Waiting int
-	// KVPagesTotal and KVPagesFree sum the token pools' pages; Pools has
-	// every pool (token and state) on its own.
-	KVPagesTotal int
-	KVPagesFree  int
-	Pools        []kv.PoolStat
-	Preemptions  int64
-	Steps        int64
+	// KVPagesTotal and KVPagesFree sum the token pools' pages, and
+	// KVPagesCached those only the prefix cache holds (evictable); Pools
+	// has every pool (token and state) on its own.
+	KVPagesTotal  int
+	KVPagesFree   int
+	KVPagesCached int
+	Pools         []kv.PoolStat
+	Preemptions   int64
+	Steps         int64
 	// GraphSteps ran through captured graphs; EagerDecodeSteps were pure
 	// decode batches run eagerly because no graph fit them.
 	GraphSteps       int64
 	EagerDecodeSteps int64
+	// Prefix is the prefix cache's counters and contents (nil when off).
+	Prefix *PrefixStats
 }
 
 // Engine schedules requests onto a model.
@@ -183,6 +214,13 @@ type Engine struct {
 	diags  []Diagnosis
 	// lastEager marks that the last forward was a decode batch no graph held.
 	lastEager bool
+
+	// cache is the prefix cache (nil when off), owned by the engine
+	// goroutine; match is its scratch; resets carries ResetPrefixCache.
+	cache                     *radix.Tree
+	match                     radix.Prefix
+	resets                    chan chan error
+	prefixQueries, prefixHits atomic.Int64
 }
 
 // New starts an engine over m and the KV pools. eog reports
@@ -208,7 +246,16 @@ func newEngine(cfg Config, fwd Forwarder, pools *kv.Set, mc model.Config, eog fu
 	e := &Engine{
 		cfg: cfg, fwd: fwd, pools: pools, vocab: mc.Vocab, hidden: mc.Hidden, ctxLen: mc.ContextLen, eog: eog, log: cfg.Logger,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
-		seeds: uint64(time.Now().UnixNano()),
+		seeds: uint64(time.Now().UnixNano()), resets: make(chan chan error),
+	}
+	if cfg.PrefixCache {
+		var err error
+		if e.cache, err = newPrefixCache(pools, cfg.KVEvents); err != nil {
+			return nil, err
+		}
+		if e.cache == nil {
+			cfg.Logger.Info("engine: prefix cache off: the model keeps recurrent state, which the cache does not snapshot")
+		}
 	}
 	if k, ok := fwd.(interface{ Kernels() device.Kernels }); ok {
 		e.kern = k.Kernels()
@@ -343,12 +390,23 @@ func (e *Engine) Stats() Stats {
 	st := Stats{
 		Running: int(e.nRunning.Load()), Waiting: w, Pools: e.pools.Stats(),
 		Preemptions: e.preemptions.Load(), Steps: e.steps.Load(),
-		GraphSteps: e.graphSteps.Load(), EagerDecodeSteps: e.eagerDecode.Load(),
+		GraphSteps: e.graphSteps.Load(), EagerDecodeSteps: e.eagerDecode.Load(), Prefix: e.PrefixCache(),
+	}
+	if st.Prefix != nil {
+		// The tree's pools are the token pools, in order.
+		j := 0
+		for i := range st.Pools {
+			if st.Pools[i].Unit == "token" {
+				st.Pools[i].SetCached(st.Prefix.Evictable[j])
+				j++
+			}
+		}
 	}
 	for _, p := range st.Pools {
 		if p.Unit == "token" {
 			st.KVPagesTotal += p.Pages
 			st.KVPagesFree += p.FreePages
+			st.KVPagesCached += p.CachedPages
 		}
 	}
 	return st
@@ -381,15 +439,23 @@ func (e *Engine) loop() {
 		default:
 		}
 		e.beat()
+		if e.cache != nil {
+			e.serveResets()
+		}
 		e.admit()
 		if len(e.running) == 0 {
 			select {
 			case <-e.wake:
+			case reply := <-e.resets:
+				reply <- e.resetCache()
 			case <-e.stop:
 			}
 			continue
 		}
 		e.safeStep()
+		if e.cfg.KVEvents != nil {
+			e.cfg.KVEvents.EndStep()
+		}
 	}
 }
 
@@ -403,6 +469,11 @@ func (e *Engine) shutdown() {
 	}
 	e.running = nil
 	e.nRunning.Store(0)
+	if e.cache != nil {
+		if err := e.resetCache(); err != nil {
+			e.log.Error("engine: prefix cache not emptied at shutdown", "err", err)
+		}
+	}
 }
 
 // pendingRow is a sequence whose next token is to be chosen from row.

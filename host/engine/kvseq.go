@@ -1,6 +1,10 @@
 package engine
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/kvhost/kvhost/host/kv"
+)
 
 // seqKV is what one sequence holds of the pools: a page table per token
 // pool (Set.TokenPools order) and a slot per state pool (Set.SlotPools
@@ -75,22 +79,19 @@ func (e *Engine) acquireSlots(s *seq) bool {
 	return true
 }
 
-// freePages is every token pool's free page count.
-func (e *Engine) freePages() []int {
-	out := make([]int, len(e.pools.TokenPools()))
-	for i, p := range e.pools.TokenPools() {
-		out[i] = p.FreePages()
-	}
-	return out
-}
-
 // pagesToAdmit is what s needs of each token pool to run its next step:
 // pages for its tokens and the next one (a window pool's at most what one
-// chunk over the window holds).
+// chunk over the window holds), less the cached pages it already shares.
 func (e *Engine) pagesToAdmit(s *seq) []int {
 	out := make([]int, len(e.pools.TokenPools()))
 	for i, p := range e.pools.TokenPools() {
-		out[i] = p.MaxPages(len(s.tokens)+1, e.chunk())
+		held := 0
+		for _, pg := range s.kv.tables[i] {
+			if pg != kv.Released {
+				held++
+			}
+		}
+		out[i] = max(0, p.MaxPages(len(s.tokens)+1, e.chunk())-held)
 	}
 	return out
 }
@@ -118,6 +119,7 @@ func (e *Engine) trimKV(s *seq) {
 // s needs anyway) and its error names the pool.
 func (e *Engine) growKV(s *seq, n int) error {
 	for i, p := range e.pools.TokenPools() {
+		e.makeRoom(i, p.PagesFor(n)-len(s.kv.tables[i]))
 		t, err := p.Grow(s.kv.tables[i], n)
 		if err != nil {
 			return fmt.Errorf("the KV pool %s cannot hold %d tokens: %w", p.Name(), n, err)
@@ -132,6 +134,9 @@ func (e *Engine) growKV(s *seq, n int) error {
 // the write).
 func (e *Engine) unshareKV(s *seq, pos int) error {
 	for i, p := range e.pools.TokenPools() {
+		if p.Shared(s.kv.tables[i][pos/p.PageSize()]) {
+			e.makeRoom(i, 1)
+		}
 		if err := p.Unshare(s.kv.tables[i], pos/p.PageSize(), e.kern); err != nil {
 			return err
 		}

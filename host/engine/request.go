@@ -97,6 +97,9 @@ type Event struct {
 	// PromptTokens and CompletionTokens are set on the final event.
 	PromptTokens     int
 	CompletionTokens int
+	// CachedTokens (final event) is the prompt tokens served from the
+	// prefix cache at admission (usage's prompt_tokens_details.cached_tokens).
+	CachedTokens int
 	// Queue is set on a request's first event: the time from Submit until
 	// the scheduler first ran it (vLLM's queue time).
 	Queue time.Duration

@@ -14,27 +14,32 @@ import (
 func (e *Engine) admit() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	// Admit in arrival order while every pool can hold each newcomer: its
-	// pages in each token pool (a window pool's at most window + chunk
-	// tokens) and its slots in each state pool. Admitting what cannot fit
-	// would only preempt it again.
-	free := e.freePages()
+	// Admit in arrival order (or longest cached prefix first) while every
+	// pool can hold each newcomer: its pages in each token pool (a window
+	// pool's at most window + chunk tokens) beyond the cached prefix it
+	// shares, out of the free pages and the unlocked cached ones, and its
+	// slots in each state pool. Admitting what cannot fit would only
+	// preempt it again.
+	if e.cfg.Policy == LPM {
+		e.orderByPrefix()
+	}
+	taken := make([]int, len(e.pools.TokenPools()))
 	for len(e.waiting) > 0 && len(e.running) < e.cfg.MaxRunning {
 		s := e.waiting[0]
+		e.attachPrefix(s)
 		need := e.pagesToAdmit(s)
 		fits := true
 		for i, n := range need {
-			fits = fits && n <= free[i]
+			fits = fits && n <= e.available(i)-taken[i]
 		}
-		if len(e.running) > 0 && !fits {
-			break
-		}
-		if !e.acquireSlots(s) {
+		if len(e.running) > 0 && !fits || !e.acquireSlots(s) {
+			e.detachPrefix(s)
 			break
 		}
 		for i, n := range need {
-			free[i] -= n
+			taken[i] += n
 		}
+		e.countAdmission(s)
 		e.waiting = e.waiting[1:]
 		e.running = append(e.running, s)
 		if s.scheduled.IsZero() {
@@ -68,8 +73,9 @@ func (e *Engine) finish(s *seq, ev Event) {
 	}
 	s.done = true
 	s.closeConstraint()
+	e.uncache(s, soundEnd(ev.Err))
 	e.releaseKV(s)
-	ev.PromptTokens, ev.CompletionTokens = s.prompt, len(s.tokens)-s.prompt
+	ev.PromptTokens, ev.CompletionTokens, ev.CachedTokens = s.prompt, len(s.tokens)-s.prompt, s.hit
 	ev.Choice = s.choice
 	if !s.started && max(s.req.N, 1) > 1 {
 		// Failed before the fork: end every choice.
@@ -103,10 +109,14 @@ func (e *Engine) compact() {
 
 // evict preempts victim: its pages and state slots return to their pools
 // and it waits at the head of the queue to be recomputed from its tokens
-// (a state slot is not kept: the recomputation rebuilds the state).
+// (a state slot is not kept: the recomputation rebuilds the state). With
+// the prefix cache its computed blocks are cached first (unlocked, so they
+// are the first evicted if the pool stays short) and its lock dropped: it
+// hits them when readmitted unless they were evicted meanwhile.
 func (e *Engine) evict(victim *seq) {
+	e.uncache(victim, true)
 	e.releaseKV(victim)
-	victim.cached = 0
+	victim.cached, victim.prefilled = 0, false
 	for i, s := range e.running {
 		if s == victim {
 			e.running = append(e.running[:i], e.running[i+1:]...)

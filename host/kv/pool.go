@@ -127,14 +127,25 @@ func (p *Pool) unref(pg int32) {
 // Share returns a new page table holding the same pages as table (each
 // page's count raised), for copy-on-write forks.
 func (p *Pool) Share(table []int32) []int32 {
+	p.Retain(table)
+	return append([]int32(nil), table...)
+}
+
+// Retain takes one more hold on each page of table (Released entries
+// skipped) for a holder that keeps its own list of them: the prefix cache.
+// Retaining a free page is a bug and panics.
+func (p *Pool) Retain(table []int32) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, pg := range table {
-		if p.held(pg) {
-			p.refs[pg]++
+		if !p.held(pg) {
+			continue
 		}
+		if !p.validPage(pg) || p.refs[pg] <= 0 {
+			panic(fmt.Sprintf("kv: %s: retain of free page %d", p, pg))
+		}
+		p.refs[pg]++
 	}
-	return append([]int32(nil), table...)
 }
 
 // Shared reports whether page pg is held by more than one table.

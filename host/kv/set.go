@@ -212,8 +212,13 @@ type PoolStat struct {
 	Pages    int    `json:"pages"`
 	// FreePages: pages (slots) no sequence holds.
 	FreePages int `json:"free_pages"`
-	// CapacityTokens and UsedTokens (pages in use × page size) for token
-	// pools; Slots and UsedSlots for state pools.
+	// CachedPages and CachedTokens: pages only the prefix cache holds
+	// (no running request locks them), evicted when the pool needs them.
+	CachedPages  int `json:"cached_pages,omitempty"`
+	CachedTokens int `json:"cached_tokens,omitempty"`
+	// CapacityTokens and UsedTokens (pages running requests hold × page
+	// size, cached pages not counted) for token pools; Slots and UsedSlots
+	// for state pools.
 	CapacityTokens int `json:"capacity_tokens"`
 	UsedTokens     int `json:"used_tokens"`
 	Slots          int `json:"slots,omitempty"`
@@ -224,12 +229,21 @@ type PoolStat struct {
 	Bytes     int64 `json:"bytes"`
 }
 
-// Used is the fraction of the pool in use, 0 to 1.
+// Used is the fraction of the pool running requests hold, 0 to 1: cached
+// pages no request locks count as free, as vLLM's kv_cache_usage_perc
+// counts its evictable cached blocks.
 func (p PoolStat) Used() float64 {
 	if p.Pages == 0 {
 		return 0
 	}
-	return float64(p.Pages-p.FreePages) / float64(p.Pages)
+	return float64(p.Pages-p.FreePages-p.CachedPages) / float64(p.Pages)
+}
+
+// SetCached records that pages of the pool's used pages are held by the
+// prefix cache alone.
+func (p *PoolStat) SetCached(pages int) {
+	p.CachedPages, p.CachedTokens = pages, pages*p.PageSize
+	p.UsedTokens -= p.CachedTokens
 }
 
 // Stat is what a pool of l with units would report with free pages (or

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/kvhost/kvhost/host/kv"
+	"github.com/kvhost/kvhost/host/kv/radix"
 	"github.com/kvhost/kvhost/host/ledger"
 )
 
@@ -26,11 +27,13 @@ type Load struct {
 	Running, Waiting int
 	KVPagesTotal     int
 	KVPagesFree      int
+	KVPagesCached    int
 	Pools            []kv.PoolStat
 	Preemptions      int64
 	Steps            int64
 	GraphSteps       int64
 	EagerDecodeSteps int64
+	Prefix           *radix.Usage // nil without a prefix cache
 }
 
 // LedgerSnapshot is the part of *ledger.Ledger the metrics read.

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/kvhost/kvhost/host/kv/radix"
 	"github.com/kvhost/kvhost/host/ledger"
 )
 
@@ -152,7 +153,8 @@ func TestScrapeEveryMetricPresentAndMoving(t *testing.T) {
 	m.SamplerSwap("typical", "upload", nil)
 	m.SamplerSwap("typical", "upload", errors.New("self-test failed"))
 	h.mu.Lock()
-	h.load = Load{Running: 3, Waiting: 2, KVPagesTotal: 100, KVPagesFree: 25, Preemptions: 4, Steps: 40, GraphSteps: 30, EagerDecodeSteps: 5}
+	h.load = Load{Running: 3, Waiting: 2, KVPagesTotal: 100, KVPagesFree: 25, Preemptions: 4, Steps: 40, GraphSteps: 30, EagerDecodeSteps: 5,
+		Prefix: &radix.Usage{Queries: 120, Hits: 90, Block: 16, Stats: radix.Stats{Tokens: 64, EvictableTokens: 48}}}
 	h.snap.KVPools[0].FreePages, h.snap.KVPools[0].UsedTokens = 4, 96
 	h.snap.KVPools[1].FreePages, h.snap.KVPools[1].UsedSlots = 5, 3
 	h.snap.Allocators[0].Categories["kv_cache"] = 4096
@@ -189,6 +191,13 @@ func TestScrapeEveryMetricPresentAndMoving(t *testing.T) {
 		{"kvhost_kv_pool_usage_ratio", map[string]string{"pool": "full"}, 0.6},
 		{"kvhost_kv_pool_usage_ratio", map[string]string{"pool": "state"}, 3.0 / 8},
 		{"kvhost_preemptions_total", nil, 4},
+		{"kvhost_prefix_cache_queries_total", nil, 120},
+		{"kvhost_prefix_cache_hits_total", nil, 90},
+		{"vllm:prefix_cache_queries_total", nil, 120},
+		{"vllm:prefix_cache_hits_total", nil, 90},
+		{"kvhost_prefix_cache_tokens", map[string]string{"state": "locked"}, 16},
+		{"kvhost_prefix_cache_tokens", map[string]string{"state": "evictable"}, 48},
+		{"kvhost_prefix_cache_hit_ratio", nil, 0.75},
 		{"kvhost_engine_steps_total", nil, 40},
 		{"kvhost_decode_steps_total", map[string]string{"mode": "graph"}, 30},
 		{"kvhost_decode_steps_total", map[string]string{"mode": "eager"}, 5},
@@ -237,6 +246,8 @@ func TestScrapeEveryMetricPresentAndMoving(t *testing.T) {
 		"kvhost_inter_token_latency_seconds": dto.MetricType_HISTOGRAM,
 		"vllm:num_requests_waiting":          dto.MetricType_GAUGE,
 		"vllm:kv_cache_usage_perc":           dto.MetricType_GAUGE,
+		"vllm:prefix_cache_queries_total":    dto.MetricType_COUNTER,
+		"vllm:prefix_cache_hits_total":       dto.MetricType_COUNTER,
 		"kvhost_ledger_bytes":                dto.MetricType_GAUGE,
 	} {
 		if got := after[name].GetType(); got != want {
@@ -290,6 +301,7 @@ func TestKVUsage(t *testing.T) {
 		{"engine without pages falls back to pools", Load{}, true, pools, 290.0 / 300, true},
 		{"pools only", Load{}, false, pools, 290.0 / 300, true},
 		{"empty", Load{}, false, nil, 0, false},
+		{"cached pages no request locks count as free (vLLM's meaning)", Load{Pools: []ledger.KVPool{{Kind: "full", Pages: 100, FreePages: 20, CachedPages: 30}}}, true, nil, 0.5, true},
 		{"over-reported use clamps", Load{KVPagesTotal: 4, KVPagesFree: -4}, true, nil, 1, true},
 	}
 	for _, tc := range tests {

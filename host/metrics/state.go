@@ -46,6 +46,15 @@ var (
 	descVLLMKV      = prometheus.NewDesc("vllm:kv_cache_usage_perc", "Alias of kvhost_kv_cache_usage_ratio (0 to 1) for the Gateway API inference extension.", nil, nil)
 	descVLLMGPUKV   = prometheus.NewDesc("vllm:gpu_cache_usage_perc", "Alias of kvhost_kv_cache_usage_ratio (0 to 1) under vLLM's older name.", nil, nil)
 
+	// The prefix cache: hit counters in tokens (vLLM's names too) and what
+	// it holds.
+	descPCQueries  = prometheus.NewDesc("kvhost_prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache at admission.", nil, nil)
+	descPCHits     = prometheus.NewDesc("kvhost_prefix_cache_hits_total", "Prompt tokens served from the prefix cache at admission (not recomputed).", nil, nil)
+	descVLLMPCQ    = prometheus.NewDesc("vllm:prefix_cache_queries_total", "Alias of kvhost_prefix_cache_queries_total under vLLM's name (tokens).", nil, nil)
+	descVLLMPCH    = prometheus.NewDesc("vllm:prefix_cache_hits_total", "Alias of kvhost_prefix_cache_hits_total under vLLM's name (tokens).", nil, nil)
+	descPCTokens   = prometheus.NewDesc("kvhost_prefix_cache_tokens", "Tokens the prefix cache holds: locked (running requests share them) or evictable.", []string{"state"}, nil)
+	descPCHitRatio = prometheus.NewDesc("kvhost_prefix_cache_hit_ratio", "Prefix cache hits over queries since start, in tokens, 0 to 1.", nil, nil)
+
 	// The KV cache geometry as labels of a constant 1, vLLM's shape: the
 	// picker reads block_size (tokens per page) and num_gpu_blocks (pages).
 	cacheLabels       = []string{"block_size", "num_gpu_blocks"}
@@ -62,7 +71,8 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descWaiting, descRunning, descKVUsage, descPreempt, descSteps, descDecode,
 		descPoolCap, descPoolUsed, descPoolBytes, descPoolRatio, descLedger, descAllocTot, descDevTotal, descDevFree, descPeakAlloc,
 		descPeakRes, descPhase, descPlCalls, descPlFail, descPlSeconds, descPlInfo, descPlDisabled, descPlFallbacks,
-		descVLLMWaiting, descVLLMRunning, descVLLMKV, descVLLMGPUKV, descCacheInfo, descVLLMCacheInfo} {
+		descVLLMWaiting, descVLLMRunning, descVLLMKV, descVLLMGPUKV, descCacheInfo, descVLLMCacheInfo,
+		descPCQueries, descPCHits, descVLLMPCQ, descVLLMPCH, descPCTokens, descPCHitRatio} {
 		ch <- d
 	}
 }
@@ -86,6 +96,19 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descSteps, counts, float64(st.Steps))
 		ch <- prometheus.MustNewConstMetric(descDecode, counts, float64(st.GraphSteps), "graph")
 		ch <- prometheus.MustNewConstMetric(descDecode, counts, float64(st.EagerDecodeSteps), "eager")
+		if p := st.Prefix; p != nil {
+			ch <- prometheus.MustNewConstMetric(descPCQueries, counts, float64(p.Queries))
+			ch <- prometheus.MustNewConstMetric(descPCHits, counts, float64(p.Hits))
+			ch <- prometheus.MustNewConstMetric(descVLLMPCQ, counts, float64(p.Queries))
+			ch <- prometheus.MustNewConstMetric(descVLLMPCH, counts, float64(p.Hits))
+			ch <- prometheus.MustNewConstMetric(descPCTokens, gauge, float64(p.Tokens-p.EvictableTokens), "locked")
+			ch <- prometheus.MustNewConstMetric(descPCTokens, gauge, float64(p.EvictableTokens), "evictable")
+			ratio := 0.0
+			if p.Queries > 0 {
+				ratio = float64(p.Hits) / float64(p.Queries)
+			}
+			ch <- prometheus.MustNewConstMetric(descPCHitRatio, gauge, ratio)
+		}
 		if c.src.KVPageSize > 0 && st.KVPagesTotal > 0 {
 			l := []string{strconv.Itoa(c.src.KVPageSize), strconv.Itoa(st.KVPagesTotal)}
 			ch <- prometheus.MustNewConstMetric(descCacheInfo, gauge, 1, l...)
@@ -167,7 +190,7 @@ func KVUsage(st Load, haveEngine bool, pools []ledger.KVPool) (u float64, ok boo
 	if haveEngine && len(st.Pools) > 0 {
 		pools = st.Pools
 	} else if haveEngine && st.KVPagesTotal > 0 {
-		return clamp01(float64(st.KVPagesTotal-st.KVPagesFree) / float64(st.KVPagesTotal)), true
+		return clamp01(float64(st.KVPagesTotal-st.KVPagesFree-st.KVPagesCached) / float64(st.KVPagesTotal)), true
 	}
 	for _, p := range pools {
 		if p.Pages > 0 {

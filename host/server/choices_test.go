@@ -91,7 +91,7 @@ func TestNChoices(t *testing.T) {
 					t.Fatalf("engine requests %+v: want one with N=3", reqs)
 				}
 				// The prompt counts once; completion tokens sum over choices.
-				if want := (usage{len(reqs[0].Prompt), 5 + 2 + 6, len(reqs[0].Prompt) + 13}); u != want {
+				if want := (usage{PromptTokens: len(reqs[0].Prompt), CompletionTokens: 5 + 2 + 6, TotalTokens: len(reqs[0].Prompt) + 13}); u != want {
 					t.Errorf("usage %+v, want %+v", u, want)
 				}
 			})
@@ -158,5 +158,33 @@ func TestChoiceOutOfRange(t *testing.T) {
 	rec := env.do(t, http.MethodPost, "/v1/completions", `{"prompt":"p"}`)
 	if rec.Code != 500 || !strings.Contains(env.logs.String(), "choice 5 of a 1-choice request") {
 		t.Errorf("status %d, logs %s", rec.Code, env.logs)
+	}
+}
+
+// The prompt tokens the prefix cache served reach usage as OpenAI reports
+// them (prompt_tokens_details.cached_tokens, counted once for n choices)
+// and /generate's meta_info as SGLang's cached_tokens.
+func TestUsageCachedTokens(t *testing.T) {
+	env := newEnv(t, withScript(func(req engine.Request) []engine.Event {
+		var evs []engine.Event
+		for c := range max(req.N, 1) {
+			evs = append(evs, engine.Event{Choice: c, Token: 'a'},
+				engine.Event{Choice: c, Done: true, FinishReason: "length", PromptTokens: len(req.Prompt), CompletionTokens: 1, CachedTokens: 3})
+		}
+		return evs
+	}))
+	for path, body := range map[string]string{
+		"/v1/completions":      `{"prompt":"Hello","max_tokens":1,"n":2}`,
+		"/v1/chat/completions": `{"messages":[{"role":"user","content":"Hi"}],"max_tokens":1,"stream":true,"stream_options":{"include_usage":true}}`,
+		"/generate":            `{"text":"Hello","sampling_params":{"max_new_tokens":1}}`,
+	} {
+		rec := env.do(t, http.MethodPost, path, body)
+		want := `"prompt_tokens_details":{"cached_tokens":3}`
+		if path == "/generate" {
+			want = `"cached_tokens":3`
+		}
+		if rec.Code != 200 || !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("%s: status %d, body %s; want %s", path, rec.Code, rec.Body, want)
+		}
 	}
 }

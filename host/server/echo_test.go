@@ -114,7 +114,7 @@ func TestEchoMaxTokensZero(t *testing.T) {
 	if c.Text != "<s>abc" || *c.FinishReason != "length" || len(c.Logprobs.Tokens) != 4 || c.Logprobs.TopLogprobs != nil {
 		t.Errorf("choice %+v", c)
 	}
-	if resp.Usage != (usage{4, 0, 4}) || env.eng.requests()[0].MaxTokens != 1 {
+	if resp.Usage != (usage{PromptTokens: 4, TotalTokens: 4}) || env.eng.requests()[0].MaxTokens != 1 {
 		t.Errorf("usage %+v, engine max_tokens %d", resp.Usage, env.eng.requests()[0].MaxTokens)
 	}
 	if lp := c.Logprobs.TokenLogprobs[3]; lp == nil || math.Abs(*lp+0.03) > 1e-6 {

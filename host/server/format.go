@@ -13,6 +13,13 @@ type usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
 	TotalTokens      int `json:"total_tokens"`
+	// PromptTokensDetails.CachedTokens is the prompt tokens the prefix
+	// cache served (OpenAI's field; 0 without a hit).
+	PromptTokensDetails promptTokensDetails `json:"prompt_tokens_details"`
+}
+
+type promptTokensDetails struct {
+	CachedTokens int `json:"cached_tokens"`
 }
 
 // jsonNull marshals as null in an `any` field tagged omitempty (a nil `any`

@@ -41,6 +41,7 @@ type choiceState struct {
 	marker int32
 
 	completionTokens int
+	cachedTokens     int   // prompt tokens the prefix cache served (final event)
 	lastID           int32 // the last generated token
 	finished         bool
 	finishReason     string
@@ -74,7 +75,7 @@ func (c *choiceState) onEvent(ev engine.Event) (delta string, err error) {
 		return "", ev.Err
 	case ev.Done:
 		c.finished = true
-		c.finishReason = ev.FinishReason
+		c.finishReason, c.cachedTokens = ev.FinishReason, ev.CachedTokens
 		if c.finishReason == "" {
 			c.finishReason = "stop"
 		}

@@ -37,6 +37,7 @@ type nativeChoice struct {
 	recs         []tokenRecord
 	inRecs       []tokenRecord
 	promptTokens int
+	cached       int // prompt tokens the prefix cache served (SGLang's meta_info.cached_tokens)
 	completion   int
 	finish       map[string]any
 }
@@ -80,7 +81,7 @@ func (o *native) finish(i int, text string, recs []tokenRecord, st *choiceState)
 	c := o.outs[i]
 	c.text.WriteString(text)
 	c.recs = append(c.recs, recs...)
-	c.completion = st.completionTokens
+	c.completion, c.cached = st.completionTokens, st.cachedTokens
 	switch {
 	case st.finishReason == "length":
 		c.finish = map[string]any{"type": "length", "length": st.completionTokens}
@@ -133,6 +134,7 @@ func (o *native) object(i int) map[string]any {
 		"id":                o.id,
 		"prompt_tokens":     c.promptTokens,
 		"completion_tokens": c.completion,
+		"cached_tokens":     c.cached,
 		"finish_reason":     c.finish,
 	}
 	if o.p.logprobs {

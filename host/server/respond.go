@@ -189,9 +189,12 @@ func (s *server) generate(w http.ResponseWriter, r *http.Request, p genParams, p
 	var u usage
 	for _, rn := range runs {
 		u.PromptTokens += len(rn.prompt)
+		cached := 0 // the choices share the prompt: count it once
 		for _, st := range rn.choices {
 			u.CompletionTokens += st.completionTokens
+			cached = max(cached, st.cachedTokens)
 		}
+		u.PromptTokensDetails.CachedTokens += cached
 	}
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	out.end(u)

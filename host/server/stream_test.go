@@ -118,7 +118,7 @@ func TestChatStreamWithUsage(t *testing.T) {
 	last := chunks[len(chunks)-1]
 	u := decode[usage](t, last.Usage)
 	prompt, _ := fakeTokenizer{}.Encode("<s><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n", false)
-	if len(last.Choices) != 0 || u != (usage{len(prompt), 5, len(prompt) + 5}) || string(raw[len(raw)-1]["choices"]) != "[]" {
+	if len(last.Choices) != 0 || u != (usage{PromptTokens: len(prompt), CompletionTokens: 5, TotalTokens: len(prompt) + 5}) || string(raw[len(raw)-1]["choices"]) != "[]" {
 		t.Errorf("usage chunk %+v", raw[len(raw)-1])
 	}
 }
@@ -373,7 +373,7 @@ func TestBatchStream(t *testing.T) {
 	if texts[0] != "one" || texts[1] != "two!" || !finished[0] || !finished[1] {
 		t.Errorf("texts %v finished %v", texts, finished)
 	}
-	if u := decode[usage](t, chunks[len(chunks)-1].Usage); u != (usage{4, 7, 11}) {
+	if u := decode[usage](t, chunks[len(chunks)-1].Usage); u != (usage{PromptTokens: 4, CompletionTokens: 7, TotalTokens: 11}) {
 		t.Errorf("usage %+v", u)
 	}
 }

@@ -118,6 +118,24 @@ device-memory: 2GiB
 			t.Errorf("%q: %v, want %q", body, err, want)
 		}
 	}
+	for args, want := range map[string]string{
+		"--schedule-policy lifo":                                                           `--schedule-policy "lifo": use fcfs or lpm`,
+		"--schedule-policy lpm --disable-radix-cache":                                      "cannot be used with --disable-radix-cache",
+		`--kv-events-config {"enable_kv_cache_events":true} --disable-radix-cache`:         "cannot be enabled with --disable-radix-cache",
+		`--kv-events-config {"enable_kv_cache_events":true,"hwm":0.5}`:                     "--kv-events-config",
+		`--kv-events-config {"enable_kv_cache_events":true,"replay_endpoint":"tcp://*:1"}`: "does not serve replay yet",
+	} {
+		_, _, _, err := parseServeFlags(append(strings.Fields(args), "--model", "m"), &bytes.Buffer{}, func(string) string { return "" })
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", args, err, want)
+		}
+	}
+	if f, _, _, err := parseServeFlags([]string{"--kv-events-config", `{"enable_kv_cache_events":true,"topic":"kv@p@m"}`, "--model", "m"}, &bytes.Buffer{}, func(string) string { return "" }); err != nil || !f.kvEvents.Enabled() || f.kvEvents.Topic != "kv@p@m" {
+		t.Errorf("kv events: %+v, %v", f.kvEvents, err)
+	}
+	if f, _, _, err := parseServeFlags([]string{"--schedule-policy", "lpm", "--model", "m"}, &bytes.Buffer{}, func(string) string { return "" }); err != nil || f.schedPolicy != "lpm" || f.noRadixCache {
+		t.Errorf("lpm: %+v, %v", f, err)
+	}
 	_, _, _, err = parseServeFlags([]string{"--model", "m"}, &bytes.Buffer{}, func(k string) string {
 		if k == "KVHOST_THREADS" {
 			return "many"

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/kvhost/kvhost/host/device"
 	_ "github.com/kvhost/kvhost/host/device/cpu" // the embedded default device
 	"github.com/kvhost/kvhost/host/engine"
+	"github.com/kvhost/kvhost/host/kv/events"
 	"github.com/kvhost/kvhost/host/metrics"
 	"github.com/kvhost/kvhost/host/model/chat"
 	"github.com/kvhost/kvhost/host/model/tokenizer"
@@ -42,6 +44,10 @@ type serveFlags struct {
 	maxQueue       int
 	chunkedPrefill int
 	maxPrefill     int
+	noRadixCache   bool
+	schedPolicy    string
+	kvEventsJSON   string
+	kvEvents       events.Config
 	logprobChunk   int
 	pageSize       int
 	maxTotalTokens int
@@ -101,6 +107,9 @@ func parseServeFlags(args []string, stderr io.Writer, getenv func(string) string
 	fs.IntVar(&f.maxQueue, "max-queue", 256, "requests waiting for admission at most; more get 429")
 	fs.IntVar(&f.chunkedPrefill, "chunked-prefill-size", 512, "new tokens in one forward at most (bounds the activation peak); -1 disables chunking")
 	fs.IntVar(&f.logprobChunk, "logprob-chunk-size", 2048, "rows of full-vocabulary logits one LM-head matmul computes for input logprobs (freed chunk by chunk)")
+	fs.BoolVar(&f.noRadixCache, "disable-radix-cache", false, "turn the prefix cache off: every prompt is computed from scratch")
+	fs.StringVar(&f.schedPolicy, "schedule-policy", "fcfs", "admission order: fcfs (arrival) or lpm (longest cached prefix first; needs the prefix cache)")
+	fs.StringVar(&f.kvEventsJSON, "kv-events-config", "", `publish the prefix cache's stores and removals to KV-aware routers, vLLM's JSON: {"enable_kv_cache_events":true,"endpoint":"tcp://*:5557","topic":"kv@pod@model"} (off by default)`)
 	fs.IntVar(&f.maxPrefill, "max-prefill-tokens", 16384, "with chunking disabled, prompt tokens one forward gathers at most (a longer prompt runs alone)")
 	fs.IntVar(&f.pageSize, "page-size", 16, "KV cache page size in tokens")
 	fs.IntVar(&f.maxTotalTokens, "max-total-tokens", 0, "cap on KV pool tokens (0: as many as memory allows)")
@@ -140,6 +149,19 @@ func parseServeFlags(args []string, stderr io.Writer, getenv func(string) string
 	src, err := settle(fs, getenv)
 	if err != nil {
 		return f, fs, nil, fmt.Errorf("serve: %w", err)
+	}
+	if pol := engine.Policy(f.schedPolicy); !slices.Contains(engine.Policies, pol) {
+		return f, fs, nil, fmt.Errorf("serve: --schedule-policy %q: use fcfs or lpm", f.schedPolicy)
+	} else if pol == engine.LPM && f.noRadixCache {
+		return f, fs, nil, errors.New("serve: --schedule-policy lpm orders by cached prefix; it cannot be used with --disable-radix-cache")
+	}
+	if f.kvEventsJSON != "" {
+		if f.kvEvents, err = events.ParseConfig(f.kvEventsJSON); err != nil {
+			return f, fs, nil, fmt.Errorf("serve: %w", err)
+		}
+		if f.kvEvents.Enabled() && f.noRadixCache {
+			return f, fs, nil, errors.New("serve: --kv-events-config describes the prefix cache; it cannot be enabled with --disable-radix-cache")
+		}
 	}
 	if f.model == "" {
 		return f, fs, nil, errors.New("serve: --model is required (try: make run, which serves models/stories260K.gguf; or --model hf://ORG/NAME:Q4_K_M)")
@@ -366,6 +388,7 @@ func load(ctx context.Context, f serveFlags, gate *server.Gate, log *slog.Logger
 	s, err := boot.Build(boot.Config{
 		Model: path, Device: f.dev, DeviceMemory: int64(f.devMemory), Threads: f.threads, KVCacheDType: f.kvCacheDType,
 		MaxRunning: f.maxRunning, MaxQueue: f.maxQueue, ChunkedPrefill: f.chunkedPrefill, MaxPrefillTokens: f.maxPrefill, LogprobChunk: f.logprobChunk,
+		DisableRadixCache: f.noRadixCache, SchedulePolicy: engine.Policy(f.schedPolicy), KVEvents: f.kvEvents,
 		PageSize: f.pageSize, MaxTotalTokens: f.maxTotalTokens,
 		MemFractionStatic: f.memFraction, SGLangCompat: f.sglangCompat, GraphMaxBS: f.graphMaxBS,
 		Configurators: sm.plugins, PluginsDir: f.pluginsDir, PluginAllowlist: allow, Samplers: sm.reg,

@@ -130,8 +130,14 @@ func TestSixteenConcurrentStreams(t *testing.T) {
 		t.Fatalf("unexpected story: %q", want[0])
 	}
 	st := s.Engine.Stats()
-	if st.KVPagesFree != st.KVPagesTotal {
-		t.Fatalf("KV pages leaked: %+v", st)
+	if st.KVPagesFree+st.KVPagesCached != st.KVPagesTotal || st.Prefix == nil {
+		t.Fatalf("KV pages leaked, or no prefix cache: %+v", st)
+	}
+	if err := s.Engine.ResetPrefixCache(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Engine.Stats(); st.KVPagesFree != st.KVPagesTotal {
+		t.Fatalf("KV pages not all free after the prefix cache's reset: %+v", st)
 	}
 }
 

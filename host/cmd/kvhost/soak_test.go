@@ -213,7 +213,7 @@ func TestSoak(t *testing.T) {
 		if s.Graphs != nil {
 			reserved = 1
 		}
-		idle := st.Running == 0 && st.Waiting == 0 && st.KVPagesFree == st.KVPagesTotal-reserved &&
+		idle := st.Running == 0 && st.Waiting == 0 && st.KVPagesFree+st.KVPagesCached == st.KVPagesTotal-reserved &&
 			s.Act.Stats().ByCategory[alloc.Activations] == idleAct
 		if idle {
 			break

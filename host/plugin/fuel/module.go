@@ -207,8 +207,25 @@ func Instrument(wasm []byte, opts Options) ([]byte, Stats, error) {
 		return appendU32(b, st.Global)
 	}
 	// Missing global or export sections are created just before the first
-	// section that must follow them.
-	for _, s := range secs {
+	// section that must follow them, else before the custom sections that
+	// end the module (so a module's last section stays its last: a
+	// decoder's verdict on a trailing custom section, such as wazero's on an
+	// empty name at the very end, is the same for the output).
+	trail := len(secs)
+	for trail > 0 && secs[trail-1].id == secCustom {
+		trail--
+	}
+	for i, s := range secs {
+		if i == trail {
+			if !hasGlobal {
+				emit(secGlobal, newGlobal(0, nil))
+				hasGlobal = true
+			}
+			if !hasExport {
+				emit(secExport, newExport(0, nil))
+				hasExport = true
+			}
+		}
 		if s.id != secCustom {
 			if !hasGlobal && sectionOrder[s.id] > sectionOrder[secGlobal] {
 				emit(secGlobal, newGlobal(0, nil))

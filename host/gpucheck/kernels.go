@@ -9,7 +9,6 @@ import (
 
 	"github.com/kvhost/kvhost/host/device"
 	"github.com/kvhost/kvhost/host/device/cuda"
-	"github.com/kvhost/kvhost/host/device/rotary"
 	kcpu "github.com/kvhost/kvhost/kernels/cpu"
 )
 
@@ -297,36 +296,14 @@ func (c *checker) elementwise() (KernelResult, error) {
 	return compare("", got, want, 1e-5), nil
 }
 
+// rope checks RoPE on both devices for a Llama head (NeoX or interleaved,
+// optionally with llama3 scaling).
 func (c *checker) rope(neox bool, scaling string) (KernelResult, error) {
 	spec := device.RopeSpec{HeadDim: 64, RotDim: 64, Theta: 500000, Neox: neox}
 	if scaling == "llama3" {
 		spec.Scaling, spec.Factor, spec.LowFreqFactor, spec.HighFreqFactor, spec.OriginalMaxPos = "llama3", 8, 1, 4, 8192
 	}
-	n, heads := 5, 4
-	xv := c.rand(n*heads*64, 2)
-	pos := []int32{0, 1, 77, 4095, 100000}
-	x, err := c.buf(xv)
-	if err != nil {
-		return KernelResult{}, err
-	}
-	r, err := c.k.NewRope(spec)
-	if err != nil {
-		return KernelResult{}, err
-	}
-	if err := c.k.ApplyRope(r, x, n, heads, pos); err != nil {
-		return KernelResult{}, err
-	}
-	got, err := c.get(x)
-	if err != nil {
-		return KernelResult{}, err
-	}
-	cr, err := rotary.Table(spec)
-	if err != nil {
-		return KernelResult{}, err
-	}
-	want := append([]float32(nil), xv...)
-	cr.Apply(want, n, heads, pos)
-	return compare("", got, want, 1e-5), nil
+	return c.ropeSpec(spec, 4)
 }
 
 func (c *checker) gather() (KernelResult, error) {

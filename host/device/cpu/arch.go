@@ -19,14 +19,6 @@ var (
 	_ device.Experts     = (*kernels)(nil)
 )
 
-// later records a launch into the open capture (the kernel methods call
-// their kernel directly when no capture is open, so an eager step builds
-// no closure).
-func (k *kernels) later(f func()) error {
-	k.d.rec = append(k.d.rec, f)
-	return nil
-}
-
 // archState is what the capability kernels keep between calls: one
 // kcpu.ExpertGroups per shape (repointed at each call's device arrays) and
 // the Mamba batch's sequence list.
@@ -62,7 +54,7 @@ func (k *kernels) gated(name string, out, gate, up device.Buf, f func(o, g, u []
 		return err
 	}
 	if k.d.capturing {
-		return k.later(func() { f(o, g, u) })
+		return k.record(func() { f(o, g, u) })
 	}
 	f(o, g, u)
 	return nil
@@ -92,7 +84,7 @@ func (k *kernels) ReLUSquare(out, x device.Buf) error {
 		return err
 	}
 	if k.d.capturing {
-		return k.later(func() { kcpu.ReLUSquare(o, xs) })
+		return k.record(func() { kcpu.ReLUSquare(o, xs) })
 	}
 	kcpu.ReLUSquare(o, xs)
 	return nil
@@ -107,7 +99,7 @@ func (k *kernels) SoftCap(x device.Buf, cap float32) error {
 		return err
 	}
 	if k.d.capturing {
-		return k.later(func() { kcpu.SoftCap(xs, cap) })
+		return k.record(func() { kcpu.SoftCap(xs, cap) })
 	}
 	kcpu.SoftCap(xs, cap)
 	return nil
@@ -119,7 +111,7 @@ func (k *kernels) Scale(x device.Buf, s float32) error {
 		return err
 	}
 	if k.d.capturing {
-		return k.later(func() { kcpu.Scale(xs, s) })
+		return k.record(func() { kcpu.Scale(xs, s) })
 	}
 	kcpu.Scale(xs, s)
 	return nil
@@ -142,7 +134,7 @@ func (k *kernels) AddScaled(out, a, b device.Buf, s float32) error {
 		return err
 	}
 	if k.d.capturing {
-		return k.later(func() { kcpu.AddScaled(o, as, bs, s) })
+		return k.record(func() { kcpu.AddScaled(o, as, bs, s) })
 	}
 	kcpu.AddScaled(o, as, bs, s)
 	return nil
@@ -207,7 +199,7 @@ func (k *kernels) RouteExperts(r device.Router, logits device.Buf, n int, bias d
 		}
 	}
 	if k.d.capturing {
-		return k.later(func() { k.d.pool.Route(r, lg, n, b, is, ws) })
+		return k.record(func() { k.d.pool.Route(r, lg, n, b, is, ws) })
 	}
 	k.d.pool.Route(r, lg, n, b, is, ws)
 	return nil
@@ -277,7 +269,7 @@ func (k *kernels) GroupExperts(ids device.Span, weights device.Buf, n int, g dev
 		}
 		return nil
 	}
-	return k.later(func() {
+	return k.record(func() {
 		// Replayed ids come from RouteExperts, so always in range.
 		if err := k.expertGroups(g.Experts, g.K, v, n).Group(is, ws, n); err != nil {
 			panic(fmt.Sprintf("cpu device: replayed expert grouping: %v", err))
@@ -307,7 +299,7 @@ func (k *kernels) GatherRowsAt(out, x device.Buf, dim int, idx device.Span, n in
 	if !k.d.capturing {
 		return gatherAt(o, xs, dim, is)
 	}
-	return k.later(func() {
+	return k.record(func() {
 		if err := gatherAt(o, xs, dim, is); err != nil {
 			panic(err.Error()) // replayed indices come from GroupExperts
 		}
@@ -359,7 +351,7 @@ func (k *kernels) ExpertMatMul(out, x device.Buf, n int, w device.Weight, g devi
 	if !k.d.capturing {
 		return k.expertMatMul(o, xs, rows, mat, off)
 	}
-	return k.later(func() {
+	return k.record(func() {
 		if err := k.expertMatMul(o, xs, rows, mat, off); err != nil {
 			panic(err.Error()) // replayed offsets come from GroupExperts
 		}
@@ -410,7 +402,7 @@ func (k *kernels) ScatterAdd(out, y device.Buf, dim int, g device.ExpertGroups, 
 	if !k.d.capturing {
 		return k.scatterAdd(o, ys, dim, g, v, n, accumulate)
 	}
-	return k.later(func() {
+	return k.record(func() {
 		if err := k.scatterAdd(o, ys, dim, g, v, n, accumulate); err != nil {
 			panic(err.Error()) // replayed slots come from GroupExperts
 		}

@@ -104,7 +104,7 @@ func (k *kernels) MambaConv(s device.Mamba2, out, xbc device.Buf, w, bias device
 		k.d.pool.MambaConv(s, o, xs, ws, bs, seqs)
 		return nil
 	}
-	return k.later(func() {
+	return k.record(func() {
 		seqs, err := k.seqs(s, ms, b) // the slots a replay was given
 		if err != nil {
 			panic(err.Error())
@@ -170,7 +170,7 @@ func (k *kernels) MambaScan(s device.Mamba2, y, xbc, dt device.Buf, p device.Mam
 		k.d.pool.MambaScan(s, ys, xs, dts, prm, seqs, sc)
 		return nil
 	}
-	return k.later(func() {
+	return k.record(func() {
 		seqs, err := k.seqs(s, ms, b)
 		if err != nil {
 			panic(err.Error())
@@ -215,7 +215,7 @@ func (k *kernels) GatedRMSNorm(out, y, z device.Buf, weight device.Weight, rows,
 		k.d.pool.GatedRMSNorm(o, ys, zs, w, rows, dim, group, eps)
 		return nil
 	}
-	return k.later(func() { k.d.pool.GatedRMSNorm(o, ys, zs, w, rows, dim, group, eps) })
+	return k.record(func() { k.d.pool.GatedRMSNorm(o, ys, zs, w, rows, dim, group, eps) })
 }
 
 // f32View is b's bytes as float32 values (b 4-byte aligned).

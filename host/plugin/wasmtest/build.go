@@ -10,8 +10,8 @@ package wasmtest
 // (scripts/install-wasm-toolchain.sh) and fails with that advice without it.
 
 import (
-	"errors"
 	"fmt"
+	"github.com/kvhost/kvhost/internal/testmodels"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -27,23 +27,9 @@ var (
 	rootPath string
 )
 
-// Root returns the repository root (the directory holding go.mod).
-func Root() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("wasmtest: no go.mod above the working directory")
-		}
-		dir = parent
-	}
-}
+// Root returns the repository root (the directory holding go.mod):
+// testmodels.Root, the one finder the tests share.
+func Root() (string, error) { return testmodels.Root() }
 
 // Ensure builds the samplers once per process when stale.
 func Ensure() error {

@@ -116,6 +116,11 @@ func TestAllowList(t *testing.T) {
 	if _, err := NewRegistry(ctx, Options{NoBuiltins: true, AllowSHA256: []string{"xyz"}}); err == nil || !strings.Contains(err.Error(), "AllowSHA256") {
 		t.Fatalf("bad allow-list entry: %v", err)
 	}
+	// With a plugin registry given, its allow-list is the one: a second
+	// list in these options is refused, not silently ignored.
+	if _, err := NewRegistry(ctx, Options{Plugins: r.plugins, AllowSHA256: []string{allowlist.Sum(base)}}); err == nil || !strings.Contains(err.Error(), "plugin.NewRegistryWith") {
+		t.Fatalf("AllowSHA256 beside Plugins: %v", err)
+	}
 }
 
 // TestMemoryCap: a sampler that grows its memory without bound is held at

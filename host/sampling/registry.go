@@ -2,6 +2,7 @@ package sampling
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -114,6 +115,11 @@ func NewRegistry(ctx context.Context, opts Options) (*Registry, error) {
 	}
 	if opts.DisableAfter == 0 {
 		opts.DisableAfter = DefaultDisableAfter
+	}
+	if opts.Plugins != nil && (len(opts.AllowSHA256) > 0 || opts.Builtins != nil) {
+		// Both belong to the plugin registry when one is given: refuse
+		// rather than ignore them.
+		return nil, errors.New("sampling: options AllowSHA256 and Builtins configure the registry's own plugin registry; with Plugins set, give them to plugin.NewRegistryWith")
 	}
 	r := &Registry{opts: opts, log: opts.Logger, builtins: map[string][]byte{}, plugins: opts.Plugins}
 	if r.plugins == nil {

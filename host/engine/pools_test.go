@@ -64,6 +64,13 @@ func mhaDecl(t *testing.T) func([]kv.LayerNeed) []sdk.Pool {
 // runAll submits every request at once and collects the results.
 func runAll(t *testing.T, e *Engine, reqs []Request) [][]result {
 	t.Helper()
+	return runAllAfter(t, e, reqs, nil)
+}
+
+// runAllAfter is runAll calling submitted, when set, once every request is
+// in the engine's queue.
+func runAllAfter(t *testing.T, e *Engine, reqs []Request, submitted func()) [][]result {
+	t.Helper()
 	out := make([][]result, len(reqs))
 	var wg sync.WaitGroup
 	for i, r := range reqs {
@@ -94,6 +101,9 @@ func runAll(t *testing.T, e *Engine, reqs []Request) [][]result {
 				out[i] = append(out[i], *byChoice[c])
 			}
 		}()
+	}
+	if submitted != nil {
+		submitted()
 	}
 	wg.Wait()
 	return out

@@ -29,11 +29,18 @@ type guard struct {
 	computed atomic.Int64
 	mu       sync.Mutex
 	bad      []string
+	// hold, when set, keeps every forward waiting until it is closed, so a
+	// test can queue its whole workload before the first step runs and the
+	// schedule does not depend on how fast the submitting goroutine is.
+	hold chan struct{}
 }
 
 func (g *guard) Kernels() device.Kernels { return g.m.Kernels() }
 
 func (g *guard) Forward(pools *kv.Set, seqs []model.Seq, logits []float32) error {
+	if g.hold != nil {
+		<-g.hold
+	}
 	g.scan(pools, seqs)
 	return g.m.Forward(pools, seqs, logits)
 }
@@ -182,11 +189,11 @@ func TestPrefixCacheEqualsRecompute(t *testing.T) {
 			reqs := prefixRequests(sharedPrompts(mc.lo, 250))
 			base := Config{MaxRunning: 4, MaxQueue: 64, ChunkedPrefill: 8}
 			off, goff, poff := prefixRig(t, mc.path, mc.pages, base)
-			want := runAll(t, off, reqs)
+			want := runHeld(t, off, goff, reqs)
 			on := base
 			on.PrefixCache, on.Policy = true, mc.policy
 			e, g, pool := prefixRig(t, mc.path, mc.pages, on)
-			got := runAll(t, e, reqs)
+			got := runHeld(t, e, g, reqs)
 			distinct := map[string]bool{}
 			for i := range want {
 				for c := range want[i] {
@@ -220,6 +227,17 @@ func TestPrefixCacheEqualsRecompute(t *testing.T) {
 			cacheFree(t, off, poff)
 		})
 	}
+}
+
+// runHeld is runAll with every request queued before the first forward
+// runs: the whole workload competes for the pool from the first step, so
+// preemption and eviction happen on any machine, fast or slow.
+func runHeld(t *testing.T, e *Engine, g *guard, reqs []Request) [][]result {
+	t.Helper()
+	g.hold = make(chan struct{}) // set before the first Submit, so the engine sees it
+	release := sync.OnceFunc(func() { close(g.hold) })
+	defer release() // a failed Submit must not leave the engine waiting
+	return runAllAfter(t, e, reqs, release)
 }
 
 // TestPrefixCacheHitSkipsPrefill: a request repeating a finished one's

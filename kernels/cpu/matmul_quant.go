@@ -71,13 +71,23 @@ func vecDotRows(t DType, w []byte, rb, n int, xq []byte, out []float32) {
 }
 
 // qscratch serves the nil Pool's activation scratch (a Pool keeps its own).
-var qscratch = sync.Pool{New: func() any { return new([]uint64) }}
+// It is one buffer behind a try-lock rather than a sync.Pool: a sync.Pool may
+// drop what is put back (the race detector drops a quarter on purpose), so
+// the nil Pool's steady state would allocate. A caller that finds the buffer
+// busy uses a scratch of its own for that call.
+var qscratch struct {
+	mu  sync.Mutex
+	buf []uint64
+}
 
 // matmulQuant is MatMul for a quantized w.
 func (p *Pool) matmulQuant(out, x []float32, m int, w Matrix, rb int) {
 	if p == nil {
-		buf := qscratch.Get().(*[]uint64)
-		defer qscratch.Put(buf)
+		buf := new([]uint64)
+		if qscratch.mu.TryLock() {
+			defer qscratch.mu.Unlock()
+			buf = &qscratch.buf
+		}
 		var t qmatTask
 		t.prepare(out, x, m, w, rb, buf)
 		t.rows(0, w.Rows, 0, m)

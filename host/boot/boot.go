@@ -75,6 +75,8 @@ type Config struct {
 	// Constraints, when set, builds the engine's output-constraint runner
 	// over the loaded model's vocabulary (vocab: the logit row width).
 	Constraints func(tok constraint.Tokens, vocab int) (constraint.Runner, error)
+	// Timeline, when set, records how long each startup step takes.
+	Timeline *Timeline
 }
 
 // Validate names the bad field.
@@ -129,6 +131,7 @@ type Stack struct {
 	Events *events.Publisher
 
 	kv     plan.KVConfig // the configurator that sized the pool
+	tl     *Timeline     // startup steps (nil: not recorded)
 	out    io.Writer     // progress lines for slow steps
 	direct *alloc.Direct // KV arena in SGLang-compat mode
 	arena  *arena        // KV arena in kvhost mode
@@ -172,7 +175,7 @@ func Build(f Config, log *slog.Logger, stdout io.Writer) (*Stack, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	s := &Stack{out: stdout}
+	s := &Stack{out: stdout, tl: f.Timeline}
 	if s.out == nil {
 		s.out = io.Discard
 	}
@@ -190,6 +193,7 @@ func Build(f Config, log *slog.Logger, stdout io.Writer) (*Stack, error) {
 	s.Ledger = L
 	log.Info("device opened", "device", info.Name, "total_bytes", info.Total)
 	P := L.Phase(PhaseDeviceInit).FreeAfter
+	s.tl.Mark("device")
 
 	weights, wsrc := ledger.NewDirect("weights", dev, ledger.DevicePage(info))
 	s.Weights = weights
@@ -221,6 +225,7 @@ func Build(f Config, log *slog.Logger, stdout io.Writer) (*Stack, error) {
 	log.Info("model loaded", "name", m.Name, "arch", c.Arch, "params", c.Params(), "weight_bytes", m.WeightBytes(), "mapped_from_file_bytes", m.MappedBytes, "context", c.ContextLen)
 	_ = s.Act.EmptyCache()
 	A := L.Phase(PhaseWeights).FreeAfter
+	s.tl.Mark("weights")
 
 	b := plan.Budget{
 		TotalBytes: info.Total, PBytes: P, ABytes: A, WeightBytes: wsrc.M.DeviceBytes(),
@@ -244,6 +249,7 @@ func Build(f Config, log *slog.Logger, stdout io.Writer) (*Stack, error) {
 	}
 	b.KVConfigurator, b.KVDType = kc.Record(), kc.StoredAs()
 	s.kv = kc
+	s.tl.Mark("KV configurator")
 	log.Info("KV layout configured", "plugin", kc.Plugin, "version", kc.Version, "kv_dtype", kc.KVDType, "cell_bytes", kc.CellBytes,
 		"pools", len(kc.Layout.Pools), "buffers", kc.Layout.Buffers())
 	b.GraphBuckets = plan.DecodeBuckets(GraphMaxBS(f, info), f.MaxRunning)
@@ -257,6 +263,11 @@ func Build(f Config, log *slog.Logger, stdout io.Writer) (*Stack, error) {
 	}
 	b.Reservations = plan.Reservations(c, b)
 	s.Budget = b
+	// The pools are sized: nothing calls the configurator again while
+	// serving, so its compiled code and instance are let go.
+	if err := reg.Unload(context.Background(), kc.LoadedAs()); err != nil {
+		log.Warn("unloading the KV configurator", "plugin", kc.LoadedAs(), "err", err)
+	}
 	L.SetBudget(b)
 	L.SetKVPools(s.Pools.Stats)
 	logPools(log, b, s.Pools)
@@ -269,11 +280,21 @@ func Build(f Config, log *slog.Logger, stdout io.Writer) (*Stack, error) {
 		log.Info("decode graphs captured", "buckets", s.Graphs.Buckets(), "pool_bytes", s.Graphs.PoolBytes())
 	}
 	if f.Constraints != nil {
-		if ecfg.Constraints, err = f.Constraints(m.Tokenizer, c.Vocab); err != nil {
-			return fail(fmt.Errorf("boot: output constraints: %w", err))
-		}
+		// The constraint runner (a large plugin given the whole
+		// vocabulary) loads while the server already answers; only a
+		// request with a constraint waits for it.
+		build, tok, vocab := f.Constraints, m.Tokenizer, c.Vocab
+		ecfg.Constraints = constraint.NewBackground(func() (constraint.Runner, error) {
+			start := time.Now()
+			r, err := build(tok, vocab)
+			if err != nil {
+				log.Error("output constraints failed to load; requests with a constraint fail", "err", err)
+				return nil, fmt.Errorf("boot: output constraints: %w", err)
+			}
+			log.Info("output constraints ready", "runner", r.Name(), "load_seconds", time.Since(start).Seconds())
+			return r, nil
+		})
 		s.Constraints = ecfg.Constraints
-		log.Info("output constraints ready", "runner", ecfg.Constraints.Name())
 	}
 	if f.KVEvents.Enabled() {
 		h, err := events.NewHasher("")
@@ -291,6 +312,7 @@ func Build(f Config, log *slog.Logger, stdout io.Writer) (*Stack, error) {
 		return fail(err)
 	}
 	s.Engine = eng
+	s.tl.Mark("engine")
 	L.SetKVPools(func() []kv.PoolStat { return eng.Stats().Pools }) // with the prefix cache's share
 	L.SetDiagnoses(func() any { return eng.Diagnoses() })
 	tmpl, err := chat.New(m.ChatTemplate, m.BOSText, m.EOSText)
@@ -444,10 +466,14 @@ func (s *Stack) sizeKVHost(f Config, b *plan.Budget) error {
 	}
 	ar.use(b.PrefixUnits)
 	batches := plan.ProfileBatches(c.ContextLen, f.ChunkedPrefill, f.MaxRunning)
-	fmt.Fprintf(s.out, "measuring the runtime peak: %d profile forwards at the %d-token chunk limit, then decode graph capture ...\n", len(batches), f.ChunkedPrefill)
-	peak, err := profile(m, s.Act, tmp, batches, f.ChunkedPrefill)
+	if _, rec := s.Dev.(device.Recorder); !rec {
+		fmt.Fprintf(s.out, "measuring the runtime peak: %d profile forwards at the %d-token chunk limit, then decode graph capture ...\n", len(batches), f.ChunkedPrefill)
+	}
+	peak, err := profile(s.Dev, m, s.Act, tmp, batches, f.ChunkedPrefill)
+	s.tl.Mark("profile forwards")
 	if err == nil {
 		err = s.captureGraphs(b, tmp)
+		s.tl.Mark("graph capture")
 	}
 	tmp.Close()
 	if err != nil {
@@ -480,10 +506,12 @@ func (s *Stack) sizeKVHost(f Config, b *plan.Budget) error {
 	}
 	ar.use(b.Units)
 	s.Pools = pools
+	s.tl.Mark("KV growth")
 	if s.Graphs != nil {
 		if err := s.Graphs.Recapture(pools); err != nil {
 			return err
 		}
+		s.tl.Mark("graph recapture")
 	}
 	L.Phase(PhaseGrowth)
 	return nil
@@ -491,19 +519,36 @@ func (s *Stack) sizeKVHost(f Config, b *plan.Budget) error {
 
 // profile runs the worst-case forwards against small pools and returns the
 // caching allocator's peak reserved bytes; the cache is emptied afterwards.
-func profile(m *model.Model, act *alloc.Allocator, pools *kv.Set, batches [][]plan.SeqShape, chunk int) (int64, error) {
+// On a device whose capture only records (device.Recorder: the CPU device)
+// each forward is captured and the graph closed unlaunched: the forward's
+// own code makes every allocation it makes when it runs, through the same
+// allocator on the same device, so the peak is the same to the byte
+// (TestRecordedProfileMatchesExecuted) at a few milliseconds instead of
+// three forwards at the chunk limit. Elsewhere the forwards run.
+func profile(dev device.Device, m *model.Model, act *alloc.Allocator, pools *kv.Set, batches [][]plan.SeqShape, chunk int) (int64, error) {
+	rec, _ := dev.(device.Recorder)
+	return profileWith(rec, m, act, pools, batches, chunk)
+}
+
+// profileWith is profile recording on rec, or running the forwards when
+// rec is nil.
+func profileWith(rec device.Recorder, m *model.Model, act *alloc.Allocator, pools *kv.Set, batches [][]plan.SeqShape, chunk int) (int64, error) {
 	if err := act.EmptyCache(); err != nil {
 		return 0, err
 	}
 	act.ResetPeak()
 	before := act.Stats().Reserved
+	rows := 0
 	for _, shapes := range batches {
-		rows := 0
+		n := 0
 		for _, sh := range shapes {
-			rows += sh.LogitRows
+			n += sh.LogitRows
 		}
-		logits := make([]float32, rows*m.Config.Vocab)
-		if err := m.Forward(pools, plan.ProfileSeqs(shapes, pools), logits); err != nil {
+		rows = max(rows, n)
+	}
+	logits := make([]float32, rows*m.Config.Vocab)
+	for _, shapes := range batches {
+		if err := forward(rec, m, pools, plan.ProfileSeqs(shapes, pools), logits); err != nil {
 			if errors.Is(err, device.ErrOutOfMemory) {
 				return 0, &budget.InsufficientMemoryError{Phase: "profile-forward", NeedBytes: act.Stats().PeakReserved, HaveBytes: act.Stats().Reserved,
 					Knob: "--chunked-prefill-size", Suggest: fmt.Sprint(max(1, chunk/2)), SuggestValue: float64(max(1, chunk/2)), Minimum: 1}
@@ -513,4 +558,21 @@ func profile(m *model.Model, act *alloc.Allocator, pools *kv.Set, batches [][]pl
 	}
 	peak := act.Stats().PeakReserved - before
 	return peak, act.EmptyCache()
+}
+
+// forward runs one profile forward, or records it on rec and drops the
+// recording.
+func forward(rec device.Recorder, m *model.Model, pools *kv.Set, seqs []model.Seq, logits []float32) error {
+	if rec == nil {
+		return m.Forward(pools, seqs, logits)
+	}
+	if err := rec.BeginCapture(); err != nil {
+		return err
+	}
+	err := m.Forward(pools, seqs, logits)
+	g, cerr := rec.EndCapture()
+	if cerr == nil {
+		cerr = g.Close()
+	}
+	return errors.Join(err, cerr)
 }

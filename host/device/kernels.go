@@ -347,6 +347,19 @@ type Capturer interface {
 	EndCapture() (Graph, error)
 }
 
+// Recorder is a Capturer whose capture runs nothing: between BeginCapture
+// and EndCapture every kernel call is checked and recorded, and only
+// Graph.Launch runs it (the CPU device; CUDA's capture runs each call
+// eagerly as its warm-up). Code captured on a Recorder and closed
+// unlaunched takes the device memory its allocations take and costs host
+// time only: host/boot measures the runtime peak that way, without
+// computing the profile forwards.
+type Recorder interface {
+	Capturer
+	// RecordsOnly marks the capability; it does nothing.
+	RecordsOnly()
+}
+
 // Graph is a captured sequence of kernel launches. Close releases what the
 // device holds for it (a CUDA graph exec); the buffers it reads belong to the
 // allocator pool it was captured in.

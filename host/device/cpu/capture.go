@@ -12,7 +12,12 @@ import (
 var (
 	_ device.Capturer      = (*Device)(nil)
 	_ device.DecodeKernels = (*kernels)(nil)
+	_ device.Recorder      = (*Device)(nil)
 )
+
+// RecordsOnly implements device.Recorder: a capture here records closures
+// and runs no kernel until the graph is launched.
+func (d *Device) RecordsOnly() {}
 
 // record appends a launch to the open capture. Every kernel method runs
 // its kernel directly when no capture is open and builds the closure only

@@ -74,7 +74,13 @@ type KVConfig struct {
 	CellBytes int64      `json:"cell_bytes"`
 	Layout    *kv.Layout `json:"layout"`
 	layout    *plugin.Layout
+	loadedAs  string // the registry's name of the plugin (its file's)
 }
+
+// LoadedAs is the registry's name of the configurator that declared the
+// layout (Registry.Unload's argument), which may differ from the name its
+// descriptor gives.
+func (k KVConfig) LoadedAs() string { return k.loadedAs }
 
 // ErrNoConfigurators means the registry holds no configurator plugins: the
 // binary was built without `make plugins` and no --plugins folder was given.
@@ -124,7 +130,7 @@ func ConfigureKV(ctx context.Context, reg *plugin.Registry, req KVRequest) (KVCo
 	}
 	d := p.Descriptor()
 	return KVConfig{Plugin: d.Name, Version: d.Version, SHA256: p.SHA256(), KVDType: dtype, Pool: lay.Pools[Primary(lay)].Name,
-		CellBytes: lay.TokenBytes(), Layout: lay, layout: l}, nil
+		CellBytes: lay.TokenBytes(), Layout: lay, layout: l, loadedAs: p.Name()}, nil
 }
 
 // StoredAs is the device's name of the KV encoding (f32, f16, bf16,

@@ -343,6 +343,22 @@ func (r *Registry) reportRefused(name string, err error) {
 	}
 }
 
+// Unload closes the named configurator if it is loaded; a later Plugin
+// loads it again (from the compile cache). Its records stay, so listings
+// still show its descriptor. Serve unloads the configurator once the KV
+// pools are sized: nothing calls it while serving, and a loaded one holds
+// its compiled code and an instance (tens of MiB for a Go guest).
+func (r *Registry) Unload(ctx context.Context, name string) error {
+	r.mu.Lock()
+	p, ok := r.loaded[name]
+	delete(r.loaded, name)
+	r.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return p.Close(ctx)
+}
+
 // Close closes every loaded configurator.
 func (r *Registry) Close(ctx context.Context) error {
 	r.mu.Lock()

@@ -199,3 +199,43 @@ func TestConfigureValidatesHostFacts(t *testing.T) {
 		t.Fatal("negative available accepted")
 	}
 }
+
+// TestRegistryUnload: an unloaded configurator is closed (its handle
+// refuses calls) and no longer listed as loaded, its record still gives
+// its descriptor, and Plugin loads it again; unloading a name that is not
+// loaded is a no-op.
+func TestRegistryUnload(t *testing.T) {
+	t.Parallel()
+	r, err := NewRegistry(testRT, fstest.MapFS{"mha.wasm": {Data: readWasm(t, "mha")}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	ctx := context.Background()
+	p, err := r.ForArchitecture(ctx, "LlamaForCausalLM", "bf16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Unload(ctx, "mha"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r.Loaded("mha"); ok {
+		t.Fatal("mha still loaded after Unload")
+	}
+	if _, err := p.Configure(ctx, sdk.ConfigureInput{}); err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Fatalf("the unloaded handle's call: %v, want it closed", err)
+	}
+	if kind, _, ok := r.Recorded("mha"); !ok || kind != KindConfigurator {
+		t.Fatalf("record after Unload: kind %q ok %v", kind, ok)
+	}
+	q, err := r.Plugin(ctx, "mha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q == p || q.Descriptor().Name != "mha" {
+		t.Fatalf("reloaded %p (%s), unloaded %p", q, q.Descriptor().Name, p)
+	}
+	if err := r.Unload(ctx, "mla"); err != nil {
+		t.Fatalf("unloading what is not loaded: %v", err)
+	}
+}

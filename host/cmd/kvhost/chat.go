@@ -96,7 +96,7 @@ func localServer(ctx context.Context, f chatFlags, stderr io.Writer) (string, fu
 	}
 	fmt.Fprintf(stderr, "loading %s ...\n", f.model)
 	gate := server.NewGate()
-	s, sm, err := load(ctx, sf, gate, log, io.Discard, stderr)
+	s, sm, err := load(ctx, sf, gate, log, io.Discard, stderr, nil)
 	if err != nil {
 		return "", nil, err
 	}

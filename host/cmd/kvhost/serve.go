@@ -284,6 +284,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if f.kvCacheDType, err = f.kvDType.resolve(autoCPUKVDType); err != nil {
 		return err
 	}
+	tl := boot.NewTimeline()
 	log.Info("effective configuration", effectiveConfig(fs, src))
 	// Bind first: a busy port fails now, not after the model loaded, and
 	// probes get 503 "loading" (not connection refused) meanwhile.
@@ -296,7 +297,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("listening; /health answers 503 until the model is loaded", "url", "http://"+ln.Addr().String())
-	s, sreg, err := load(ctx, f, gate, log, stdout, stderr)
+	tl.Mark("listen")
+	s, sreg, err := load(ctx, f, gate, log, stdout, stderr, tl)
 	if err != nil {
 		_ = srv.Close()
 		return err
@@ -307,8 +309,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// the collector would keep as heap for a long while at an idle
 	// server's allocation rate: collect it and return the pages now.
 	debug.FreeOSMemory()
+	tl.Mark("assemble")
 	gate.Open(h)
-	log.Info("ready", "url", "http://"+ln.Addr().String(), "model", s.Model.Name)
+	log.Info("ready", "url", "http://"+ln.Addr().String(), "model", s.Model.Name, "startup_seconds", tl.Since().Seconds(), "timeline_wall_cpu", tl.String())
 	fmt.Fprintf(stdout, "kvhost is serving %s at http://%s (OpenAI API under /v1)\n", s.Model.Name, ln.Addr())
 	select {
 	case err := <-errc:
@@ -347,7 +350,7 @@ func (s samplers) Close(ctx context.Context) {
 // load resolves the model (pulling a hub reference into the cache), builds
 // the sampler registry and boots the stack, saying what it does through the
 // gate's phase.
-func load(ctx context.Context, f serveFlags, gate *server.Gate, log *slog.Logger, stdout, stderr io.Writer) (*boot.Stack, samplers, error) {
+func load(ctx context.Context, f serveFlags, gate *server.Gate, log *slog.Logger, stdout, stderr io.Writer, tl *boot.Timeline) (*boot.Stack, samplers, error) {
 	var sm samplers
 	path, err := resolveModel(ctx, f.model, gate, log, stderr)
 	if err != nil {
@@ -359,6 +362,7 @@ func load(ctx context.Context, f serveFlags, gate *server.Gate, log *slog.Logger
 			return nil, sm, err
 		}
 	}
+	tl.Mark("resolve model")
 	gate.SetPhase("loading plugins")
 	// One plugin runtime and one registry for every plugin kind: the
 	// built-ins overlaid by --plugins, under one allow-list. The sampling
@@ -384,6 +388,7 @@ func load(ctx context.Context, f serveFlags, gate *server.Gate, log *slog.Logger
 	if f.pluginsDir != "" && sm.reg != nil {
 		sm.stop = sm.reg.Watch(ctx, f.pluginsDir, time.Second)
 	}
+	tl.Mark("plugins and samplers")
 	gate.SetPhase("loading model " + path)
 	s, err := boot.Build(boot.Config{
 		Model: path, Device: f.dev, DeviceMemory: int64(f.devMemory), Threads: f.threads, KVCacheDType: f.kvCacheDType,
@@ -392,7 +397,7 @@ func load(ctx context.Context, f serveFlags, gate *server.Gate, log *slog.Logger
 		PageSize: f.pageSize, MaxTotalTokens: f.maxTotalTokens,
 		MemFractionStatic: f.memFraction, SGLangCompat: f.sglangCompat, GraphMaxBS: f.graphMaxBS,
 		Configurators: sm.plugins, PluginsDir: f.pluginsDir, PluginAllowlist: allow, Samplers: sm.reg,
-		Constraints: constraintRunner(ctx, sm.plugins, log),
+		Constraints: constraintRunner(ctx, sm.plugins, log), Timeline: tl,
 	}, log, stdout)
 	if err != nil {
 		sm.Close(context.Background())

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/kvhost/kvhost/host/boot"
+	"github.com/kvhost/kvhost/host/constraint"
 	"github.com/kvhost/kvhost/host/device"
 	_ "github.com/kvhost/kvhost/host/device/cpu" // the embedded default device
 	"github.com/kvhost/kvhost/host/engine"
@@ -311,6 +312,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	debug.FreeOSMemory()
 	tl.Mark("assemble")
 	gate.Open(h)
+	if bg, ok := s.Constraints.(*constraint.Background); ok {
+		// The same for what loading the constraint plugin leaves, once
+		// it has loaded in the background.
+		go func() {
+			<-bg.Ready()
+			debug.FreeOSMemory()
+		}()
+	}
 	log.Info("ready", "url", "http://"+ln.Addr().String(), "model", s.Model.Name, "startup_seconds", tl.Since().Seconds(), "timeline_wall_cpu", tl.String())
 	fmt.Fprintf(stdout, "kvhost is serving %s at http://%s (OpenAI API under /v1)\n", s.Model.Name, ln.Addr())
 	select {

@@ -112,7 +112,7 @@ func configJSON(raw []byte, cfgPath string) (model.Config, []Tensor, error) {
 }
 
 func loadGGUF(path string) (string, model.Config, []Tensor, error) {
-	f, err := gguf.Open(path)
+	f, err := gguf.OpenModel(path) // one file, or a split model's shards
 	if err != nil {
 		return "", model.Config{}, nil, err
 	}
@@ -126,7 +126,7 @@ func loadGGUF(path string) (string, model.Config, []Tensor, error) {
 		sizes[t.Name] = model.GGUFDeviceBytes(t)
 	}
 	ts, err := WeightTensors(c, func(n string) (int64, bool) { v, ok := sizes[n]; return v, ok })
-	name := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	name := gguf.BaseName(path)
 	if v, ok := f.Get("general.name"); ok {
 		if s, ok := v.String(); ok && s != "" {
 			name = s

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 )
 
 // The metadata keys of llama.cpp's gguf-split format. Every shard holds all
@@ -323,4 +325,15 @@ func SplitFile(src, prefix string, lim SplitLimits) ([]string, error) {
 		ts[i] = TensorSpec{Name: t.Name, Dims: t.Dims, Type: t.Type, Data: data}
 	}
 	return WriteSplit(prefix, f.KVs, ts, f.Alignment, lim)
+}
+
+// BaseName is a model's name from its path when its metadata has none: the
+// file name without its extension and, for a shard, without the
+// -00001-of-00003 suffix, so every shard names the same model.
+func BaseName(path string) string {
+	if prefix, _, _, ok := ParseSplitName(path); ok {
+		path = prefix + ".gguf"
+	}
+	base := filepath.Base(path)
+	return strings.TrimSuffix(base, filepath.Ext(base))
 }

@@ -6,8 +6,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
+	"github.com/kvhost/kvhost/host/model/gguf"
 	"github.com/kvhost/kvhost/host/model/synth"
 )
 
@@ -19,8 +21,14 @@ func genModel(args []string, stdout, stderr io.Writer) error {
 	out := fs.String("out", "", "output GGUF file (required)")
 	tok := fs.String("tokenizer", "spm", "spm (SentencePiece, Llama-2 chat template) | bpe (byte-level BPE, ChatML template with tools)")
 	vocab := fs.Int("vocab", 0, "vocabulary size (0: the preset's; bpe needs at least 512)")
+	var lim gguf.SplitLimits
+	fs.IntVar(&lim.MaxTensors, "split-max-tensors", 0, "write llama.cpp gguf-split shards OUT-00001-of-0000N.gguf of at most N tensors each (0: one file)")
+	fs.Var((*byteSize)(&lim.MaxBytes), "split-max-size", "write gguf-split shards of at most this much tensor data each, e.g. 2G (0: one file)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if lim.MaxTensors < 0 {
+		return fmt.Errorf("gen-model: --split-max-tensors %d is out of range: 0 (one file) or more", lim.MaxTensors)
 	}
 	if *arch != "llama" {
 		return fmt.Errorf("gen-model: architecture %q is not supported (llama)", *arch)
@@ -70,6 +78,19 @@ func genModel(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("gen-model: %w", err)
+	}
+	if lim != (gguf.SplitLimits{}) {
+		defer os.Remove(tmp)
+		shards, err := gguf.SplitFile(tmp, strings.TrimSuffix(*out, ".gguf"), lim)
+		if err != nil {
+			return fmt.Errorf("gen-model: %w", err)
+		}
+		for _, s := range shards {
+			st, _ := os.Stat(s)
+			fmt.Fprintf(stdout, "wrote %s (%.1f MiB)\n", s, float64(st.Size())/(1<<20))
+		}
+		fmt.Fprintf(stdout, "%d shards in %s; load the model from any of them\n", len(shards), time.Since(start).Round(time.Millisecond))
+		return nil
 	}
 	if err := os.Rename(tmp, *out); err != nil {
 		return err

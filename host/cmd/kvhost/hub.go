@@ -65,7 +65,8 @@ const pullUsage = `Usage: kvhost pull [--json] ORG/NAME[@REVISION][:QUANT|:FILE]
 
 Downloads a model from the Hugging Face Hub into the Hugging Face cache
 (shared with Python tools): a GGUF file picked by quantization (Q4_K_M, Q8_0,
-...) or by name, or a safetensors repository (config, tokenizer, shards).
+...) or by name (a split GGUF: all its shards), or a safetensors repository
+(config, tokenizer, shards).
 Interrupted downloads resume. Prints the path to give to kvhost serve --model.
 
 Environment: HF_TOKEN (gated or private models), HF_ENDPOINT (a mirror;

@@ -296,13 +296,13 @@ func (s ggufSource) tensor(name string) ([]byte, device.DType, []int, bool, erro
 	dims := make([]int, len(ti.Dims))
 	for i, d := range ti.Dims {
 		if d > 1<<31 {
-			return nil, 0, nil, false, fmt.Errorf("model: %s: tensor %s dimension %d is absurd", s.f.Path, name, d)
+			return nil, 0, nil, false, fmt.Errorf("model: %s: tensor %s dimension %d is absurd", s.f.PathOf(ti), name, d)
 		}
 		dims[i] = int(d)
 	}
 	typ, ok := ti.Type.DType()
 	if !ok {
-		return nil, 0, nil, false, fmt.Errorf("model: %s: tensor %s has type %s; supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs", s.f.Path, name, ti.Type)
+		return nil, 0, nil, false, fmt.Errorf("model: %s: tensor %s has type %s; supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs", s.f.PathOf(ti), name, ti.Type)
 	}
 	return raw, device.DType(typ), dims, true, nil
 }

@@ -150,6 +150,10 @@ func (f *File) Tensor(name string) (TensorInfo, []byte, error) {
 	return t, src.data[start:end:end], nil
 }
 
+// PathOf is the path of the file holding t's bytes: its shard's for a
+// split model, for errors that name where a tensor lies.
+func (f *File) PathOf(t TensorInfo) string { return f.shard(t).Path }
+
 // shard is the file holding t's bytes.
 func (f *File) shard(t TensorInfo) *File {
 	if f.Shards == nil {

@@ -117,6 +117,9 @@ func TestSplitRoundTrip(t *testing.T) {
 				if err != nil || !bytes.Equal(data, want.Data) || ti.Shard != i/2 || !reflect.DeepEqual(ti.Dims, want.Dims) {
 					t.Fatalf("tensor %s: shard %d (want %d), err %v, bytes equal %v", want.Name, ti.Shard, i/2, err, bytes.Equal(data, want.Data))
 				}
+				if f.PathOf(ti) != paths[i/2] {
+					t.Fatalf("PathOf(%s) = %s, want %s", want.Name, f.PathOf(ti), paths[i/2])
+				}
 				// TensorFile names the shard's own open file and offset.
 				fd, off, ok := f.TensorFile(want.Name)
 				if !ok || fd.Name() != paths[i/2] {

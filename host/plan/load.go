@@ -126,11 +126,15 @@ func loadGGUF(path string) (string, model.Config, []Tensor, error) {
 		sizes[t.Name] = model.GGUFDeviceBytes(t)
 	}
 	ts, err := WeightTensors(c, func(n string) (int64, bool) { v, ok := sizes[n]; return v, ok })
-	name := gguf.BaseName(path)
+	name := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
 	if v, ok := f.Get("general.name"); ok {
 		if s, ok := v.String(); ok && s != "" {
 			name = s
 		}
+	}
+	gn, _ := f.Get("general.name")
+	if s, _ := gn.String(); s == "" {
+		name = gguf.BaseName(path) // without general.name, a shard names its split model
 	}
 	return name, c, ts, err
 }

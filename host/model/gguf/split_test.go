@@ -14,6 +14,11 @@ func TestSplitName(t *testing.T) {
 	if got := SplitName("/m/x-Q4_K_M", 0, 3); got != "/m/x-Q4_K_M-00001-of-00003.gguf" {
 		t.Fatalf("SplitName = %q", got)
 	}
+	for in, want := range map[string]string{"/m/x-Q4_K_M-00002-of-00003.gguf": "x-Q4_K_M", "a/b.gguf": "b", "c-00001-of-00001.gguf": "c", "d-1-of-2.gguf": "d-1-of-2"} {
+		if got := BaseName(in); got != want {
+			t.Errorf("BaseName(%q) = %q, want %q", in, got, want)
+		}
+	}
 	for _, c := range []struct {
 		path      string
 		prefix    string

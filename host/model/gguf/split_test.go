@@ -262,3 +262,38 @@ func must(n uint64, ok bool) uint64 {
 	}
 	return n
 }
+
+// TestSplitMetadataOnlyFirstShard: llama-gguf-split --no-tensor-first-split
+// writes a first shard with the metadata and no tensors; it opens like any
+// split.
+func TestSplitMetadataOnlyFirstShard(t *testing.T) {
+	dir := t.TempDir()
+	prefix := filepath.Join(dir, "m")
+	ts := sampleTensors()
+	split := func(no int) []KV {
+		return []KV{{SplitNoKey, NewUint16(uint16(no))}, {SplitCountKey, NewUint16(3)}, {SplitTensorsKey, NewInt32(int32(len(ts)))}}
+	}
+	if err := writeFile(SplitName(prefix, 0, 3), append(allTypesKVs(), split(0)...), nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFile(SplitName(prefix, 1, 3), split(1), ts[:1], 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFile(SplitName(prefix, 2, 3), split(2), ts[1:], 0); err != nil {
+		t.Fatal(err)
+	}
+	f, err := OpenModel(SplitName(prefix, 0, 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, want := range ts {
+		ti, data, err := f.Tensor(want.Name)
+		if err != nil || !bytes.Equal(data, want.Data) || ti.Shard == 0 {
+			t.Fatalf("tensor %s: shard %d, %v", want.Name, ti.Shard, err)
+		}
+	}
+	if v, ok := f.Get("general.architecture"); !ok {
+		t.Fatalf("metadata lost: %v", v)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,13 +23,17 @@ func genModel(args []string, stdout, stderr io.Writer) error {
 	tok := fs.String("tokenizer", "spm", "spm (SentencePiece, Llama-2 chat template) | bpe (byte-level BPE, ChatML template with tools)")
 	vocab := fs.Int("vocab", 0, "vocabulary size (0: the preset's; bpe needs at least 512)")
 	var lim gguf.SplitLimits
-	fs.IntVar(&lim.MaxTensors, "split-max-tensors", 0, "write llama.cpp gguf-split shards OUT-00001-of-0000N.gguf of at most N tensors each (0: one file)")
+	fs.Func("split-max-tensors", "write llama.cpp gguf-split shards OUT-00001-of-0000N.gguf of at most N tensors each (default 0: one file)", func(s string) error {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return fmt.Errorf("%q is out of range: 0 (one file) or more", s)
+		}
+		lim.MaxTensors = n
+		return nil
+	})
 	fs.Var((*byteSize)(&lim.MaxBytes), "split-max-size", "write gguf-split shards of at most this much tensor data each, e.g. 2G (0: one file)")
 	if err := fs.Parse(args); err != nil {
 		return err
-	}
-	if lim.MaxTensors < 0 {
-		return fmt.Errorf("gen-model: --split-max-tensors %d is out of range: 0 (one file) or more", lim.MaxTensors)
 	}
 	if *arch != "llama" {
 		return fmt.Errorf("gen-model: architecture %q is not supported (llama)", *arch)

@@ -179,7 +179,7 @@ func TestGenModelSplit(t *testing.T) {
 		m.Close()
 	}
 	err = run(context.Background(), append(base, "--split-max-tensors", "-2", "--out", filepath.Join(dir, "bad.gguf")), io.Discard, io.Discard)
-	if err == nil || !strings.Contains(err.Error(), "--split-max-tensors -2 is out of range") {
+	if err == nil || !strings.Contains(err.Error(), `invalid value "-2" for flag -split-max-tensors: "-2" is out of range`) {
 		t.Fatalf("--split-max-tensors -2: %v", err)
 	}
 }

@@ -7,14 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/kvhost/kvhost/host/model/gguf"
 	"github.com/kvhost/kvhost/host/model/synth"
 )
 
-func genModel(args []string, stdout, stderr io.Writer) error {
+func genModel(args []string, stdout, stderr io.Writer) (err error) {
 	fs := newFlagSet("gen-model", stderr)
 	arch := fs.String("arch", "llama", "architecture (llama)")
 	size := fs.String("size", "small", "tiny | small (≈15M params) | medium (≈110M params)")
@@ -30,6 +29,12 @@ func genModel(args []string, stdout, stderr io.Writer) error {
 	fs.Var((*byteSize)(&lim.MaxBytes), "split-max-size", "write gguf-split shards of at most this much tensor data each, e.g. 2G (0: one file)")
 	dtype := fs.String("dtype", "f32", "file type: f32 | f16 | bf16 | q8_0 | q4_0 | q4_1 | q5_0 | q5_1 | q2_k | q3_k_m | q4_k_s | q4_k_m | q5_k_s | q5_k_m | q6_k | iq4_nl | iq4_xs (quantized types mixed per tensor as llama-quantize mixes them)")
 	out := fs.String("out", "", "output GGUF file (required)")
+	defer func() {
+		// Whichever architecture wrote --out, the split rewrites it.
+		if err == nil && lim != (gguf.SplitLimits{}) {
+			err = splitGenerated(*out, lim, stdout)
+		}
+	}()
 	tok := fs.String("tokenizer", "spm", "spm (SentencePiece, Llama-2 chat template) | bpe (byte-level BPE, ChatML template with tools)")
 	vocab := fs.Int("vocab", 0, "vocabulary size (0: the preset's; bpe needs at least 512)")
 	if err := fs.Parse(args); err != nil {
@@ -83,19 +88,6 @@ func genModel(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("gen-model: %w", err)
-	}
-	if lim != (gguf.SplitLimits{}) {
-		defer os.Remove(tmp)
-		shards, err := gguf.SplitFile(tmp, strings.TrimSuffix(*out, ".gguf"), lim)
-		if err != nil {
-			return fmt.Errorf("gen-model: %w", err)
-		}
-		for _, s := range shards {
-			st, _ := os.Stat(s)
-			fmt.Fprintf(stdout, "wrote %s (%.1f MiB)\n", s, float64(st.Size())/(1<<20))
-		}
-		fmt.Fprintf(stdout, "%d shards in %s; load the model from any of them\n", len(shards), time.Since(start).Round(time.Millisecond))
-		return nil
 	}
 	if err := os.Rename(tmp, *out); err != nil {
 		return err

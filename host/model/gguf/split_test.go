@@ -236,6 +236,20 @@ func TestSplitErrors(t *testing.T) {
 			t.Fatalf("OpenModel(unnamed shard) = %v", err)
 		}
 	})
+	t.Run("merged by llama-gguf-split", func(t *testing.T) {
+		// --merge keeps split.no and split.tensors.count and sets
+		// split.count to 0: a single file.
+		p := filepath.Join(t.TempDir(), "merged.gguf")
+		kvs := append(allTypesKVs(), KV{SplitNoKey, NewUint16(0)}, KV{SplitCountKey, NewUint16(0)}, KV{SplitTensorsKey, NewInt32(4)})
+		if err := os.WriteFile(p, writeBytes(t, kvs, sampleTensors(), 0), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		f, err := OpenModel(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	})
 	t.Run("one of one", func(t *testing.T) {
 		dir := t.TempDir()
 		p := filepath.Join(dir, "plain-00001-of-00001.gguf")

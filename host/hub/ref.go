@@ -102,12 +102,14 @@ func LooksLikeRef(s string) bool {
 	return err == nil
 }
 
-// quantToken splits a file's base name into the tokens a quantization name
+// quantToken splits a file's path into the tokens a quantization name
 // is matched against: "Llama-3.2-1B-Instruct-Q4_K_M.gguf" gives Llama, 3, 2,
-// 1B, Instruct, Q4_K_M.
+// 1B, Instruct, Q4_K_M. Folder names come first ("Q4_K_M/big-00001-of-00002.gguf"
+// gives Q4_K_M, big, 00001, of, 00002: split models are often filed in a
+// folder named after their quantization).
 func quantTokens(file string) []string {
-	base := strings.TrimSuffix(path.Base(file), ".gguf")
-	return strings.FieldsFunc(base, func(r rune) bool { return r == '-' || r == '.' || r == ' ' })
+	p := strings.TrimSuffix(file, ".gguf")
+	return strings.FieldsFunc(p, func(r rune) bool { return r == '-' || r == '.' || r == ' ' || r == '/' })
 }
 
 // selectGGUF picks the GGUF model of files matching quant (none when quant

@@ -51,6 +51,10 @@ func splitRepo(t *testing.T) map[string]fakeFile {
 		"README.md":                    {data: []byte("# big\n")},
 		"big-Q8_0.gguf":                {data: blobOf(50_000, 7), lfs: true},
 		"big-Q2_K-00001-of-00002.gguf": {data: blobOf(1000, 8), lfs: true},
+		// A split filed in a folder named after its quantization, with
+		// shard names that do not repeat it.
+		"IQ2_XXS/big-00001-of-00002.gguf": {data: blobOf(900, 9), lfs: true},
+		"IQ2_XXS/big-00002-of-00002.gguf": {data: blobOf(800, 10), lfs: true},
 	}
 	for i, b := range splitShards(t, "big-Q4_K_M", 3) {
 		files[gguf.SplitName(q4Dir, i, 3)] = fakeFile{data: b, lfs: true}
@@ -121,16 +125,22 @@ func TestPullSplitChoices(t *testing.T) {
 	c := newClient(t, f, t.TempDir(), nil)
 	_, err := c.Pull(context.Background(), mustRef(t, "org/big-GGUF"))
 	var ce *ChoiceError
-	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "holds 3 GGUF models") ||
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "holds 4 GGUF models") ||
+		!strings.Contains(err.Error(), "org/big-GGUF:IQ2_XXS\t(IQ2_XXS/big-00001-of-00002.gguf, split in 2 shards)") ||
 		!strings.Contains(err.Error(), "org/big-GGUF:Q4_K_M\t("+q4First+", split in 3 shards)") ||
 		!strings.Contains(err.Error(), "org/big-GGUF:Q8_0\t(big-Q8_0.gguf)") {
 		t.Fatalf("no quantization: %v", err)
 	}
+	res, err := c.Pull(context.Background(), mustRef(t, "org/big-GGUF:iq2_xxs"))
+	if err != nil || len(res.Files) != 2 || filepath.Base(res.Model) != "big-00001-of-00002.gguf" {
+		t.Fatalf("a split filed under its quantization's folder: %+v, %v", res, err)
+	}
+	before := len(f.requests("cdn"))
 	_, err = c.Pull(context.Background(), mustRef(t, "org/big-GGUF:Q2_K"))
 	if err == nil || !strings.Contains(err.Error(), "big-Q2_K-00001-of-00002.gguf is split in 2 shards but the repository lacks big-Q2_K-00002-of-00002.gguf") {
 		t.Fatalf("incomplete split: %v", err)
 	}
-	if n := len(f.requests("cdn")); n != 0 {
+	if n := len(f.requests("cdn")) - before; n != 0 {
 		t.Fatalf("an incomplete split downloaded %d files", n)
 	}
 }

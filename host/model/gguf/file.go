@@ -69,7 +69,9 @@ func Open(path string) (*File, error) {
 
 // Map memory-maps the open file fd read-only and parses it; fd stays the
 // caller's (the mapping outlives it). Loaders that serve tensors in place
-// keep fd to map tensor ranges from the same file they parsed.
+// keep fd to map tensor ranges from the same file they parsed; TensorFile
+// returns it, valid while the caller keeps it open. OpenModel opens and
+// owns its files instead.
 func Map(fd *os.File) (*File, error) {
 	path := fd.Name()
 	st, err := fd.Stat()

@@ -96,17 +96,21 @@ func register(a *Arch) {
 	if _, dup := archs[a.Name]; dup {
 		panic("model: register called twice for " + a.Name)
 	}
-	archs[a.Name] = a
 	for _, g := range a.GGUF {
 		if _, dup := ggufArch[g]; dup {
 			panic("model: GGUF architecture " + g + " registered twice")
 		}
-		ggufArch[g] = a
 	}
 	for _, h := range a.HF {
 		if _, dup := hfArch[h]; dup {
 			panic("model: Hugging Face architecture " + h + " registered twice")
 		}
+	}
+	archs[a.Name] = a
+	for _, g := range a.GGUF {
+		ggufArch[g] = a
+	}
+	for _, h := range a.HF {
 		hfArch[h] = a
 	}
 }

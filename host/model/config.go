@@ -22,6 +22,9 @@ type Config struct {
 	QKVBias      bool            `json:"qkv_bias"`
 	QKNorm       bool            `json:"qk_norm"`
 	Tied         bool            `json:"tied_embeddings"`
+	// Hybrid is set for the hybrid Mamba-2 architectures (arch_hybrid.go),
+	// which have no rotary embedding.
+	Hybrid *Hybrid `json:"hybrid,omitempty"`
 }
 
 // maxDim bounds every dimension so a lying header cannot request absurd
@@ -48,6 +51,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("model: num_layers = %d is out of range [1, 1024]", c.Layers)
 	case c.Heads%c.KVHeads != 0:
 		return fmt.Errorf("model: num_heads %d is not a multiple of num_kv_heads %d", c.Heads, c.KVHeads)
+	case c.Hybrid != nil:
+		if !(c.RMSEps > 0 && c.RMSEps < 1) {
+			return fmt.Errorf("model: rms_norm_eps %v out of range (0, 1)", c.RMSEps)
+		}
+		return c.Hybrid.validate(c)
 	case c.HeadDim%2 != 0:
 		return fmt.Errorf("model: head_dim %d must be even for rotary embeddings", c.HeadDim)
 	case c.Rope.RotDim <= 0 || c.Rope.RotDim > c.HeadDim || c.Rope.RotDim%2 != 0:
@@ -73,6 +81,9 @@ func (c Config) QRow() int { return c.Heads * c.HeadDim }
 
 // Params counts the parameters the architecture implies.
 func (c Config) Params() int64 {
+	if c.Hybrid != nil {
+		return c.hybridParams()
+	}
 	h, q, kv, i := int64(c.Hidden), int64(c.QRow()), int64(c.KVRow()), int64(c.Intermediate)
 	per := h + h*q + 2*h*kv + q*h + h + 3*h*i
 	if c.QKVBias {

@@ -41,6 +41,9 @@ type Seq struct {
 // layers each keep K and V rows of KVHeads × HeadDim for every past
 // position.
 func (c Config) KVNeeds() []kv.LayerNeed {
+	if c.Hybrid != nil {
+		return c.hybridKVNeeds()
+	}
 	out := make([]kv.LayerNeed, c.Layers)
 	for i := range out {
 		out[i] = kv.LayerNeed{KVHeads: c.KVHeads, HeadDim: c.HeadDim, VHeadDim: c.HeadDim}
@@ -135,6 +138,9 @@ func (m *Model) Forward(pools *kv.Set, seqs []Seq, logits []float32) error {
 	m.prepareHost(seqs, total, rows)
 	sc := scope{a: m.act, cat: alloc.Activations}
 	defer sc.release()
+	if c.Hybrid != nil {
+		return m.forwardHybrid(&sc, pools, seqs, total, rows, logits)
+	}
 
 	x, err := sc.buf(total * c.Hidden)
 	if err != nil {

@@ -78,9 +78,12 @@ func (g ggufMeta) boolean(key string, def bool) bool {
 func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	g := ggufMeta{f: f, arch: ""}
 	g.arch = g.str("general.architecture")
+	if hybridGGUFArchs[g.arch] {
+		return hybridFromGGUF(g)
+	}
 	traits, ok := ggufArchs[g.arch]
 	if !ok {
-		return Config{}, fmt.Errorf("model: %s: architecture %q is not supported (supported: llama, mistral, qwen2, qwen3)", f.Path, g.arch)
+		return Config{}, fmt.Errorf("model: %s: architecture %q is not supported (supported: llama, mistral, qwen2, qwen3, nemotron_h, granitehybrid)", f.Path, g.arch)
 	}
 	a := g.arch + "."
 	var c Config

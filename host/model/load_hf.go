@@ -63,6 +63,28 @@ func ConfigFromHF(hc hf.Config, path string) (Config, error) {
 	return c, nil
 }
 
+// hybridHF maps the hybrid Mamba-2 architectures to their config.json
+// readers (arch_nemotronh.go, arch_granitehybrid.go).
+var hybridHF = map[string]func(raw []byte, path string) (Config, error){
+	"NemotronHForCausalLM": nemotronHFromHF, "GraniteMoeHybridForCausalLM": graniteHybridFromHF,
+}
+
+// ConfigFromHFJSON derives the configuration from config.json's bytes:
+// the hybrid architectures read their own fields, the Llama family
+// ConfigFromHF's.
+func ConfigFromHFJSON(raw []byte, path string) (Config, error) {
+	hc, err := hf.ParseConfig(pyJSON(raw))
+	if err != nil {
+		return Config{}, fmt.Errorf("model: %s: %w", path, err)
+	}
+	if len(hc.Architectures) > 0 {
+		if f, ok := hybridHF[hc.Architectures[0]]; ok {
+			return f(raw, path)
+		}
+	}
+	return ConfigFromHF(hc, path)
+}
+
 // hfNames maps canonical (GGUF) tensor names to Hugging Face names.
 func hfName(canon string) string {
 	switch canon {
@@ -99,7 +121,11 @@ var stTypes = map[safetensors.DType]device.DType{
 }
 
 func (s hfSource) tensor(canon string) ([]byte, device.DType, []int, bool, error) {
-	name := hfName(canon)
+	return s.named(hfName(canon))
+}
+
+// named is the tensor of Hugging Face name name.
+func (s hfSource) named(name string) ([]byte, device.DType, []int, bool, error) {
 	if _, ok := s.set.Info(name); !ok {
 		return nil, 0, nil, false, nil
 	}
@@ -168,7 +194,7 @@ func LoadHF(dir string, o Options) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := ConfigFromHF(hm.Config, filepath.Join(dir, "config.json"))
+	cfg, err := ConfigFromHFJSON(hm.ConfigJSON, filepath.Join(dir, "config.json"))
 	if err != nil {
 		return nil, err
 	}
@@ -198,7 +224,11 @@ func LoadHF(dir string, o Options) (*Model, error) {
 	if eos := tok.EOS(); eos >= 0 {
 		m.EOSText = tok.TokenText(eos)
 	}
-	if err := m.build(hfSource{set, dir}, o); err != nil {
+	var src tensorSource = hfSource{set, dir}
+	if cfg.Hybrid != nil {
+		src = hybridHFSource{hfSource{set, dir}, cfg.Arch}
+	}
+	if err := m.build(src, o); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -36,6 +36,8 @@ type Model struct {
 
 	tokEmbd, outNorm, output device.Weight
 	layers                   []layer
+	hy                       []hybridLayer // hybrid Mamba-2 models (arch_hybrid*.go)
+	hyHost                   hybridHost
 	rope                     device.Rope
 	weightBytes              int64
 
@@ -87,7 +89,7 @@ func (m *Model) Close() error {
 			}
 		}
 	}
-	m.layers = nil
+	m.layers, m.hy = nil, nil
 	if m.attnScratch.Ptr != 0 {
 		m.ws.Close()
 		m.attnScratch = device.Buf{}
@@ -100,6 +102,7 @@ func (m *Model) allWeights() []device.Weight {
 	if !m.Config.Tied {
 		ws = append(ws, m.output)
 	}
+	ws = append(ws, m.hybridWeights()...)
 	for _, l := range m.layers {
 		ws = append(ws, l.attnNorm, l.wq, l.wk, l.wv, l.wo, l.bq, l.bk, l.bv, l.qNorm, l.kNorm, l.ffnNorm, l.gate, l.up, l.down)
 	}
@@ -271,6 +274,12 @@ func (m *Model) build(src tensorSource, o Options) (err error) {
 	} else if m.output, err = u.matrix("output.weight", c.Vocab, c.Hidden, true); err != nil {
 		return err
 	}
+	if c.Hybrid != nil {
+		if err = m.buildHybrid(u); err != nil {
+			return err
+		}
+		return m.attentionWorkspace(o)
+	}
 	m.layers = make([]layer, c.Layers)
 	for i := range m.layers {
 		L := &m.layers[i]
@@ -313,6 +322,12 @@ func (m *Model) build(src tensorSource, o Options) (err error) {
 	if m.rope, err = m.k.NewRope(c.Rope); err != nil {
 		return err
 	}
+	return m.attentionWorkspace(o)
+}
+
+// attentionWorkspace takes the shared attention scratch.
+func (m *Model) attentionWorkspace(o Options) error {
+	c := m.Config
 	m.ws = o.Workspaces
 	if m.ws == nil {
 		m.ws = alloc.NewWorkspaces(o.Activations)

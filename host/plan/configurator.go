@@ -26,6 +26,7 @@ const DefaultKVDType = sdk.KVFP16
 var hfArchitecture = map[string]string{
 	"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
 	"qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
+	"nemotron_h": "NemotronHForCausalLM", "granitehybrid": "GraniteMoeHybridForCausalLM",
 }
 
 // ConfigJSON is the Hugging Face config.json equivalent of c (what a GGUF
@@ -34,6 +35,9 @@ func ConfigJSON(c model.Config) (json.RawMessage, error) {
 	arch, ok := hfArchitecture[c.Arch]
 	if !ok {
 		return nil, fmt.Errorf("plan: no Hugging Face architecture for %q", c.Arch)
+	}
+	if c.Hybrid != nil {
+		return json.Marshal(c.HybridHF())
 	}
 	return json.Marshal(map[string]any{
 		"architectures": []string{arch}, "model_type": c.Arch,

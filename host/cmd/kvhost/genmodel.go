@@ -13,7 +13,7 @@ import (
 
 func genModel(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("gen-model", stderr)
-	arch := fs.String("arch", "llama", "architecture (llama)")
+	arch := fs.String("arch", "llama", "architecture: llama | nemotron_h | granitehybrid (hybrid Mamba-2: f32, f16 or bf16)")
 	size := fs.String("size", "small", "tiny | small (≈15M params) | medium (≈110M params)")
 	dtype := fs.String("dtype", "f32", "file type: f32 | f16 | bf16 | q8_0 | q4_0 | q4_1 | q5_0 | q5_1 | q2_k | q3_k_m | q4_k_s | q4_k_m | q5_k_s | q5_k_m | q6_k | iq4_nl | iq4_xs (quantized types mixed per tensor as llama-quantize mixes them)")
 	out := fs.String("out", "", "output GGUF file (required)")
@@ -22,11 +22,14 @@ func genModel(args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *arch != "llama" {
-		return fmt.Errorf("gen-model: architecture %q is not supported (llama)", *arch)
-	}
 	if *out == "" {
 		return fmt.Errorf("gen-model: --out is required")
+	}
+	if *arch == "nemotron_h" || *arch == "granitehybrid" {
+		return genHybrid(*arch, *size, *dtype, *out, *vocab, stdout)
+	}
+	if *arch != "llama" {
+		return fmt.Errorf("gen-model: architecture %q is not supported (llama, nemotron_h, granitehybrid)", *arch)
 	}
 	spec, err := synth.Preset(*size, *dtype)
 	if err != nil {
@@ -76,5 +79,47 @@ func genModel(args []string, stdout, stderr io.Writer) error {
 	}
 	st, _ := os.Stat(*out)
 	fmt.Fprintf(stdout, "wrote %s (%.1f MiB) in %s\n", *out, float64(st.Size())/(1<<20), time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// genHybrid writes a hybrid Mamba-2 model (synth.WriteHybrid).
+func genHybrid(arch, size, dtype, out string, vocab int, stdout io.Writer) error {
+	spec, err := synth.HybridPreset(arch, size, dtype)
+	if err != nil {
+		return fmt.Errorf("gen-model: %w", err)
+	}
+	if vocab != 0 {
+		if vocab < 512 || vocab > 1<<20 {
+			return fmt.Errorf("gen-model: --vocab %d out of range [512, %d]", vocab, 1<<20)
+		}
+		spec.Vocab = vocab
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return err
+	}
+	start := time.Now()
+	fmt.Fprintf(stdout, "generating %s (%d parameters, layers %s) ...\n", spec.Name, spec.Params(), spec.Pattern)
+	tmp := out + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	err = synth.WriteHybrid(w, spec)
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, out)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("gen-model: %w", err)
+	}
+	st, _ := os.Stat(out)
+	fmt.Fprintf(stdout, "wrote %s (%.1f MiB) in %s\n", out, float64(st.Size())/(1<<20), time.Since(start).Round(time.Millisecond))
 	return nil
 }

@@ -1,0 +1,286 @@
+package model
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/kvhost/kvhost/host/device"
+	kcpu "github.com/kvhost/kvhost/kernels/cpu"
+)
+
+// hybridLayer holds one hybrid layer's weights; the parts it lacks are
+// zero Weights.
+type hybridLayer struct {
+	norm, ffnNorm device.Weight // ffnNorm: Granite's post-mixer norm
+	// Mamba-2: in_proj as three row views (z, xBC, dt) of ssmIn.
+	ssmIn, inZ, inXBC, inDt          device.Weight
+	convW, convB, a, d, dtBias, gNorm device.Weight
+	ssmOut                           device.Weight
+	// attention
+	wq, wk, wv, wo device.Weight
+	// MLP (SwiGLU gate and up may be row views of gateUp, HF Granite's
+	// fused shared_mlp.input_linear)
+	gateUp, gate, up, down device.Weight
+}
+
+// weights are the layer's allocations (row views excluded: they share
+// their matrix's).
+func (L *hybridLayer) weights() []device.Weight {
+	ws := []device.Weight{L.norm, L.ffnNorm, L.ssmIn, L.convW, L.convB, L.a, L.d, L.dtBias, L.gNorm, L.ssmOut,
+		L.wq, L.wk, L.wv, L.wo, L.down}
+	if L.gateUp.Ptr != 0 {
+		return append(ws, L.gateUp)
+	}
+	return append(ws, L.gate, L.up)
+}
+
+// rowView is rows [r0, r1) of w, sharing its memory (no copy).
+func rowView(w device.Weight, r0, r1 int) (device.Weight, error) {
+	rb, err := kcpu.DType(w.Type).RowBytes(w.Cols)
+	if err != nil {
+		return device.Weight{}, err
+	}
+	return device.Weight{Ptr: w.Ptr + device.Ptr(int64(r0)*int64(rb)), Type: w.Type, Rows: r1 - r0, Cols: w.Cols, Bytes: int64(r1-r0) * int64(rb)}, nil
+}
+
+// hybridHFSource names a hybrid checkpoint's tensors: canonical (GGUF)
+// names in, the architecture's Hugging Face names out.
+type hybridHFSource struct {
+	hfSource
+	arch string
+}
+
+func (s hybridHFSource) tensor(canon string) ([]byte, device.DType, []int, bool, error) {
+	return s.named(hybridHFName(s.arch, canon))
+}
+
+// hybridHFName maps a canonical tensor name to Nemotron-H's (backbone.*)
+// or Granite-4.0-H's (model.*) Hugging Face name; the Mamba tensors are
+// named alike in both, under mixer. or mamba.
+func hybridHFName(arch, canon string) string {
+	nem := arch == "nemotron_h"
+	switch canon {
+	case "token_embd.weight":
+		if nem {
+			return "backbone.embeddings.weight"
+		}
+		return "model.embed_tokens.weight"
+	case "output_norm.weight":
+		if nem {
+			return "backbone.norm_f.weight"
+		}
+		return "model.norm.weight"
+	case "output.weight":
+		return "lm_head.weight"
+	}
+	rest, ok := strings.CutPrefix(canon, "blk.")
+	if !ok {
+		return canon
+	}
+	layer, part, _ := strings.Cut(rest, ".")
+	mamba := map[string]string{
+		"ssm_in.weight": "in_proj.weight", "ssm_conv1d.weight": "conv1d.weight", "ssm_conv1d.bias": "conv1d.bias",
+		"ssm_dt.bias": "dt_bias", "ssm_a": "A_log", "ssm_d": "D", "ssm_norm.weight": "norm.weight", "ssm_out.weight": "out_proj.weight",
+	}
+	attn := map[string]string{
+		"attn_q.weight": "q_proj.weight", "attn_k.weight": "k_proj.weight", "attn_v.weight": "v_proj.weight", "attn_output.weight": "o_proj.weight",
+	}
+	if nem {
+		p := "backbone.layers." + layer + "."
+		if part == "attn_norm.weight" {
+			return p + "norm.weight"
+		}
+		if n, ok := mamba[part]; ok {
+			return p + "mixer." + n
+		}
+		if n, ok := attn[part]; ok {
+			return p + "mixer." + n
+		}
+		return p + "mixer." + map[string]string{"ffn_up.weight": "up_proj.weight", "ffn_down.weight": "down_proj.weight"}[part]
+	}
+	p := "model.layers." + layer + "."
+	if n, ok := mamba[part]; ok {
+		return p + "mamba." + n
+	}
+	if n, ok := attn[part]; ok {
+		return p + "self_attn." + n
+	}
+	return p + map[string]string{
+		"attn_norm.weight": "input_layernorm.weight", "ffn_norm.weight": "post_attention_layernorm.weight",
+		"ffn_gate_up.weight": "shared_mlp.input_linear.weight", "ffn_down.weight": "shared_mlp.output_linear.weight",
+	}[part]
+}
+
+// f32Values reads a tensor of n values in any shape (GGUF keeps ssm_a as
+// {1, H}, HF as [H]) as float32.
+func (u *uploader) f32Values(name string, n int, required bool) ([]float32, bool, error) {
+	raw, typ, dims, ok, err := u.src.tensor(name)
+	if err != nil || !ok {
+		if err == nil && required {
+			err = fmt.Errorf("model: tensor %s is missing", name)
+		}
+		return nil, false, err
+	}
+	count := 1
+	for _, d := range dims {
+		count *= d
+	}
+	if count != n {
+		return nil, false, fmt.Errorf("model: tensor %s has shape %v (%d values), want %d", name, dims, count, n)
+	}
+	out := make([]float32, n)
+	switch typ {
+	case device.F32:
+		if len(raw) != 4*n {
+			return nil, false, fmt.Errorf("model: tensor %s holds %d bytes, want %d", name, len(raw), 4*n)
+		}
+		for i := range out {
+			out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+		}
+	case device.F16, device.BF16:
+		if len(raw) != 2*n {
+			return nil, false, fmt.Errorf("model: tensor %s holds %d bytes, want %d", name, len(raw), 2*n)
+		}
+		for i := range out {
+			h := binary.LittleEndian.Uint16(raw[2*i:])
+			if typ == device.F16 {
+				out[i] = kcpu.F16ToF32(h)
+			} else {
+				out[i] = kcpu.BF16ToF32(h)
+			}
+		}
+	default:
+		return nil, false, fmt.Errorf("model: tensor %s stored as %s; only f32, f16 and bf16 are supported for it", name, typ)
+	}
+	return out, true, nil
+}
+
+// putF32 uploads values as an F32 rows × cols weight.
+func (u *uploader) putF32(name string, v []float32, rows, cols int) (device.Weight, error) {
+	b := make([]byte, 4*len(v))
+	for i, f := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(f))
+	}
+	return u.put(name, b, device.Weight{Type: device.F32, Rows: rows, Cols: cols, Bytes: int64(len(b))})
+}
+
+// f32Weight loads a tensor of rows × cols values as F32 (the Mamba kernels
+// read conv weights and per-head vectors as f32); absent and not required
+// gives a zero Weight.
+func (u *uploader) f32Weight(name string, rows, cols int, required bool, f func([]float32)) (device.Weight, error) {
+	v, ok, err := u.f32Values(name, rows*cols, required)
+	if err != nil || !ok {
+		return device.Weight{}, err
+	}
+	if f != nil {
+		f(v)
+	}
+	return u.putF32(name, v, rows, cols)
+}
+
+// buildHybrid uploads a hybrid model's layer weights.
+func (m *Model) buildHybrid(u *uploader) error {
+	c, h := m.Config, m.Config.Hybrid
+	s := h.Mamba
+	_, fromHF := u.src.(hybridHFSource)
+	granite := c.Arch == "granitehybrid"
+	m.hy = make([]hybridLayer, c.Layers)
+	var err error
+	mat := func(dst *device.Weight, name string, rows, cols int) {
+		if err == nil {
+			*dst, err = u.matrix(name, rows, cols, true)
+		}
+	}
+	vec := func(dst *device.Weight, name string, n int) {
+		if err == nil {
+			*dst, err = u.vector(name, n, true)
+		}
+	}
+	for i, kind := range h.Layers {
+		L, p := &m.hy[i], fmt.Sprintf("blk.%d.", i)
+		vec(&L.norm, p+"attn_norm.weight", c.Hidden)
+		if granite {
+			vec(&L.ffnNorm, p+"ffn_norm.weight", c.Hidden)
+		}
+		switch kind.Mixer {
+		case MixerMamba:
+			I, CD, H := s.Inner(), s.ConvDim(), s.Heads
+			mat(&L.ssmIn, p+"ssm_in.weight", I+CD+H, c.Hidden)
+			if err == nil {
+				if L.inZ, err = rowView(L.ssmIn, 0, I); err == nil {
+					if L.inXBC, err = rowView(L.ssmIn, I, I+CD); err == nil {
+						L.inDt, err = rowView(L.ssmIn, I+CD, I+CD+H)
+					}
+				}
+			}
+			f32 := func(dst *device.Weight, name string, rows, cols int, need bool, f func([]float32)) {
+				if err == nil {
+					*dst, err = u.f32Weight(p+name, rows, cols, need, f)
+				}
+			}
+			f32(&L.convW, "ssm_conv1d.weight", CD, s.ConvKernel, true, nil)
+			f32(&L.convB, "ssm_conv1d.bias", 1, CD, h.ConvBias, nil)
+			var negExp func([]float32)
+			if fromHF { // HF keeps A_log; GGUF keeps A = −exp(A_log)
+				negExp = func(v []float32) {
+					for j := range v {
+						v[j] = float32(-math.Exp(float64(v[j])))
+					}
+				}
+			}
+			f32(&L.a, "ssm_a", 1, H, true, negExp)
+			f32(&L.d, "ssm_d", 1, H, true, nil)
+			f32(&L.dtBias, "ssm_dt.bias", 1, H, true, nil)
+			f32(&L.gNorm, "ssm_norm.weight", 1, I, true, nil)
+			mat(&L.ssmOut, p+"ssm_out.weight", c.Hidden, I)
+		case MixerAttention:
+			mat(&L.wq, p+"attn_q.weight", c.QRow(), c.Hidden)
+			mat(&L.wk, p+"attn_k.weight", c.KVRow(), c.Hidden)
+			mat(&L.wv, p+"attn_v.weight", c.KVRow(), c.Hidden)
+			mat(&L.wo, p+"attn_output.weight", c.Hidden, c.QRow())
+		}
+		switch kind.FFN {
+		case FFNReLU2:
+			mat(&L.up, p+"ffn_up.weight", c.Intermediate, c.Hidden)
+			mat(&L.down, p+"ffn_down.weight", c.Hidden, c.Intermediate)
+		case FFNSwiGLU:
+			if fromHF {
+				mat(&L.gateUp, p+"ffn_gate_up.weight", 2*c.Intermediate, c.Hidden)
+				if err == nil {
+					if L.gate, err = rowView(L.gateUp, 0, c.Intermediate); err == nil {
+						L.up, err = rowView(L.gateUp, c.Intermediate, 2*c.Intermediate)
+					}
+				}
+			} else {
+				mat(&L.gate, p+"ffn_gate.weight", c.Intermediate, c.Hidden)
+				mat(&L.up, p+"ffn_up.weight", c.Intermediate, c.Hidden)
+			}
+			mat(&L.down, p+"ffn_down.weight", c.Hidden, c.Intermediate)
+		case FFNMoE:
+			err = fmt.Errorf("model: %s layer %d: mixture-of-experts FFNs (Granite-4.0-H tiny/small) are not served yet; the dense Granite-4.0-H (num_local_experts 0) is", c.Arch, i)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if h.Count(MixerMamba) > 0 {
+		if _, ok := m.k.(device.Mamba); !ok {
+			return fmt.Errorf("model: %s needs the Mamba kernels, which the %s device lacks", c.Arch, m.dev.Info().Kind)
+		}
+	}
+	if _, ok := m.k.(device.Elementwise); !ok {
+		return fmt.Errorf("model: %s needs the elementwise kernels (squared ReLU, scaling), which the %s device lacks", c.Arch, m.dev.Info().Kind)
+	}
+	return nil
+}
+
+// hybridWeights lists every allocation of the hybrid layers.
+func (m *Model) hybridWeights() []device.Weight {
+	var out []device.Weight
+	for i := range m.hy {
+		out = append(out, m.hy[i].weights()...)
+	}
+	return out
+}

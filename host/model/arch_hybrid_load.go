@@ -284,3 +284,61 @@ func (m *Model) hybridWeights() []device.Weight {
 	}
 	return out
 }
+
+// WeightAlloc is one weight allocation the loader makes: a matrix kept as
+// stored, or (F32) a vector or small matrix converted to f32.
+type WeightAlloc struct {
+	Name       string
+	Rows, Cols int
+	F32        bool
+}
+
+// HybridWeightAllocs lists the layer allocations buildHybrid makes for c,
+// in its order, by canonical (GGUF) name: what host/plan sizes the weights
+// phase by (HF Granite's fused gate/up is listed as its two halves, the
+// same bytes).
+func HybridWeightAllocs(c Config) []WeightAlloc {
+	h := c.Hybrid
+	s := h.Mamba
+	var out []WeightAlloc
+	add := func(p, name string, rows, cols int, f32 bool) {
+		out = append(out, WeightAlloc{Name: p + name, Rows: rows, Cols: cols, F32: f32})
+	}
+	for i, kind := range h.Layers {
+		p := fmt.Sprintf("blk.%d.", i)
+		add(p, "attn_norm.weight", 1, c.Hidden, true)
+		if c.Arch == "granitehybrid" {
+			add(p, "ffn_norm.weight", 1, c.Hidden, true)
+		}
+		switch kind.Mixer {
+		case MixerMamba:
+			I, CD, H := s.Inner(), s.ConvDim(), s.Heads
+			add(p, "ssm_in.weight", I+CD+H, c.Hidden, false)
+			add(p, "ssm_conv1d.weight", CD, s.ConvKernel, true)
+			if h.ConvBias {
+				add(p, "ssm_conv1d.bias", 1, CD, true)
+			}
+			add(p, "ssm_a", 1, H, true)
+			add(p, "ssm_d", 1, H, true)
+			add(p, "ssm_dt.bias", 1, H, true)
+			add(p, "ssm_norm.weight", 1, I, true)
+			add(p, "ssm_out.weight", c.Hidden, I, false)
+		case MixerAttention:
+			add(p, "attn_q.weight", c.QRow(), c.Hidden, false)
+			add(p, "attn_k.weight", c.KVRow(), c.Hidden, false)
+			add(p, "attn_v.weight", c.KVRow(), c.Hidden, false)
+			add(p, "attn_output.weight", c.Hidden, c.QRow(), false)
+		}
+		switch kind.FFN {
+		case FFNReLU2:
+			add(p, "ffn_up.weight", c.Intermediate, c.Hidden, false)
+		case FFNSwiGLU:
+			add(p, "ffn_gate.weight", c.Intermediate, c.Hidden, false)
+			add(p, "ffn_up.weight", c.Intermediate, c.Hidden, false)
+		}
+		if kind.FFN == FFNReLU2 || kind.FFN == FFNSwiGLU {
+			add(p, "ffn_down.weight", c.Hidden, c.Intermediate, false)
+		}
+	}
+	return out
+}

@@ -152,6 +152,9 @@ func planCPU(in Input) (Report, error) {
 	if graphMax < 0 {
 		graphMax = budget.GraphMaxBatch(float64(in.DeviceBytes)/budget.MiB, 1)
 	}
+	if c.Hybrid != nil {
+		graphMax = 0 // hybrid Mamba-2 models decode eagerly (model.ErrNoCapture)
+	}
 	b.GraphBuckets = DecodeBuckets(graphMax, in.MaxRunning)
 	var graphRow *ledger.Usage
 	if len(b.GraphBuckets) > 0 {

@@ -41,6 +41,16 @@ func WeightTensors(c model.Config, matrix MatrixBytes) ([]Tensor, error) {
 			return nil, err
 		}
 	}
+	if c.Hybrid != nil {
+		for _, w := range model.HybridWeightAllocs(c) {
+			if w.F32 {
+				vec(w.Name, w.Rows*w.Cols)
+			} else if err := mat(w.Name); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
 	for i := range c.Layers {
 		p := fmt.Sprintf("blk.%d.", i)
 		vec(p+"attn_norm.weight", c.Hidden)
@@ -76,6 +86,11 @@ func DenseMatrices(c model.Config, elemBytes float64) MatrixBytes {
 		"token_embd.weight": v * h, "output.weight": v * h,
 		"attn_q.weight": q * h, "attn_k.weight": kv * h, "attn_v.weight": kv * h, "attn_output.weight": h * q,
 		"ffn_gate.weight": i * h, "ffn_up.weight": i * h, "ffn_down.weight": h * i,
+	}
+	if hy := c.Hybrid; hy != nil {
+		s := hy.Mamba
+		in, cd, heads := int64(s.Inner()), int64(s.ConvDim()), int64(s.Heads)
+		shapes["ssm_in.weight"], shapes["ssm_out.weight"] = (in+cd+heads)*h, h*in
 	}
 	return func(name string) (int64, bool) {
 		if i := strings.LastIndexByte(strings.TrimSuffix(name, ".weight"), '.'); i >= 0 {

@@ -15,9 +15,9 @@ import (
 type hybridLayer struct {
 	norm, ffnNorm device.Weight // ffnNorm: Granite's post-mixer norm
 	// Mamba-2: in_proj as three row views (z, xBC, dt) of ssmIn.
-	ssmIn, inZ, inXBC, inDt          device.Weight
+	ssmIn, inZ, inXBC, inDt           device.Weight
 	convW, convB, a, d, dtBias, gNorm device.Weight
-	ssmOut                           device.Weight
+	ssmOut                            device.Weight
 	// attention
 	wq, wk, wv, wo device.Weight
 	// MLP (SwiGLU gate and up may be row views of gateUp, HF Granite's

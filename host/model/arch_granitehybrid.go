@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/kvhost/kvhost/host/model/hf"
 	kcpu "github.com/kvhost/kvhost/kernels/cpu"
 )
 
@@ -52,7 +53,7 @@ type graniteHybridJSON struct {
 // graniteHybridFromHF is Granite-4.0-H's Config from config.json's bytes.
 func graniteHybridFromHF(raw []byte, path string) (Config, error) {
 	var j graniteHybridJSON
-	if err := json.Unmarshal(pyJSON(raw), &j); err != nil {
+	if err := json.Unmarshal(hf.PythonJSON(raw), &j); err != nil {
 		return Config{}, fmt.Errorf("model: %s: %w", path, err)
 	}
 	n := or(j.Layers, 32)
@@ -123,8 +124,8 @@ func graniteHybridFromHF(raw []byte, path string) (Config, error) {
 		RMSEps: float32(or(j.Eps, 1e-6)), Tied: or(j.Tied, false),
 	}
 	h := &Hybrid{Layers: layers, Mamba: m, NormGroup: nemotronNormGroup(m), ConvBias: or(j.ConvBias, true),
-		EmbedScale: float32(or(j.EmbedMult, 1)), ResidualScale: float32(or(j.ResidualMult, 1)),
-		AttnScale: float32(or(j.AttnMult, 1)), LogitScale: float32(or(j.LogitsScaling, 1))}
+		EmbedMult: float32(or(j.EmbedMult, 1)), ResidualScale: float32(or(j.ResidualMult, 1)),
+		AttnScale: float32(or(j.AttnMult, 1)), LogitDiv: float32(or(j.LogitsScaling, 1))}
 	ffn := FFNSwiGLU
 	c.Intermediate = or(j.Shared, 1024)
 	if e := or(j.Experts, 8); e > 0 {
@@ -134,7 +135,7 @@ func graniteHybridFromHF(raw []byte, path string) (Config, error) {
 	for i := range h.Layers {
 		h.Layers[i].FFN = ffn
 	}
-	c.Hybrid = h
+	c.Ext = h
 	if err := c.Validate(); err != nil {
 		return Config{}, fmt.Errorf("%s: %w", path, err)
 	}

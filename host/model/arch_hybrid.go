@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/kvhost/kvhost/host/kv"
+	"github.com/kvhost/kvhost/host/model/hf"
 	kcpu "github.com/kvhost/kvhost/kernels/cpu"
 )
 
@@ -14,32 +15,32 @@ import (
 // beside a shared SwiGLU MLP), each with its own pre-norm and residual.
 // docs/architectures/mamba2-hybrids.md is the spec this follows.
 
-// Mixer is a hybrid layer's token mixer.
-type Mixer uint8
+// MixerKind is a hybrid layer's token mixer.
+type MixerKind uint8
 
 const (
-	MixerNone      Mixer = iota // Nemotron-H's MLP-only layers
+	MixerNone      MixerKind = iota // Nemotron-H's MLP-only layers
 	MixerMamba                  // Mamba-2 (Nemotron-H M, Granite "mamba")
 	MixerAttention              // GQA without rotary embeddings
 )
 
-// FFN is a hybrid layer's feed-forward block.
-type FFN uint8
+// FFNKind is a hybrid layer's feed-forward block.
+type FFNKind uint8
 
 const (
-	FFNNone   FFN = iota // Nemotron-H's mixer-only layers
+	FFNNone   FFNKind = iota // Nemotron-H's mixer-only layers
 	FFNReLU2             // down(relu(up(x))²) (Nemotron-H -)
 	FFNSwiGLU            // down(silu(gate(x))·up(x)) (Granite's shared_mlp)
 	FFNMoE               // Granite: experts (SwiGLU) plus the shared SwiGLU MLP
 )
 
-func (m Mixer) String() string { return [...]string{"none", "mamba", "attention"}[m] }
-func (f FFN) String() string   { return [...]string{"none", "relu2", "swiglu", "moe"}[f] }
+func (m MixerKind) String() string { return [...]string{"none", "mamba", "attention"}[m] }
+func (f FFNKind) String() string   { return [...]string{"none", "relu2", "swiglu", "moe"}[f] }
 
 // HybridLayer is one layer's parts.
 type HybridLayer struct {
-	Mixer Mixer `json:"mixer"`
-	FFN   FFN   `json:"ffn"`
+	Mixer MixerKind `json:"mixer"`
+	FFN   FFNKind `json:"ffn"`
 }
 
 // Hybrid is what a hybrid architecture adds to Config. Config's attention
@@ -60,14 +61,14 @@ type Hybrid struct {
 	// Granite's multipliers: the embedding is scaled by EmbedScale, each
 	// residual branch by ResidualScale, attention scores by AttnScale and
 	// the logits divided by LogitScale. Nemotron-H: 1, 1, head_dim^-½, 1.
-	EmbedScale    float32 `json:"embedding_multiplier"`
+	EmbedMult     float32 `json:"embedding_multiplier"`
 	ResidualScale float32 `json:"residual_multiplier"`
 	AttnScale     float32 `json:"attention_multiplier"`
-	LogitScale    float32 `json:"logits_scaling"`
+	LogitDiv      float32 `json:"logits_scaling"`
 }
 
 // Count is the number of layers with the given mixer.
-func (h *Hybrid) Count(m Mixer) int {
+func (h *Hybrid) Count(m MixerKind) int {
 	n := 0
 	for _, l := range h.Layers {
 		if l.Mixer == m {
@@ -78,7 +79,7 @@ func (h *Hybrid) Count(m Mixer) int {
 }
 
 // CountFFN is the number of layers with the given FFN.
-func (h *Hybrid) CountFFN(f FFN) int {
+func (h *Hybrid) CountFFN(f FFNKind) int {
 	n := 0
 	for _, l := range h.Layers {
 		if l.FFN == f {
@@ -88,9 +89,51 @@ func (h *Hybrid) CountFFN(f FFN) int {
 	return n
 }
 
-// validate names the first field that cannot describe a working hybrid
+var _ ArchParams = (*Hybrid)(nil)
+
+func init() {
+	for _, a := range []struct{ name, hf string }{{"nemotron_h", "NemotronHForCausalLM"}, {"granitehybrid", "GraniteMoeHybridForCausalLM"}} {
+		fromHF := nemotronHFromHF
+		if a.name == "granitehybrid" {
+			fromHF = graniteHybridFromHF
+		}
+		name := a.name
+		register(&Arch{
+			Name: name, HF: []string{a.hf},
+			FromGGUF: hybridFromGGUF,
+			FromHF:   func(_ hf.Config, raw []byte, path string) (Config, error) { return fromHF(raw, path) },
+			HFTensor: func(canon string) string { return hybridHFName(name, canon) },
+			ConfigJSON: func(c Config, out map[string]any) {
+				for k, v := range c.HybridHF() {
+					out[k] = v
+				}
+			},
+			Layers: hybridLayers, KVNeeds: hybridKVNeeds, Params: hybridParams,
+		})
+	}
+}
+
+// Hybrid is c's hybrid parameters, nil for another architecture.
+func (c Config) Hybrid() *Hybrid {
+	h, _ := c.Ext.(*Hybrid)
+	return h
+}
+
+// NoRope says the architecture rotates nothing: Config.Rope is unset and
+// not validated.
+func (h *Hybrid) NoRope() bool { return true }
+
+// EmbedScale and LogitScale are Granite's embedding multiplier and logits
+// divisor (1 for Nemotron-H), which the forward applies.
+func (h *Hybrid) EmbedScale() float32 { return h.EmbedMult }
+func (h *Hybrid) LogitScale() float32 { return 1 / h.LogitDiv }
+
+// Validate names the first field that cannot describe a working hybrid
 // model of c's shape.
-func (h *Hybrid) validate(c Config) error {
+func (h *Hybrid) Validate(c Config) error {
+	if !(c.RMSEps > 0 && c.RMSEps < 1) {
+		return fmt.Errorf("model: rms_norm_eps %v out of range (0, 1)", c.RMSEps)
+	}
 	if len(h.Layers) != c.Layers {
 		return fmt.Errorf("model: %s: %d layer kinds for num_layers %d", c.Arch, len(h.Layers), c.Layers)
 	}
@@ -127,7 +170,7 @@ func (h *Hybrid) validate(c Config) error {
 	for _, s := range []struct {
 		name string
 		v    float32
-	}{{"embedding_multiplier", h.EmbedScale}, {"residual_multiplier", h.ResidualScale}, {"attention_multiplier", h.AttnScale}, {"logits_scaling", h.LogitScale}} {
+	}{{"embedding_multiplier", h.EmbedMult}, {"residual_multiplier", h.ResidualScale}, {"attention_multiplier", h.AttnScale}, {"logits_scaling", h.LogitDiv}} {
 		if !(s.v > 0) || math.IsInf(float64(s.v), 0) {
 			return fmt.Errorf("model: %s: %s = %v must be positive and finite", c.Arch, s.name, s.v)
 		}
@@ -138,9 +181,9 @@ func (h *Hybrid) validate(c Config) error {
 // hybridKVNeeds is what each layer of a hybrid model keeps: attention
 // layers K and V rows, Mamba layers a request slot of state, MLP-only
 // layers nothing.
-func (c Config) hybridKVNeeds() []kv.LayerNeed {
+func hybridKVNeeds(c Config) []kv.LayerNeed {
 	out := make([]kv.LayerNeed, c.Layers)
-	for i, l := range c.Hybrid.Layers {
+	for i, l := range c.Hybrid().Layers {
 		switch l.Mixer {
 		case MixerAttention:
 			out[i] = kv.LayerNeed{KVHeads: c.KVHeads, HeadDim: c.HeadDim, VHeadDim: c.HeadDim}
@@ -152,8 +195,8 @@ func (c Config) hybridKVNeeds() []kv.LayerNeed {
 }
 
 // hybridParams counts a hybrid model's parameters.
-func (c Config) hybridParams() int64 {
-	h := c.Hybrid
+func hybridParams(c Config) int64 {
+	h := c.Hybrid()
 	hid, q, kvr, ff := int64(c.Hidden), int64(c.QRow()), int64(c.KVRow()), int64(c.Intermediate)
 	s := h.Mamba
 	in, cd, H := int64(s.Inner()), int64(s.ConvDim()), int64(s.Heads)
@@ -187,7 +230,7 @@ func (c Config) hybridParams() int64 {
 // a GGUF header implies): the configurator's input, which
 // ConfigFromHFJSON reads back to c.
 func (c Config) HybridHF() map[string]any {
-	h := c.Hybrid
+	h := c.Hybrid()
 	s := h.Mamba
 	out := map[string]any{
 		"hidden_size": c.Hidden, "num_hidden_layers": c.Layers, "num_attention_heads": c.Heads,
@@ -202,7 +245,7 @@ func (c Config) HybridHF() map[string]any {
 	if c.Arch == "nemotron_h" {
 		pat := make([]byte, len(h.Layers))
 		for i, l := range h.Layers {
-			pat[i] = map[Mixer]byte{MixerMamba: 'M', MixerAttention: '*', MixerNone: '-'}[l.Mixer]
+			pat[i] = map[MixerKind]byte{MixerMamba: 'M', MixerAttention: '*', MixerNone: '-'}[l.Mixer]
 		}
 		for k, v := range map[string]any{
 			"architectures": []string{"NemotronHForCausalLM"}, "model_type": "nemotron_h",
@@ -216,14 +259,14 @@ func (c Config) HybridHF() map[string]any {
 	}
 	types := make([]string, len(h.Layers))
 	for i, l := range h.Layers {
-		types[i] = map[Mixer]string{MixerMamba: "mamba", MixerAttention: "attention"}[l.Mixer]
+		types[i] = map[MixerKind]string{MixerMamba: "mamba", MixerAttention: "attention"}[l.Mixer]
 	}
 	for k, v := range map[string]any{
 		"architectures": []string{"GraniteMoeHybridForCausalLM"}, "model_type": "granitemoehybrid",
 		"layer_types": types, "mamba_n_heads": s.Heads, "mamba_d_head": s.HeadDim, "mamba_d_state": s.State,
 		"mamba_n_groups": s.Groups, "mamba_d_conv": s.ConvKernel, "mamba_conv_bias": h.ConvBias, "rms_norm_eps": c.RMSEps,
-		"embedding_multiplier": h.EmbedScale, "residual_multiplier": h.ResidualScale, "attention_multiplier": h.AttnScale,
-		"logits_scaling": h.LogitScale, "num_local_experts": h.Experts, "num_experts_per_tok": h.ExpertsUsed,
+		"embedding_multiplier": h.EmbedMult, "residual_multiplier": h.ResidualScale, "attention_multiplier": h.AttnScale,
+		"logits_scaling": h.LogitDiv, "num_local_experts": h.Experts, "num_experts_per_tok": h.ExpertsUsed,
 		"intermediate_size": h.ExpertFF, "shared_intermediate_size": c.Intermediate,
 	} {
 		out[k] = v

@@ -4,13 +4,8 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/kvhost/kvhost/host/model/gguf"
 	kcpu "github.com/kvhost/kvhost/kernels/cpu"
 )
-
-// hybridGGUFArchs are the GGUF architectures of the hybrid Mamba-2 models
-// (llama.cpp's names; docs/architectures/mamba2-hybrids.md §2–§3).
-var hybridGGUFArchs = map[string]bool{"nemotron_h": true, "granitehybrid": true}
 
 // perLayer reads key as one value per layer: an array of n integers, or a
 // scalar that every layer shares (llama.cpp accepts both).
@@ -110,12 +105,12 @@ func hybridFromGGUF(g ggufMeta) (Config, error) {
 		return Config{}, fmt.Errorf("model: %s: %sssm.inner_size %d is not a multiple of %sssm.time_step_rank (the mamba heads) %d", path, a, inner, a, s.Heads)
 	}
 	s.HeadDim, s.DtMax = inner/s.Heads, float32(math.Inf(1)) // time_step_limit is not in GGUF: (0, inf)
-	h := &Hybrid{Mamba: s, NormGroup: nemotronNormGroup(s), EmbedScale: 1, ResidualScale: 1, LogitScale: 1,
+	h := &Hybrid{Mamba: s, NormGroup: nemotronNormGroup(s), EmbedMult: 1, ResidualScale: 1, LogitDiv: 1,
 		AttnScale: float32(1 / math.Sqrt(float64(c.HeadDim)))}
 	if _, _, err := g.f.Tensor("blk.0.ssm_conv1d.bias"); err == nil {
 		h.ConvBias = true
 	}
-	c.Hybrid = h
+	c.Ext = h
 	kvHeads := 0
 	for i := range c.Layers {
 		var l HybridLayer
@@ -164,7 +159,7 @@ func hybridFromGGUF(g ggufMeta) (Config, error) {
 // graniteGGUF reads Granite's multipliers and FFN shape: every layer has an
 // FFN — the shared SwiGLU MLP, plus experts when expert_count > 0.
 func graniteGGUF(g ggufMeta, c *Config, ff []int) error {
-	a, h := g.arch+".", c.Hybrid
+	a, h := g.arch+".", c.Hybrid()
 	if g.boolean(a+"rope.scaling.finetuned", false) {
 		return fmt.Errorf("model: %s: %srope.scaling.finetuned is true: a Granite hybrid with rotary embeddings (Bamba) is not supported", g.f.Path, a)
 	}
@@ -172,7 +167,7 @@ func graniteGGUF(g ggufMeta, c *Config, ff []int) error {
 		dst *float32
 		key string
 		def float64
-	}{{&h.EmbedScale, "embedding_scale", 1}, {&h.ResidualScale, "residual_scale", 1}, {&h.LogitScale, "logit_scale", 1},
+	}{{&h.EmbedMult, "embedding_scale", 1}, {&h.ResidualScale, "residual_scale", 1}, {&h.LogitDiv, "logit_scale", 1},
 		{&h.AttnScale, "attention.scale", float64(h.AttnScale)}} {
 		v, err := g.float(a+m.key, m.def)
 		if err != nil {
@@ -206,9 +201,4 @@ func graniteGGUF(g ggufMeta, c *Config, ff []int) error {
 		h.Layers[i].FFN = ffn
 	}
 	return nil
-}
-
-// isHybridGGUF reports whether f's architecture is a hybrid Mamba-2 one.
-func isHybridGGUF(f *gguf.File) bool {
-	return hybridGGUFArchs[ggufMeta{f: f}.str("general.architecture")]
 }

@@ -25,17 +25,6 @@ type hybridLayer struct {
 	gateUp, gate, up, down device.Weight
 }
 
-// weights are the layer's allocations (row views excluded: they share
-// their matrix's).
-func (L *hybridLayer) weights() []device.Weight {
-	ws := []device.Weight{L.norm, L.ffnNorm, L.ssmIn, L.convW, L.convB, L.a, L.d, L.dtBias, L.gNorm, L.ssmOut,
-		L.wq, L.wk, L.wv, L.wo, L.down}
-	if L.gateUp.Ptr != 0 {
-		return append(ws, L.gateUp)
-	}
-	return append(ws, L.gate, L.up)
-}
-
 // rowView is rows [r0, r1) of w, sharing its memory (no copy).
 func rowView(w device.Weight, r0, r1 int) (device.Weight, error) {
 	rb, err := kcpu.DType(w.Type).RowBytes(w.Cols)
@@ -43,17 +32,6 @@ func rowView(w device.Weight, r0, r1 int) (device.Weight, error) {
 		return device.Weight{}, err
 	}
 	return device.Weight{Ptr: w.Ptr + device.Ptr(int64(r0)*int64(rb)), Type: w.Type, Rows: r1 - r0, Cols: w.Cols, Bytes: int64(r1-r0) * int64(rb)}, nil
-}
-
-// hybridHFSource names a hybrid checkpoint's tensors: canonical (GGUF)
-// names in, the architecture's Hugging Face names out.
-type hybridHFSource struct {
-	hfSource
-	arch string
-}
-
-func (s hybridHFSource) tensor(canon string) ([]byte, device.DType, []int, bool, error) {
-	return s.named(hybridHFName(s.arch, canon))
 }
 
 // hybridHFName maps a canonical tensor name to Nemotron-H's (backbone.*)
@@ -166,40 +144,68 @@ func (u *uploader) putF32(name string, v []float32, rows, cols int) (device.Weig
 	return u.put(name, b, device.Weight{Type: device.F32, Rows: rows, Cols: cols, Bytes: int64(len(b))})
 }
 
-// f32Weight loads a tensor of rows × cols values as F32 (the Mamba kernels
-// read conv weights and per-head vectors as f32); absent and not required
-// gives a zero Weight.
-func (u *uploader) f32Weight(name string, rows, cols int, required bool, f func([]float32)) (device.Weight, error) {
-	v, ok, err := u.f32Values(name, rows*cols, required)
+// f32 loads a tensor of rows × cols values in any shape as F32 (the Mamba
+// kernels read conv weights and per-head vectors as f32; GGUF keeps ssm_a
+// as {1, H}), after f when set; absent and not required gives a zero
+// Weight.
+func (b *Builder) f32(name string, rows, cols int, required bool, f func([]float32)) (device.Weight, error) {
+	b.tensors = append(b.tensors, TensorShape{Name: name, Rows: rows, Cols: cols, Vector: true})
+	if b.u == nil {
+		if !required {
+			return device.Weight{}, nil
+		}
+		return b.dryWeight(rows, cols), nil
+	}
+	v, ok, err := b.u.f32Values(name, rows*cols, required)
 	if err != nil || !ok {
 		return device.Weight{}, err
 	}
 	if f != nil {
 		f(v)
 	}
-	return u.putF32(name, v, rows, cols)
+	return b.u.putF32(name, v, rows, cols)
 }
 
-// buildHybrid uploads a hybrid model's layer weights.
-func (m *Model) buildHybrid(u *uploader) error {
-	c, h := m.Config, m.Config.Hybrid
+// hybridLayers loads a hybrid model's layers and returns their parts.
+func hybridLayers(b *Builder) ([]Layer, error) {
+	c, h := b.C, b.C.Hybrid()
 	s := h.Mamba
-	_, fromHF := u.src.(hybridHFSource)
+	fromHF := false
+	if b.u != nil {
+		_, fromHF = b.u.src.(hfSource)
+	}
+	if h.Count(MixerMamba) > 0 {
+		if _, ok := b.Kernels().(device.Mamba); !ok {
+			return nil, fmt.Errorf("model: %s needs the Mamba kernels, which the %s device lacks", c.Arch, b.m.dev.Info().Kind)
+		}
+	}
+	if _, ok := b.Kernels().(device.Elementwise); !ok {
+		return nil, fmt.Errorf("model: %s needs the elementwise kernels (squared ReLU, scaling), which the %s device lacks", c.Arch, b.m.dev.Info().Kind)
+	}
+	if h.Count(MixerAttention) > 0 {
+		b.AttnShape(c.AttnShape())
+	}
 	granite := c.Arch == "granitehybrid"
-	m.hy = make([]hybridLayer, c.Layers)
+	host := &hybridHost{}
+	out := make([]Layer, c.Layers)
 	var err error
 	mat := func(dst *device.Weight, name string, rows, cols int) {
 		if err == nil {
-			*dst, err = u.matrix(name, rows, cols, true)
+			*dst, err = b.Matrix(name, rows, cols)
 		}
 	}
 	vec := func(dst *device.Weight, name string, n int) {
 		if err == nil {
-			*dst, err = u.vector(name, n, true)
+			*dst, err = b.Vector(name, n)
+		}
+	}
+	view := func(dst *device.Weight, w device.Weight, r0, r1 int) {
+		if err == nil {
+			*dst, err = rowView(w, r0, r1)
 		}
 	}
 	for i, kind := range h.Layers {
-		L, p := &m.hy[i], fmt.Sprintf("blk.%d.", i)
+		L, p := &hybridLayer{}, fmt.Sprintf("blk.%d.", i)
 		vec(&L.norm, p+"attn_norm.weight", c.Hidden)
 		if granite {
 			vec(&L.ffnNorm, p+"ffn_norm.weight", c.Hidden)
@@ -208,16 +214,12 @@ func (m *Model) buildHybrid(u *uploader) error {
 		case MixerMamba:
 			I, CD, H := s.Inner(), s.ConvDim(), s.Heads
 			mat(&L.ssmIn, p+"ssm_in.weight", I+CD+H, c.Hidden)
-			if err == nil {
-				if L.inZ, err = rowView(L.ssmIn, 0, I); err == nil {
-					if L.inXBC, err = rowView(L.ssmIn, I, I+CD); err == nil {
-						L.inDt, err = rowView(L.ssmIn, I+CD, I+CD+H)
-					}
-				}
-			}
+			view(&L.inZ, L.ssmIn, 0, I)
+			view(&L.inXBC, L.ssmIn, I, I+CD)
+			view(&L.inDt, L.ssmIn, I+CD, I+CD+H)
 			f32 := func(dst *device.Weight, name string, rows, cols int, need bool, f func([]float32)) {
 				if err == nil {
-					*dst, err = u.f32Weight(p+name, rows, cols, need, f)
+					*dst, err = b.f32(p+name, rows, cols, need, f)
 				}
 			}
 			f32(&L.convW, "ssm_conv1d.weight", CD, s.ConvKernel, true, nil)
@@ -235,11 +237,13 @@ func (m *Model) buildHybrid(u *uploader) error {
 			f32(&L.dtBias, "ssm_dt.bias", 1, H, true, nil)
 			f32(&L.gNorm, "ssm_norm.weight", 1, I, true, nil)
 			mat(&L.ssmOut, p+"ssm_out.weight", c.Hidden, I)
+			out[i].Mixer = &mambaPart{w: L, h: h, host: host}
 		case MixerAttention:
 			mat(&L.wq, p+"attn_q.weight", c.QRow(), c.Hidden)
 			mat(&L.wk, p+"attn_k.weight", c.KVRow(), c.Hidden)
 			mat(&L.wv, p+"attn_v.weight", c.KVRow(), c.Hidden)
 			mat(&L.wo, p+"attn_output.weight", c.Hidden, c.QRow())
+			out[i].Mixer = &hybridAttention{w: L, h: h}
 		}
 		switch kind.FFN {
 		case FFNReLU2:
@@ -248,11 +252,8 @@ func (m *Model) buildHybrid(u *uploader) error {
 		case FFNSwiGLU:
 			if fromHF {
 				mat(&L.gateUp, p+"ffn_gate_up.weight", 2*c.Intermediate, c.Hidden)
-				if err == nil {
-					if L.gate, err = rowView(L.gateUp, 0, c.Intermediate); err == nil {
-						L.up, err = rowView(L.gateUp, c.Intermediate, 2*c.Intermediate)
-					}
-				}
+				view(&L.gate, L.gateUp, 0, c.Intermediate)
+				view(&L.up, L.gateUp, c.Intermediate, 2*c.Intermediate)
 			} else {
 				mat(&L.gate, p+"ffn_gate.weight", c.Intermediate, c.Hidden)
 				mat(&L.up, p+"ffn_up.weight", c.Intermediate, c.Hidden)
@@ -261,28 +262,18 @@ func (m *Model) buildHybrid(u *uploader) error {
 		case FFNMoE:
 			err = fmt.Errorf("model: %s layer %d: mixture-of-experts FFNs (Granite-4.0-H tiny/small) are not served yet; the dense Granite-4.0-H (num_local_experts 0) is", c.Arch, i)
 		}
+		if kind.FFN != FFNNone {
+			norm := L.ffnNorm
+			if kind.Mixer == MixerNone {
+				norm = L.norm // Nemotron-H: one norm per layer
+			}
+			out[i].FFN = &hybridFFN{w: L, h: h, kind: kind.FFN, norm: norm}
+		}
 		if err != nil {
-			return err
+			return nil, err
 		}
 	}
-	if h.Count(MixerMamba) > 0 {
-		if _, ok := m.k.(device.Mamba); !ok {
-			return fmt.Errorf("model: %s needs the Mamba kernels, which the %s device lacks", c.Arch, m.dev.Info().Kind)
-		}
-	}
-	if _, ok := m.k.(device.Elementwise); !ok {
-		return fmt.Errorf("model: %s needs the elementwise kernels (squared ReLU, scaling), which the %s device lacks", c.Arch, m.dev.Info().Kind)
-	}
-	return nil
-}
-
-// hybridWeights lists every allocation of the hybrid layers.
-func (m *Model) hybridWeights() []device.Weight {
-	var out []device.Weight
-	for i := range m.hy {
-		out = append(out, m.hy[i].weights()...)
-	}
-	return out
+	return out, nil
 }
 
 // WeightAlloc is one weight allocation the loader makes: a matrix kept as
@@ -293,12 +284,12 @@ type WeightAlloc struct {
 	F32        bool
 }
 
-// HybridWeightAllocs lists the layer allocations buildHybrid makes for c,
+// HybridWeightAllocs lists the layer allocations hybridLayers makes for c,
 // in its order, by canonical (GGUF) name: what host/plan sizes the weights
 // phase by (HF Granite's fused gate/up is listed as its two halves, the
 // same bytes).
 func HybridWeightAllocs(c Config) []WeightAlloc {
-	h := c.Hybrid
+	h := c.Hybrid()
 	s := h.Mamba
 	var out []WeightAlloc
 	add := func(p, name string, rows, cols int, f32 bool) {

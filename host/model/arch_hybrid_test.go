@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/kvhost/kvhost/host/model/gguf"
+	"github.com/kvhost/kvhost/host/model/hf"
 )
 
 // TestNemotronH8BConfig reads the published Nemotron-H-8B config.json
@@ -19,11 +20,11 @@ func TestNemotronH8BConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := ConfigFromHFJSON(raw, "nemotron-h-8b.json")
+	c, err := ConfigFromHF(raw, "nemotron-h-8b.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := c.Hybrid
+	h := c.Hybrid()
 	got := []int{c.Layers, h.Count(MixerMamba), h.Count(MixerAttention), h.CountFFN(FFNReLU2), h.Mamba.Heads, h.Mamba.HeadDim,
 		h.Mamba.Groups, h.Mamba.State, h.Mamba.ConvKernel, h.NormGroup, c.HeadDim, c.KVHeads, c.Intermediate}
 	want := []int{52, 24, 4, 24, 128, 64, 8, 128, 4, 1024, 128, 8, 21504}
@@ -59,12 +60,12 @@ func TestHybridConfigRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		back, err := ConfigFromHFJSON(raw, "config.json")
+		back, err := ConfigFromHF(raw, "config.json")
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !reflect.DeepEqual(c, back) {
-			t.Fatalf("%s: GGUF %+v (%+v)\nHF   %+v (%+v)", arch, c, *c.Hybrid, back, *back.Hybrid)
+			t.Fatalf("%s: GGUF %+v (%+v)\nHF   %+v (%+v)", arch, c, *c.Hybrid(), back, *back.Hybrid())
 		}
 	}
 }
@@ -81,15 +82,15 @@ func TestTimeStepLimitSpellings(t *testing.T) {
 		{`[0.0, Infinity]`, 0, math.Inf(1)}, {`[0.0, "Infinity"]`, 0, math.Inf(1)},
 		{`[0.0, {"__float__": "Infinity"}]`, 0, math.Inf(1)}, {`[0.001, 0.1]`, 0.001, 0.1}, {`[-Infinity, 100]`, 0, 100},
 	} {
-		c, err := ConfigFromHFJSON([]byte(base+tc.lim+"}"), "config.json")
+		c, err := ConfigFromHF([]byte(base+tc.lim+"}"), "config.json")
 		if err != nil {
 			t.Fatalf("%s: %v", tc.lim, err)
 		}
-		if s := c.Hybrid.Mamba; s.DtMin != float32(tc.min) || s.DtMax != float32(tc.max) {
+		if s := c.Hybrid().Mamba; s.DtMin != float32(tc.min) || s.DtMax != float32(tc.max) {
 			t.Fatalf("%s: dt limit [%v, %v], want [%v, %v]", tc.lim, s.DtMin, s.DtMax, tc.min, tc.max)
 		}
 	}
-	if got := string(pyJSON([]byte(`{"a":"NaN and Infinity","b":[NaN]}`))); got != `{"a":"NaN and Infinity","b":["NaN"]}` {
+	if got := string(hf.PythonJSON([]byte(`{"a":"NaN and Infinity","b":[NaN]}`))); got != `{"a":"NaN and Infinity","b":["NaN"]}` {
 		t.Fatalf("pyJSON: %s", got)
 	}
 }
@@ -134,7 +135,7 @@ func TestHybridConfigErrors(t *testing.T) {
 		{"granite experts", with(with(gra, "num_local_experts", 4), "num_experts_per_tok", 5), "num_experts_per_tok 5 is out of range [1, 4]"},
 	} {
 		raw, _ := json.Marshal(tc.cfg)
-		_, err := ConfigFromHFJSON(raw, "config.json")
+		_, err := ConfigFromHF(raw, "config.json")
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want it to say %q", tc.name, err, tc.want)
 		}

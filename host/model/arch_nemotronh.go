@@ -1,12 +1,12 @@
 package model
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
 
+	"github.com/kvhost/kvhost/host/model/hf"
 	kcpu "github.com/kvhost/kvhost/kernels/cpu"
 )
 
@@ -70,7 +70,8 @@ func firstOf[T any](ps ...*T) *T {
 
 // limits is a time_step_limit pair. Python's json writes infinity as the
 // bare token Infinity, transformers 5 as {"__float__": "Infinity"}, others
-// as the string "Infinity" (pyJSON makes the bare token a string first).
+// as the string "Infinity" (hf.PythonJSON makes the bare token a string
+// first).
 type limits [2]float64
 
 func (l *limits) UnmarshalJSON(b []byte) error {
@@ -116,50 +117,6 @@ func pyFloat(r json.RawMessage) (float64, error) {
 		return 0, fmt.Errorf("want a number, got %q", s)
 	}
 	return v, nil
-}
-
-// pyJSON quotes the bare Infinity, -Infinity and NaN tokens Python's json
-// module writes outside strings, so encoding/json can parse the file.
-func pyJSON(b []byte) []byte {
-	if !bytes.Contains(b, []byte("Infinity")) && !bytes.Contains(b, []byte("NaN")) {
-		return b
-	}
-	out := make([]byte, 0, len(b)+16)
-	inStr, esc := false, false
-	for i := 0; i < len(b); i++ {
-		c := b[i]
-		if inStr {
-			out = append(out, c)
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-			}
-			continue
-		}
-		if c == '"' {
-			inStr = true
-			out = append(out, c)
-			continue
-		}
-		for _, tok := range []string{"-Infinity", "Infinity", "NaN"} {
-			if bytes.HasPrefix(b[i:], []byte(tok)) {
-				out = append(out, '"')
-				out = append(out, tok...)
-				out = append(out, '"')
-				i += len(tok) - 1
-				c = 0
-				break
-			}
-		}
-		if c != 0 {
-			out = append(out, c)
-		}
-	}
-	return out
 }
 
 // nemotronHLayers parses the layer kinds: the pattern string (M, *, -, E)
@@ -209,7 +166,7 @@ func nemotronHLayers(pattern *string, types []string) ([]HybridLayer, error) {
 // nemotronHFromHF is Nemotron-H's Config from config.json's bytes.
 func nemotronHFromHF(raw []byte, path string) (Config, error) {
 	var j nemotronHJSON
-	if err := json.Unmarshal(pyJSON(raw), &j); err != nil {
+	if err := json.Unmarshal(hf.PythonJSON(raw), &j); err != nil {
 		return Config{}, fmt.Errorf("model: %s: %w", path, err)
 	}
 	layers, err := nemotronHLayers(j.Pattern, j.BlockTypes)
@@ -245,8 +202,8 @@ func nemotronHFromHF(raw []byte, path string) (Config, error) {
 	m := kcpu.Mamba2{Heads: or(j.MambaHeads, 128), HeadDim: or(j.MambaHeadDim, 64), Groups: groups,
 		State: or(j.State, 128), ConvKernel: or(firstOf(j.ConvKernel, j.ConvLegacy), 4),
 		DtMin: float32(max(lim[0], 0)), DtMax: float32(lim[1])}
-	c.Hybrid = &Hybrid{Layers: layers, Mamba: m, ConvBias: or(firstOf(j.ConvBias, j.ConvBiasLegacy), true),
-		NormGroup: nemotronNormGroup(m), EmbedScale: 1, ResidualScale: 1, LogitScale: 1,
+	c.Ext = &Hybrid{Layers: layers, Mamba: m, ConvBias: or(firstOf(j.ConvBias, j.ConvBiasLegacy), true),
+		NormGroup: nemotronNormGroup(m), EmbedMult: 1, ResidualScale: 1, LogitDiv: 1,
 		AttnScale: float32(1 / math.Sqrt(float64(c.HeadDim)))}
 	if err := c.Validate(); err != nil {
 		return Config{}, fmt.Errorf("%s: %w", path, err)

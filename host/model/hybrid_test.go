@@ -358,9 +358,9 @@ func newRefHybrid(t *testing.T, path string, c Config) *refHybrid {
 		}
 		return m
 	}
-	h := c.Hybrid
+	h := c.Hybrid()
 	r := &refHybrid{c: c, emb: mat("token_embd.weight", c.Vocab), out: mat("output.weight", c.Vocab), outNorm: vals("output_norm.weight"),
-		embScale: float64(h.EmbedScale), res: float64(h.ResidualScale)}
+		embScale: float64(h.EmbedMult), res: float64(h.ResidualScale)}
 	s := h.Mamba
 	for i, kind := range h.Layers {
 		p := "blk." + strconv.Itoa(i) + "."
@@ -418,7 +418,7 @@ func (r *refHybrid) step(tok int32) []float64 {
 			x[i] += r.res * d[i]
 		}
 	}
-	for li, kind := range c.Hybrid.Layers {
+	for li, kind := range c.Hybrid().Layers {
 		L := &r.layers[li]
 		switch kind.Mixer {
 		case MixerMamba:
@@ -449,7 +449,7 @@ func (r *refHybrid) step(tok int32) []float64 {
 	}
 	logits := mambaref.MatVec(r.out, refRMSNorm(x, r.outNorm, eps))
 	for i := range logits {
-		logits[i] /= float64(c.Hybrid.LogitScale)
+		logits[i] /= float64(c.Hybrid().LogitDiv)
 	}
 	return logits
 }
@@ -471,7 +471,7 @@ func (r *refHybrid) attention(L *refLayer, hn []float64) []float64 {
 			for d := range hd {
 				s += q[h*hd+d] * kj[kvh*hd+d]
 			}
-			scores[j] = s * float64(c.Hybrid.AttnScale)
+			scores[j] = s * float64(c.Hybrid().AttnScale)
 			top = math.Max(top, scores[j])
 		}
 		sum := 0.0

@@ -41,7 +41,7 @@ func WeightTensors(c model.Config, matrix MatrixBytes) ([]Tensor, error) {
 			return nil, err
 		}
 	}
-	if c.Hybrid != nil {
+	if c.Hybrid() != nil {
 		for _, w := range model.HybridWeightAllocs(c) {
 			if w.F32 {
 				vec(w.Name, w.Rows*w.Cols)
@@ -87,7 +87,7 @@ func DenseMatrices(c model.Config, elemBytes float64) MatrixBytes {
 		"attn_q.weight": q * h, "attn_k.weight": kv * h, "attn_v.weight": kv * h, "attn_output.weight": h * q,
 		"ffn_gate.weight": i * h, "ffn_up.weight": i * h, "ffn_down.weight": h * i,
 	}
-	if hy := c.Hybrid; hy != nil {
+	if hy := c.Hybrid(); hy != nil {
 		s := hy.Mamba
 		in, cd, heads := int64(s.Inner()), int64(s.ConvDim()), int64(s.Heads)
 		shapes["ssm_in.weight"], shapes["ssm_out.weight"] = (in+cd+heads)*h, h*in

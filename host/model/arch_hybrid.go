@@ -20,8 +20,8 @@ type MixerKind uint8
 
 const (
 	MixerNone      MixerKind = iota // Nemotron-H's MLP-only layers
-	MixerMamba                  // Mamba-2 (Nemotron-H M, Granite "mamba")
-	MixerAttention              // GQA without rotary embeddings
+	MixerMamba                      // Mamba-2 (Nemotron-H M, Granite "mamba")
+	MixerAttention                  // GQA without rotary embeddings
 )
 
 // FFNKind is a hybrid layer's feed-forward block.
@@ -29,9 +29,9 @@ type FFNKind uint8
 
 const (
 	FFNNone   FFNKind = iota // Nemotron-H's mixer-only layers
-	FFNReLU2             // down(relu(up(x))²) (Nemotron-H -)
-	FFNSwiGLU            // down(silu(gate(x))·up(x)) (Granite's shared_mlp)
-	FFNMoE               // Granite: experts (SwiGLU) plus the shared SwiGLU MLP
+	FFNReLU2                 // down(relu(up(x))²) (Nemotron-H -)
+	FFNSwiGLU                // down(silu(gate(x))·up(x)) (Granite's shared_mlp)
+	FFNMoE                   // Granite: experts (SwiGLU) plus the shared SwiGLU MLP
 )
 
 func (m MixerKind) String() string { return [...]string{"none", "mamba", "attention"}[m] }
@@ -40,7 +40,7 @@ func (f FFNKind) String() string   { return [...]string{"none", "relu2", "swiglu
 // HybridLayer is one layer's parts.
 type HybridLayer struct {
 	Mixer MixerKind `json:"mixer"`
-	FFN   FFNKind `json:"ffn"`
+	FFN   FFNKind   `json:"ffn"`
 }
 
 // Hybrid is what a hybrid architecture adds to Config. Config's attention

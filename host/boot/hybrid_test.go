@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/kvhost/kvhost/host/ledger"
@@ -13,9 +14,13 @@ import (
 
 func writeHybridModel(t testing.TB, arch, size string) string {
 	t.Helper()
-	spec, err := synth.HybridPreset(arch, size, "f32")
+	base, moe := strings.CutSuffix(arch, "-moe")
+	spec, err := synth.HybridPreset(base, size, "f32")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if moe {
+		spec.Experts, spec.ExpertsUsed, spec.ExpertFF = 4, 2, spec.FF/2
 	}
 	path := filepath.Join(t.TempDir(), arch+"-"+size+".gguf")
 	f, err := os.Create(path)
@@ -36,7 +41,7 @@ func writeHybridModel(t testing.TB, arch, size string) string {
 // the mamba configurator) every phase, allocator and pool figure plan
 // predicts equals what serve measures.
 func TestHybridPlanMatchesServe(t *testing.T) {
-	for _, arch := range []string{"nemotron_h", "granitehybrid"} {
+	for _, arch := range []string{"nemotron_h", "granitehybrid", "granitehybrid-moe"} {
 		t.Run(arch, func(t *testing.T) {
 			cfg := baseConfig(writeHybridModel(t, arch, "tiny"), 192<<20)
 			cfg.GraphMaxBS = -1 // asked for; hybrids decode eagerly

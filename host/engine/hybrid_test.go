@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,9 +26,13 @@ import (
 // KV pages of 16 tokens for its attention layers.
 func hybridEngine(t *testing.T, arch string, slots, pages int, cfg Config) *Engine {
 	t.Helper()
-	spec, err := synth.HybridPreset(arch, "tiny", "f32")
+	base, moe := strings.CutSuffix(arch, "-moe")
+	spec, err := synth.HybridPreset(base, "tiny", "f32")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if moe {
+		spec.Experts, spec.ExpertsUsed, spec.ExpertFF = 4, 2, spec.FF/2
 	}
 	var buf bytes.Buffer
 	if err := synth.WriteHybrid(&buf, spec); err != nil {
@@ -90,7 +95,7 @@ func hybridEngine(t *testing.T, arch string, slots, pages int, cfg Config) *Engi
 // requests recompute their state from the prompt; every slot and page
 // comes back when the requests end.
 func TestHybridServing(t *testing.T) {
-	for _, arch := range []string{"nemotron_h", "granitehybrid"} {
+	for _, arch := range []string{"nemotron_h", "granitehybrid", "granitehybrid-moe"} {
 		t.Run(arch, func(t *testing.T) {
 			// 6 pages of 16 tokens: not enough for the batch below at once.
 			e := hybridEngine(t, arch, 12, 6, Config{MaxRunning: 8, MaxQueue: 32, ChunkedPrefill: 7})

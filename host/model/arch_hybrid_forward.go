@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/kvhost/kvhost/host/device"
+	kcpu "github.com/kvhost/kvhost/kernels/cpu"
 )
 
 // The hybrid models' layer parts (arch_hybrid.go): the Mamba-2 mixer,
@@ -200,6 +201,13 @@ func (f *hybridFFN) Forward(s *Step, x, hb device.Buf) error {
 	if err := k.RMSNorm(hb, x, f.norm, rows, c.Hidden, c.RMSEps); err != nil {
 		return err
 	}
+	var moe moeOut
+	if f.kind == FFNMoE {
+		var err error
+		if moe, err = f.experts(s, hb); err != nil {
+			return err
+		}
+	}
 	u, err := s.Buf(rows * c.Intermediate)
 	if err != nil {
 		return err
@@ -212,7 +220,7 @@ func (f *hybridFFN) Forward(s *Step, x, hb device.Buf) error {
 		if err := k.(device.Elementwise).ReLUSquare(u, u); err != nil {
 			return err
 		}
-	case FFNSwiGLU:
+	case FFNSwiGLU, FFNMoE:
 		g, err := s.Buf(rows * c.Intermediate)
 		if err != nil {
 			return err
@@ -231,7 +239,103 @@ func (f *hybridFFN) Forward(s *Step, x, hb device.Buf) error {
 		return err
 	}
 	s.Free(u)
+	if f.kind == FFNMoE { // MoE(v) + shared_mlp(v)
+		if err := k.(device.Experts).ScatterAdd(hb, moe.y, c.Hidden, moe.g, rows, true); err != nil {
+			return err
+		}
+		for _, b := range moe.bufs {
+			s.Free(b)
+		}
+	}
 	return residual(s, f.h, x, hb)
+}
+
+// moeOut is the experts' output awaiting the scatter: y, one row per
+// (token, choice) grouped by expert, the groups, and the activations
+// holding them.
+type moeOut struct {
+	y    device.Buf
+	g    device.ExpertGroups
+	bufs [5]device.Buf
+}
+
+func span(b device.Buf) device.Span { return device.Span{Ptr: b.Ptr, Bytes: 4 * int64(b.N)} }
+
+// experts routes the normed rows hn (Granite: top-k on the router's
+// logits, softmax over the k chosen; llama.cpp's softmax gating with the
+// weights renormalised is the same) and runs each expert's SwiGLU over its
+// rows, grouped so each expert's weights are read once.
+func (f *hybridFFN) experts(s *Step, hn device.Buf) (moeOut, error) {
+	k, rows, c, L, h := s.K, s.Rows, s.C, f.w, f.h
+	ek := k.(device.Experts)
+	E, K, ff := h.Experts, h.ExpertsUsed, h.ExpertFF
+	var out moeOut
+	for i, n := range [...]int{E + 1, rows * K, rows * K, rows * K, rows * K * c.Hidden} {
+		b, err := s.Buf(n)
+		if err != nil {
+			return moeOut{}, err
+		}
+		out.bufs[i] = b
+	}
+	b := out.bufs
+	out.g = device.ExpertGroups{Experts: E, K: K, Offsets: span(b[0]), Tokens: span(b[1]), Slots: span(b[2]), Weights: b[3]}
+	out.y = b[4]
+	logits, err := s.Buf(rows * E)
+	if err != nil {
+		return moeOut{}, err
+	}
+	ids, err := s.Buf(rows * K)
+	if err != nil {
+		return moeOut{}, err
+	}
+	wts, err := s.Buf(rows * K)
+	if err != nil {
+		return moeOut{}, err
+	}
+	if err := k.MatMul(logits, hn, rows, L.router); err != nil {
+		return moeOut{}, err
+	}
+	r := device.Router{Experts: E, TopK: K, Scoring: kcpu.ScoreSoftmaxTopK}
+	if err := ek.RouteExperts(r, logits, rows, device.Weight{}, span(ids), wts); err != nil {
+		return moeOut{}, err
+	}
+	if err := ek.GroupExperts(span(ids), wts, rows, out.g); err != nil {
+		return moeOut{}, err
+	}
+	s.Free(wts)
+	s.Free(ids)
+	s.Free(logits)
+	xg, err := s.Buf(rows * K * c.Hidden)
+	if err != nil {
+		return moeOut{}, err
+	}
+	if err := ek.GatherRowsAt(xg, hn, c.Hidden, out.g.Tokens, rows*K); err != nil {
+		return moeOut{}, err
+	}
+	gate, err := s.Buf(rows * K * ff)
+	if err != nil {
+		return moeOut{}, err
+	}
+	up, err := s.Buf(rows * K * ff)
+	if err != nil {
+		return moeOut{}, err
+	}
+	if err := ek.ExpertMatMul(gate, xg, rows, L.gateExps, out.g); err != nil {
+		return moeOut{}, err
+	}
+	if err := ek.ExpertMatMul(up, xg, rows, L.upExps, out.g); err != nil {
+		return moeOut{}, err
+	}
+	if err := k.SiLUMul(gate, gate, up); err != nil {
+		return moeOut{}, err
+	}
+	s.Free(up)
+	if err := ek.ExpertMatMul(out.y, gate, rows, L.downExps, out.g); err != nil {
+		return moeOut{}, err
+	}
+	s.Free(gate)
+	s.Free(xg)
+	return out, nil
 }
 
 // embedScaler and logitScaler are optional Config.Ext capabilities: an

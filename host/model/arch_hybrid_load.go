@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"os"
 	"strings"
 
 	"github.com/kvhost/kvhost/host/device"
@@ -21,8 +22,11 @@ type hybridLayer struct {
 	// attention
 	wq, wk, wv, wo device.Weight
 	// MLP (SwiGLU gate and up may be row views of gateUp, HF Granite's
-	// fused shared_mlp.input_linear)
+	// fused shared_mlp.input_linear); with experts it is the shared MLP
 	gateUp, gate, up, down device.Weight
+	// experts: the router [E, hidden] and the stacked expert matrices
+	// (E × ff rows of hidden for gate and up, E × hidden rows of ff for down)
+	router, gateExps, upExps, downExps device.Weight
 }
 
 // rowView is rows [r0, r1) of w, sharing its memory (no copy).
@@ -166,6 +170,40 @@ func (b *Builder) f32(name string, rows, cols int, required bool, f func([]float
 	return b.u.putF32(name, v, rows, cols)
 }
 
+// experts loads a GGUF {cols, rows, E} tensor of stacked expert matrices
+// as one matrix of E·rows rows (expert e's rows e·rows…), as stored.
+func (b *Builder) experts(name string, e, rows, cols int) (device.Weight, error) {
+	b.tensors = append(b.tensors, TensorShape{Name: name, Rows: e * rows, Cols: cols})
+	if b.u == nil {
+		return b.dryWeight(e*rows, cols), nil
+	}
+	src := b.u.src
+	b.u.src = stackedSource{src}
+	defer func() { b.u.src = src }()
+	return b.u.matrix(name, e*rows, cols, true)
+}
+
+// stackedSource reads a 3-D tensor {cols, rows, E} as the 2-D {cols,
+// rows·E} it is in memory, keeping the file-backed capability.
+type stackedSource struct{ tensorSource }
+
+var _ fileBacked = stackedSource{}
+
+func (s stackedSource) tensor(name string) ([]byte, device.DType, []int, bool, error) {
+	raw, typ, dims, ok, err := s.tensorSource.tensor(name)
+	if len(dims) == 3 {
+		dims = []int{dims[0], dims[1] * dims[2]}
+	}
+	return raw, typ, dims, ok, err
+}
+
+func (s stackedSource) fileRange(name string) (*os.File, int64, bool) {
+	if fb, ok := s.tensorSource.(fileBacked); ok {
+		return fb.fileRange(name)
+	}
+	return nil, 0, false
+}
+
 // hybridLayers loads a hybrid model's layers and returns their parts.
 func hybridLayers(b *Builder) ([]Layer, error) {
 	c, h := b.C, b.C.Hybrid()
@@ -260,7 +298,28 @@ func hybridLayers(b *Builder) ([]Layer, error) {
 			}
 			mat(&L.down, p+"ffn_down.weight", c.Hidden, c.Intermediate)
 		case FFNMoE:
-			err = fmt.Errorf("model: %s layer %d: mixture-of-experts FFNs (Granite-4.0-H tiny/small) are not served yet; the dense Granite-4.0-H (num_local_experts 0) is", c.Arch, i)
+			if fromHF {
+				err = fmt.Errorf("model: %s layer %d: the experts of a Hugging Face Granite MoE checkpoint (block_sparse_moe.input_linear, gate and up interleaved per expert) are not loaded yet; convert it to GGUF", c.Arch, i)
+				break
+			}
+			if _, ok := b.Kernels().(device.Experts); !ok {
+				err = fmt.Errorf("model: %s needs the mixture-of-experts kernels, which the %s device lacks", c.Arch, b.m.dev.Info().Kind)
+				break
+			}
+			E, ff := h.Experts, h.ExpertFF
+			mat(&L.router, p+"ffn_gate_inp.weight", E, c.Hidden)
+			if err == nil {
+				L.gateExps, err = b.experts(p+"ffn_gate_exps.weight", E, ff, c.Hidden)
+			}
+			if err == nil {
+				L.upExps, err = b.experts(p+"ffn_up_exps.weight", E, ff, c.Hidden)
+			}
+			if err == nil {
+				L.downExps, err = b.experts(p+"ffn_down_exps.weight", E, c.Hidden, ff)
+			}
+			mat(&L.gate, p+"ffn_gate_shexp.weight", c.Intermediate, c.Hidden)
+			mat(&L.up, p+"ffn_up_shexp.weight", c.Intermediate, c.Hidden)
+			mat(&L.down, p+"ffn_down_shexp.weight", c.Hidden, c.Intermediate)
 		}
 		if kind.FFN != FFNNone {
 			norm := L.ffnNorm
@@ -329,6 +388,15 @@ func HybridWeightAllocs(c Config) []WeightAlloc {
 		}
 		if kind.FFN == FFNReLU2 || kind.FFN == FFNSwiGLU {
 			add(p, "ffn_down.weight", c.Hidden, c.Intermediate, false)
+		}
+		if kind.FFN == FFNMoE {
+			add(p, "ffn_gate_inp.weight", h.Experts, c.Hidden, false)
+			add(p, "ffn_gate_exps.weight", h.Experts*h.ExpertFF, c.Hidden, false)
+			add(p, "ffn_up_exps.weight", h.Experts*h.ExpertFF, c.Hidden, false)
+			add(p, "ffn_down_exps.weight", h.Experts*c.Hidden, h.ExpertFF, false)
+			add(p, "ffn_gate_shexp.weight", c.Intermediate, c.Hidden, false)
+			add(p, "ffn_up_shexp.weight", c.Intermediate, c.Hidden, false)
+			add(p, "ffn_down_shexp.weight", c.Hidden, c.Intermediate, false)
 		}
 	}
 	return out

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,13 +21,19 @@ import (
 	"github.com/kvhost/kvhost/sdk"
 )
 
-var hybridArchs = []string{"nemotron_h", "granitehybrid"}
+// hybridArchs are the generated models the tests run: both
+// architectures, and Granite's MoE variant (4 experts, 2 per token).
+var hybridArchs = []string{"nemotron_h", "granitehybrid", "granitehybrid-moe"}
 
 func writeHybrid(t testing.TB, arch, size string) string {
 	t.Helper()
-	s, err := synth.HybridPreset(arch, size, "f32")
+	base, moe := strings.CutSuffix(arch, "-moe")
+	s, err := synth.HybridPreset(base, size, "f32")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if moe {
+		s.Experts, s.ExpertsUsed, s.ExpertFF = 4, 2, s.FF/2
 	}
 	path := filepath.Join(t.TempDir(), arch+"-"+size+".gguf")
 	f, err := os.Create(path)
@@ -325,6 +332,9 @@ type refLayer struct {
 	st             *mambaref.State
 	wq, wk, wv, wo [][]float64
 	gate, up, down [][]float64
+	router         [][]float64
+	gateE, upE     [][][]float64 // [expert][ff][hidden]
+	downE          [][][]float64 // [expert][hidden][ff]
 	keys, vals     [][]float64
 }
 
@@ -365,7 +375,23 @@ func newRefHybrid(t *testing.T, path string, c Config) *refHybrid {
 	for i, kind := range h.Layers {
 		p := "blk." + strconv.Itoa(i) + "."
 		L := refLayer{norm: vals(p + "attn_norm.weight")}
-		if c.Arch == "granitehybrid" {
+		switch {
+		case kind.FFN == FFNMoE:
+			L.ffnNorm = vals(p + "ffn_norm.weight")
+			L.gate, L.up, L.down = mat(p+"ffn_gate_shexp.weight", c.Intermediate), mat(p+"ffn_up_shexp.weight", c.Intermediate), mat(p+"ffn_down_shexp.weight", c.Hidden)
+			L.router = mat(p+"ffn_gate_inp.weight", h.Experts)
+			split := func(m [][]float64) [][][]float64 {
+				per := len(m) / h.Experts
+				out := make([][][]float64, h.Experts)
+				for e := range out {
+					out[e] = m[e*per : (e+1)*per]
+				}
+				return out
+			}
+			L.gateE = split(mat(p+"ffn_gate_exps.weight", h.Experts*h.ExpertFF))
+			L.upE = split(mat(p+"ffn_up_exps.weight", h.Experts*h.ExpertFF))
+			L.downE = split(mat(p+"ffn_down_exps.weight", h.Experts*c.Hidden))
+		case c.Arch == "granitehybrid":
 			L.ffnNorm = vals(p + "ffn_norm.weight")
 			L.gate, L.up, L.down = mat(p+"ffn_gate.weight", c.Intermediate), mat(p+"ffn_up.weight", c.Intermediate), mat(p+"ffn_down.weight", c.Hidden)
 		}
@@ -439,12 +465,33 @@ func (r *refHybrid) step(tok int32) []float64 {
 			}
 			add(mambaref.MatVec(L.down, u))
 		case FFNSwiGLU:
+			add(refSwiGLU(L.gate, L.up, L.down, refRMSNorm(x, norm, eps)))
+		case FFNMoE:
 			hn := refRMSNorm(x, norm, eps)
-			g, u := mambaref.MatVec(L.gate, hn), mambaref.MatVec(L.up, hn)
-			for i := range g {
-				g[i] = g[i] / (1 + math.Exp(-g[i])) * u[i]
+			out := refSwiGLU(L.gate, L.up, L.down, hn)
+			// Granite: top-k on the router's logits, softmax over the k.
+			logits := mambaref.MatVec(L.router, hn)
+			var chosen []int
+			for range c.Hybrid().ExpertsUsed {
+				best := -1
+				for e, v := range logits {
+					if !slices.Contains(chosen, e) && (best < 0 || v > logits[best]) {
+						best = e
+					}
+				}
+				chosen = append(chosen, best)
 			}
-			add(mambaref.MatVec(L.down, g))
+			sum := 0.0
+			for _, e := range chosen {
+				sum += math.Exp(logits[e] - logits[chosen[0]])
+			}
+			for _, e := range chosen {
+				w := math.Exp(logits[e]-logits[chosen[0]]) / sum
+				for i, v := range refSwiGLU(L.gateE[e], L.upE[e], L.downE[e], hn) {
+					out[i] += w * v
+				}
+			}
+			add(out)
 		}
 	}
 	logits := mambaref.MatVec(r.out, refRMSNorm(x, r.outNorm, eps))
@@ -452,6 +499,14 @@ func (r *refHybrid) step(tok int32) []float64 {
 		logits[i] /= float64(c.Hybrid().LogitDiv)
 	}
 	return logits
+}
+
+func refSwiGLU(gate, up, down [][]float64, hn []float64) []float64 {
+	g, u := mambaref.MatVec(gate, hn), mambaref.MatVec(up, hn)
+	for i := range g {
+		g[i] = g[i] / (1 + math.Exp(-g[i])) * u[i]
+	}
+	return mambaref.MatVec(down, g)
 }
 
 // attention is causal GQA over every position so far, no rotary

@@ -19,14 +19,18 @@ func genModel(args []string, stdout, stderr io.Writer) error {
 	out := fs.String("out", "", "output GGUF file (required)")
 	tok := fs.String("tokenizer", "spm", "spm (SentencePiece, Llama-2 chat template) | bpe (byte-level BPE, ChatML template with tools)")
 	vocab := fs.Int("vocab", 0, "vocabulary size (0: the preset's; bpe needs at least 512)")
+	experts := fs.Int("experts", 0, "granitehybrid: a mixture of N SwiGLU experts (2 per token, half the MLP's width) beside the shared MLP in every layer (0: dense)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *out == "" {
 		return fmt.Errorf("gen-model: --out is required")
 	}
+	if *experts != 0 && *arch != "granitehybrid" {
+		return fmt.Errorf("gen-model: --experts is for --arch granitehybrid")
+	}
 	if *arch == "nemotron_h" || *arch == "granitehybrid" {
-		return genHybrid(*arch, *size, *dtype, *out, *vocab, stdout)
+		return genHybrid(*arch, *size, *dtype, *out, *vocab, *experts, stdout)
 	}
 	if *arch != "llama" {
 		return fmt.Errorf("gen-model: architecture %q is not supported (llama, nemotron_h, granitehybrid)", *arch)
@@ -83,10 +87,17 @@ func genModel(args []string, stdout, stderr io.Writer) error {
 }
 
 // genHybrid writes a hybrid Mamba-2 model (synth.WriteHybrid).
-func genHybrid(arch, size, dtype, out string, vocab int, stdout io.Writer) error {
+func genHybrid(arch, size, dtype, out string, vocab, experts int, stdout io.Writer) error {
 	spec, err := synth.HybridPreset(arch, size, dtype)
 	if err != nil {
 		return fmt.Errorf("gen-model: %w", err)
+	}
+	if experts != 0 {
+		if arch != "granitehybrid" || experts < 2 || experts > 256 {
+			return fmt.Errorf("gen-model: --experts %d: granitehybrid only, in [2, 256]", experts)
+		}
+		spec.Experts, spec.ExpertsUsed, spec.ExpertFF = experts, 2, spec.FF/2
+		spec.Name += fmt.Sprintf("-moe%d", experts)
 	}
 	if vocab != 0 {
 		if vocab < 512 || vocab > 1<<20 {

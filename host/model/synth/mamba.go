@@ -30,6 +30,10 @@ type HybridSpec struct {
 	// Granite multipliers (granitehybrid only; 0 means 1, attention
 	// 1/sqrt(head dim)).
 	EmbedScale, ResidualScale, AttnScale, LogitScale float32
+	// Experts > 0 (granitehybrid only) makes every MLP a mixture of
+	// Experts SwiGLU experts of ExpertFF, ExpertsUsed per token, beside the
+	// shared MLP of FF (Granite-4.0-H tiny/small).
+	Experts, ExpertsUsed, ExpertFF int
 	// DType is the matrices' file type: f32, f16 or bf16 (vectors, the conv
 	// weights and the per-head SSM parameters are always f32).
 	DType string
@@ -97,7 +101,7 @@ func (s HybridSpec) Params() int64 {
 			n += 2 * h * ff
 		}
 		if s.Arch == "granitehybrid" {
-			n += h + 3*h*ff
+			n += h + 3*h*ff + int64(s.Experts)*(h+3*h*int64(s.ExpertFF))
 		}
 	}
 	return n
@@ -123,6 +127,8 @@ func (s HybridSpec) Validate() error {
 		return fmt.Errorf("synth: conv kernel %d is out of range [2, %d]", s.ConvKernel, kcpu.MaxConvKernel)
 	case len(s.Pattern) == 0:
 		return fmt.Errorf("synth: empty layer pattern")
+	case s.Experts > 0 && (s.Arch != "granitehybrid" || s.ExpertsUsed < 1 || s.ExpertsUsed > s.Experts || s.ExpertFF < 1):
+		return fmt.Errorf("synth: %d experts, %d used, width %d: want a granitehybrid with 1 <= used <= experts and a positive width", s.Experts, s.ExpertsUsed, s.ExpertFF)
 	}
 	for i, c := range s.Pattern {
 		if c != 'M' && c != '*' && (c != '-' || s.Arch != "nemotron_h") {
@@ -227,7 +233,12 @@ func (s HybridSpec) metadata(mt gguf.TensorType) ([]gguf.KV, error) {
 	if s.Arch == "nemotron_h" {
 		kvs = append(kvs, gguf.KV{Key: a + "feed_forward_length", Value: gguf.NewInt32Array(ff)})
 	} else {
-		kvs = append(kvs, u("feed_forward_length", s.FF), u("expert_shared_feed_forward_length", s.FF),
+		ff := s.FF
+		if s.Experts > 0 { // llama.cpp: feed_forward_length is the experts' width
+			ff = s.ExpertFF
+			kvs = append(kvs, u("expert_count", s.Experts), u("expert_used_count", s.ExpertsUsed))
+		}
+		kvs = append(kvs, u("feed_forward_length", ff), u("expert_shared_feed_forward_length", s.FF),
 			gguf.KV{Key: a + "rope.scaling.finetuned", Value: gguf.NewBool(false)})
 		for _, m := range []struct {
 			key string
@@ -328,7 +339,20 @@ func (s HybridSpec) tensors() []hybridTensor {
 				mat(p+"ffn_down.weight", h, s.FF, inv(s.FF)),
 			)
 		}
-		if s.Arch == "granitehybrid" {
+		switch {
+		case s.Arch == "granitehybrid" && s.Experts > 0:
+			E, eff := uint64(s.Experts), uint64(s.ExpertFF)
+			ts = append(ts,
+				vec(p+"ffn_norm.weight", ones(h)),
+				mat(p+"ffn_gate_inp.weight", s.Experts, h, 4*inv(h)), // routing that depends on the token
+				hybridTensor{name: p + "ffn_gate_exps.weight", dims: []uint64{uint64(h), eff, E}, vals: normal(s.Experts*s.ExpertFF*h, inv(h)), mat: true},
+				hybridTensor{name: p + "ffn_up_exps.weight", dims: []uint64{uint64(h), eff, E}, vals: normal(s.Experts*s.ExpertFF*h, inv(h)), mat: true},
+				hybridTensor{name: p + "ffn_down_exps.weight", dims: []uint64{eff, uint64(h), E}, vals: normal(s.Experts*s.ExpertFF*h, inv(s.ExpertFF)), mat: true},
+				mat(p+"ffn_gate_shexp.weight", s.FF, h, inv(h)),
+				mat(p+"ffn_up_shexp.weight", s.FF, h, inv(h)),
+				mat(p+"ffn_down_shexp.weight", h, s.FF, inv(s.FF)),
+			)
+		case s.Arch == "granitehybrid":
 			ts = append(ts,
 				vec(p+"ffn_norm.weight", ones(h)),
 				mat(p+"ffn_gate.weight", s.FF, h, inv(h)),

@@ -123,11 +123,6 @@ func (c Config) Hybrid() *Hybrid {
 // not validated.
 func (h *Hybrid) NoRope() bool { return true }
 
-// EmbedScale and LogitScale are Granite's embedding multiplier and logits
-// divisor (1 for Nemotron-H), which the forward applies.
-func (h *Hybrid) EmbedScale() float32 { return h.EmbedMult }
-func (h *Hybrid) LogitScale() float32 { return 1 / h.LogitDiv }
-
 // Validate names the first field that cannot describe a working hybrid
 // model of c's shape.
 func (h *Hybrid) Validate(c Config) error {

@@ -337,35 +337,3 @@ func (f *hybridFFN) experts(s *Step, hn device.Buf) (moeOut, error) {
 	s.Free(xg)
 	return out, nil
 }
-
-// embedScaler and logitScaler are optional Config.Ext capabilities: an
-// architecture that scales the token embeddings (Granite's
-// embedding_multiplier) or the logits (Granite's 1/logits_scaling).
-type (
-	embedScaler interface{ EmbedScale() float32 }
-	logitScaler interface{ LogitScale() float32 }
-)
-
-// scaleEmbedding multiplies the embedded rows x by the architecture's
-// embedding scale, if it has one other than 1.
-func (m *Model) scaleEmbedding(x device.Buf) error {
-	if e, ok := m.Config.Ext.(embedScaler); ok && e.EmbedScale() != 1 {
-		el, ok := m.k.(device.Elementwise)
-		if !ok {
-			return fmt.Errorf("model: %s scales its embeddings; the device lacks the elementwise kernels", m.Config.Arch)
-		}
-		return el.Scale(x, e.EmbedScale())
-	}
-	return nil
-}
-
-// scaleLogits multiplies host logits by the architecture's logit scale,
-// if it has one other than 1.
-func (m *Model) scaleLogits(logits []float32) {
-	if l, ok := m.Config.Ext.(logitScaler); ok && l.LogitScale() != 1 {
-		sc := l.LogitScale()
-		for i := range logits {
-			logits[i] *= sc
-		}
-	}
-}

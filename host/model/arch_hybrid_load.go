@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"os"
 	"strings"
 
 	"github.com/kvhost/kvhost/host/device"
@@ -153,11 +152,13 @@ func (u *uploader) putF32(name string, v []float32, rows, cols int) (device.Weig
 // as {1, H}), after f when set; absent and not required gives a zero
 // Weight.
 func (b *Builder) f32(name string, rows, cols int, required bool, f func([]float32)) (device.Weight, error) {
-	b.tensors = append(b.tensors, TensorShape{Name: name, Rows: rows, Cols: cols, Vector: true})
+	// Listed as a vector of rows·cols f32 values: what it costs loaded.
+	shape := TensorShape{Name: name, Rows: 1, Cols: rows * cols, Vector: true}
 	if b.u == nil {
-		if !required {
+		if !required { // a dry build reads no file: optional means absent
 			return device.Weight{}, nil
 		}
+		b.tensors = append(b.tensors, shape)
 		return b.dryWeight(rows, cols), nil
 	}
 	v, ok, err := b.u.f32Values(name, rows*cols, required)
@@ -167,41 +168,8 @@ func (b *Builder) f32(name string, rows, cols int, required bool, f func([]float
 	if f != nil {
 		f(v)
 	}
+	b.tensors = append(b.tensors, shape)
 	return b.u.putF32(name, v, rows, cols)
-}
-
-// experts loads a GGUF {cols, rows, E} tensor of stacked expert matrices
-// as one matrix of E·rows rows (expert e's rows e·rows…), as stored.
-func (b *Builder) experts(name string, e, rows, cols int) (device.Weight, error) {
-	b.tensors = append(b.tensors, TensorShape{Name: name, Rows: e * rows, Cols: cols})
-	if b.u == nil {
-		return b.dryWeight(e*rows, cols), nil
-	}
-	src := b.u.src
-	b.u.src = stackedSource{src}
-	defer func() { b.u.src = src }()
-	return b.u.matrix(name, e*rows, cols, true)
-}
-
-// stackedSource reads a 3-D tensor {cols, rows, E} as the 2-D {cols,
-// rows·E} it is in memory, keeping the file-backed capability.
-type stackedSource struct{ tensorSource }
-
-var _ fileBacked = stackedSource{}
-
-func (s stackedSource) tensor(name string) ([]byte, device.DType, []int, bool, error) {
-	raw, typ, dims, ok, err := s.tensorSource.tensor(name)
-	if len(dims) == 3 {
-		dims = []int{dims[0], dims[1] * dims[2]}
-	}
-	return raw, typ, dims, ok, err
-}
-
-func (s stackedSource) fileRange(name string) (*os.File, int64, bool) {
-	if fb, ok := s.tensorSource.(fileBacked); ok {
-		return fb.fileRange(name)
-	}
-	return nil, 0, false
 }
 
 // hybridLayers loads a hybrid model's layers and returns their parts.
@@ -222,6 +190,17 @@ func hybridLayers(b *Builder) ([]Layer, error) {
 	}
 	if h.Count(MixerAttention) > 0 {
 		b.AttnShape(c.AttnShape())
+	}
+	// Granite's embedding multiplier and 1/logits_scaling (1 for Nemotron-H).
+	var trunk Trunk
+	if h.EmbedMult != 1 {
+		trunk.EmbedScale = h.EmbedMult
+	}
+	if h.LogitDiv != 1 {
+		trunk.LogitScale = 1 / h.LogitDiv
+	}
+	if err := b.SetTrunk(trunk); err != nil {
+		return nil, err
 	}
 	granite := c.Arch == "granitehybrid"
 	host := &hybridHost{}
@@ -309,13 +288,13 @@ func hybridLayers(b *Builder) ([]Layer, error) {
 			E, ff := h.Experts, h.ExpertFF
 			mat(&L.router, p+"ffn_gate_inp.weight", E, c.Hidden)
 			if err == nil {
-				L.gateExps, err = b.experts(p+"ffn_gate_exps.weight", E, ff, c.Hidden)
+				L.gateExps, err = b.Stacked(p+"ffn_gate_exps.weight", E, ff, c.Hidden)
 			}
 			if err == nil {
-				L.upExps, err = b.experts(p+"ffn_up_exps.weight", E, ff, c.Hidden)
+				L.upExps, err = b.Stacked(p+"ffn_up_exps.weight", E, ff, c.Hidden)
 			}
 			if err == nil {
-				L.downExps, err = b.experts(p+"ffn_down_exps.weight", E, c.Hidden, ff)
+				L.downExps, err = b.Stacked(p+"ffn_down_exps.weight", E, c.Hidden, ff)
 			}
 			mat(&L.gate, p+"ffn_gate_shexp.weight", c.Intermediate, c.Hidden)
 			mat(&L.up, p+"ffn_up_shexp.weight", c.Intermediate, c.Hidden)
@@ -333,71 +312,4 @@ func hybridLayers(b *Builder) ([]Layer, error) {
 		}
 	}
 	return out, nil
-}
-
-// WeightAlloc is one weight allocation the loader makes: a matrix kept as
-// stored, or (F32) a vector or small matrix converted to f32.
-type WeightAlloc struct {
-	Name       string
-	Rows, Cols int
-	F32        bool
-}
-
-// HybridWeightAllocs lists the layer allocations hybridLayers makes for c,
-// in its order, by canonical (GGUF) name: what host/plan sizes the weights
-// phase by (HF Granite's fused gate/up is listed as its two halves, the
-// same bytes).
-func HybridWeightAllocs(c Config) []WeightAlloc {
-	h := c.Hybrid()
-	s := h.Mamba
-	var out []WeightAlloc
-	add := func(p, name string, rows, cols int, f32 bool) {
-		out = append(out, WeightAlloc{Name: p + name, Rows: rows, Cols: cols, F32: f32})
-	}
-	for i, kind := range h.Layers {
-		p := fmt.Sprintf("blk.%d.", i)
-		add(p, "attn_norm.weight", 1, c.Hidden, true)
-		if c.Arch == "granitehybrid" {
-			add(p, "ffn_norm.weight", 1, c.Hidden, true)
-		}
-		switch kind.Mixer {
-		case MixerMamba:
-			I, CD, H := s.Inner(), s.ConvDim(), s.Heads
-			add(p, "ssm_in.weight", I+CD+H, c.Hidden, false)
-			add(p, "ssm_conv1d.weight", CD, s.ConvKernel, true)
-			if h.ConvBias {
-				add(p, "ssm_conv1d.bias", 1, CD, true)
-			}
-			add(p, "ssm_a", 1, H, true)
-			add(p, "ssm_d", 1, H, true)
-			add(p, "ssm_dt.bias", 1, H, true)
-			add(p, "ssm_norm.weight", 1, I, true)
-			add(p, "ssm_out.weight", c.Hidden, I, false)
-		case MixerAttention:
-			add(p, "attn_q.weight", c.QRow(), c.Hidden, false)
-			add(p, "attn_k.weight", c.KVRow(), c.Hidden, false)
-			add(p, "attn_v.weight", c.KVRow(), c.Hidden, false)
-			add(p, "attn_output.weight", c.Hidden, c.QRow(), false)
-		}
-		switch kind.FFN {
-		case FFNReLU2:
-			add(p, "ffn_up.weight", c.Intermediate, c.Hidden, false)
-		case FFNSwiGLU:
-			add(p, "ffn_gate.weight", c.Intermediate, c.Hidden, false)
-			add(p, "ffn_up.weight", c.Intermediate, c.Hidden, false)
-		}
-		if kind.FFN == FFNReLU2 || kind.FFN == FFNSwiGLU {
-			add(p, "ffn_down.weight", c.Hidden, c.Intermediate, false)
-		}
-		if kind.FFN == FFNMoE {
-			add(p, "ffn_gate_inp.weight", h.Experts, c.Hidden, false)
-			add(p, "ffn_gate_exps.weight", h.Experts*h.ExpertFF, c.Hidden, false)
-			add(p, "ffn_up_exps.weight", h.Experts*h.ExpertFF, c.Hidden, false)
-			add(p, "ffn_down_exps.weight", h.Experts*c.Hidden, h.ExpertFF, false)
-			add(p, "ffn_gate_shexp.weight", c.Intermediate, c.Hidden, false)
-			add(p, "ffn_up_shexp.weight", c.Intermediate, c.Hidden, false)
-			add(p, "ffn_down_shexp.weight", c.Hidden, c.Intermediate, false)
-		}
-	}
-	return out
 }

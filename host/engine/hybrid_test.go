@@ -74,6 +74,14 @@ func hybridEngine(t *testing.T, arch string, slots, pages int, cfg Config) *Engi
 		t.Fatal(err)
 	}
 	cfg.PrefixCache = true // asked for: the engine turns it off for state pools
+	if cfg.Graphs == graphsWanted {
+		g, err := m.CaptureDecodeGraphs(pools, []int{1, 2, 4, 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(g.Close)
+		cfg.Graphs = g
+	}
 	e, err := New(cfg, m, pools, m.Config, m.Tokenizer.EOG)
 	if err != nil {
 		t.Fatal(err)
@@ -89,16 +97,26 @@ func hybridEngine(t *testing.T, arch string, slots, pages int, cfg Config) *Engi
 }
 
 // TestHybridServing: both hybrid architectures served on state slots and a
-// KV pool small enough to preempt: greedy requests at different positions
+// KV pool small enough to preempt, eagerly and with decode steps replayed
+// from captured graphs: greedy requests at different positions
 // batched together (odd prefill chunks, one of them with n = 3 choices
 // forking its state) each give the tokens they give alone; preempted
 // requests recompute their state from the prompt; every slot and page
 // comes back when the requests end.
 func TestHybridServing(t *testing.T) {
-	for _, arch := range []string{"nemotron_h", "granitehybrid", "granitehybrid-moe"} {
-		t.Run(arch, func(t *testing.T) {
+	for _, tc := range []struct {
+		arch   string
+		graphs bool
+	}{{"nemotron_h", false}, {"nemotron_h", true}, {"granitehybrid", false}, {"granitehybrid-moe", true}} {
+		arch := tc.arch
+		t.Run(fmt.Sprintf("%s/graphs=%v", arch, tc.graphs), func(t *testing.T) {
+			cfg := Config{MaxRunning: 8, MaxQueue: 32, ChunkedPrefill: 7}
+			reserved := 0
+			if tc.graphs {
+				cfg.Graphs, reserved = graphsWanted, 1 // the graphs' padding page and slot
+			}
 			// 6 pages of 16 tokens: not enough for the batch below at once.
-			e := hybridEngine(t, arch, 12, 6, Config{MaxRunning: 8, MaxQueue: 32, ChunkedPrefill: 7})
+			e := hybridEngine(t, arch, 12, 6+reserved, cfg)
 			var reqs []Request
 			for i := range 6 {
 				p := []int32{1}
@@ -117,7 +135,7 @@ func TestHybridServing(t *testing.T) {
 				}
 				solo[i] = res.tokens
 			}
-			allFree(t, e, 0)
+			allFree(t, e, reserved)
 			before := e.Stats().Preemptions
 			got := runAll(t, e, reqs)
 			for i, rs := range got {
@@ -133,7 +151,7 @@ func TestHybridServing(t *testing.T) {
 			if e.Stats().Preemptions == before {
 				t.Fatal("the KV pool was too small for the batch, yet nothing was preempted")
 			}
-			allFree(t, e, 0)
+			allFree(t, e, reserved)
 		})
 	}
 }

@@ -79,8 +79,7 @@ type DecodeGraphs struct {
 // state pool.
 func (m *Model) CaptureDecodeGraphs(pools *kv.Set, buckets []int) (g *DecodeGraphs, err error) {
 	_, ok := m.dev.(device.Capturer)
-	if _, dok := m.k.(device.DecodeKernels); !ok || !dok || m.Config.Hybrid() != nil {
-		// Hybrid Mamba-2 models decode eagerly (no captured step yet).
+	if _, dok := m.k.(device.DecodeKernels); !ok || !dok {
 		return nil, ErrNoCapture
 	}
 	if len(buckets) == 0 {

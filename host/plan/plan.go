@@ -155,9 +155,6 @@ func planCPU(in Input) (Report, error) {
 	if graphMax < 0 {
 		graphMax = budget.GraphMaxBatch(float64(in.DeviceBytes)/budget.MiB, 1)
 	}
-	if c.Hybrid() != nil {
-		graphMax = 0 // hybrid Mamba-2 models decode eagerly (model.ErrNoCapture)
-	}
 	b.GraphBuckets = DecodeBuckets(graphMax, in.MaxRunning)
 	var graphRow *ledger.Usage
 	if len(b.GraphBuckets) > 0 {
@@ -282,6 +279,8 @@ func snapshot(info device.Info, start int64, ph *phaser, us []ledger.Usage, b Bu
 				if len(b.GraphBuckets) > 0 && b.Pad == 0 {
 					free-- // the decode graphs' padding page, taken from the pool
 				}
+			} else if len(b.GraphBuckets) > 0 {
+				free-- // the decode graphs' padding slot (model.CaptureDecodeGraphs)
 			}
 			s.KVPools = append(s.KVPools, p.Stat(b.Units[i], free))
 		}

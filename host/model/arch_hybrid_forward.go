@@ -18,15 +18,10 @@ var (
 	_ FFN   = (*hybridFFN)(nil)
 )
 
-// hybridHost is host-side scratch the Mamba parts of one model share: the
-// eager batch's row offsets and slots (rebuilt by each layer of an eager
-// forward), and zeros to clear a new sequence's state.
+// hybridHost is host-side scratch the Mamba parts of one model share:
+// zeros to clear a new sequence's state.
 type hybridHost struct {
-	starts, slots []int32
-	zeros         []float32
-	// decodeStarts are 0, 1, 2, … for captured decode steps (a slice the
-	// graphs keep: never rewritten, only replaced by a longer one).
-	decodeStarts []int32
+	zeros []float32
 }
 
 // residual adds the branch b to x: x += residual_multiplier · b.
@@ -58,35 +53,20 @@ func (p *mambaPart) Mix(s *Step, x, hb device.Buf) error {
 	if !ok {
 		return fmt.Errorf("model: layer %d is a Mamba layer but the pools hold no state for it", s.Layer)
 	}
-	hh := p.host
-	var batch device.MambaBatch
-	if s.Decode() {
-		// A captured step: one row per sequence, the slots the runner
-		// writes before each replay; the row offsets never change.
-		if len(hh.decodeStarts) < s.Rows+1 {
-			hh.decodeStarts = make([]int32, s.Rows+1)
-			for i := range hh.decodeStarts {
-				hh.decodeStarts[i] = int32(i)
+	starts, slots := s.StateBatch(st.Pool)
+	batch := device.MambaBatch{Starts: starts, Slots: slots}
+	if !s.Decode() { // a decode row is never a sequence's first position
+		for q, sq := range s.Seqs {
+			if sq.Start != 0 {
+				continue
+			}
+			if err := p.clear(s, st.Conv, st.ConvBytes, slots[q]); err != nil {
+				return err
+			}
+			if err := p.clear(s, st.SSM, st.SSMBytes, slots[q]); err != nil {
+				return err
 			}
 		}
-		batch = device.MambaBatch{Starts: hh.decodeStarts[:s.Rows+1], Slots: s.Slots(st.Pool)}
-	} else {
-		hh.starts, hh.slots = append(hh.starts[:0], 0), hh.slots[:0]
-		off := int32(0)
-		for _, q := range s.Seqs {
-			off += int32(len(q.Tokens))
-			hh.starts = append(hh.starts, off)
-			hh.slots = append(hh.slots, q.Slots[st.Pool])
-			if q.Start == 0 {
-				if err := p.clear(s, st.Conv, st.ConvBytes, q.Slots[st.Pool]); err != nil {
-					return err
-				}
-				if err := p.clear(s, st.SSM, st.SSMBytes, q.Slots[st.Pool]); err != nil {
-					return err
-				}
-			}
-		}
-		batch = device.MambaBatch{Starts: hh.starts, Slots: hh.slots}
 	}
 	mk := k.(device.Mamba)
 	states := device.MambaStates{Conv: st.Conv, SSM: st.SSM, ConvType: st.ConvType, ConvBytes: st.ConvBytes, SSMBytes: st.SSMBytes}

@@ -22,6 +22,10 @@ type Config struct {
 	QKVBias      bool            `json:"qkv_bias"`
 	QKNorm       bool            `json:"qk_norm"`
 	Tied         bool            `json:"tied_embeddings"`
+	// MoE and MLA are the mixture-of-experts FFN and latent attention
+	// (arch_moe.go, arch_deepseek.go); nil for the Llama family.
+	MoE *MoEConfig `json:"moe,omitempty"`
+	MLA *MLAConfig `json:"mla,omitempty"`
 }
 
 // maxDim bounds every dimension so a lying header cannot request absurd
@@ -57,6 +61,14 @@ func (c Config) Validate() error {
 	case !(c.RMSEps > 0 && c.RMSEps < 1):
 		return fmt.Errorf("model: rms_norm_eps %v out of range (0, 1)", c.RMSEps)
 	}
+	if c.MoE != nil {
+		if err := c.MoE.validate(c); err != nil {
+			return err
+		}
+	}
+	if c.MLA != nil {
+		return c.MLA.validate(c)
+	}
 	return nil
 }
 
@@ -65,6 +77,9 @@ func (c Config) KVRow() int { return c.KVHeads * c.HeadDim }
 
 // AttnShape is the attention shape the kernels size their scratch by.
 func (c Config) AttnShape() device.AttnShape {
+	if c.MLA != nil {
+		return c.mlaShape()
+	}
 	return device.AttnShape{Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim, VHeadDim: c.HeadDim}
 }
 
@@ -75,6 +90,9 @@ func (c Config) QRow() int { return c.Heads * c.HeadDim }
 func (c Config) Params() int64 {
 	h, q, kv, i := int64(c.Hidden), int64(c.QRow()), int64(c.KVRow()), int64(c.Intermediate)
 	per := h + h*q + 2*h*kv + q*h + h + 3*h*i
+	if c.MLA != nil {
+		per += c.MLA.params(c) - (h*q + 2*h*kv + q*h)
+	}
 	if c.QKVBias {
 		per += q + 2*kv
 	}
@@ -82,6 +100,9 @@ func (c Config) Params() int64 {
 		per += 2 * int64(c.HeadDim)
 	}
 	n := int64(c.Layers)*per + int64(c.Vocab)*h + h
+	if c.MoE != nil {
+		n += int64(c.Layers-c.MoE.FirstDense) * (c.MoE.params(h) - 3*h*i)
+	}
 	if !c.Tied {
 		n += int64(c.Vocab) * h
 	}

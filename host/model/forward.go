@@ -16,6 +16,10 @@ type layer struct {
 	bq, bk, bv               device.Weight
 	qNorm, kNorm             device.Weight
 	ffnNorm, gate, up, down  device.Weight
+	// mla and moe replace the attention and the MLP where the
+	// architecture has them (nil otherwise).
+	mla *mlaLayer
+	moe *moeLayer
 }
 
 // Seq is one sequence's part of a forward: Tokens new tokens at positions
@@ -44,6 +48,9 @@ func (c Config) KVNeeds() []kv.LayerNeed {
 	out := make([]kv.LayerNeed, c.Layers)
 	for i := range out {
 		out[i] = kv.LayerNeed{KVHeads: c.KVHeads, HeadDim: c.HeadDim, VHeadDim: c.HeadDim}
+		if c.MLA != nil {
+			out[i] = c.mlaNeed()
+		}
 	}
 	return out
 }
@@ -177,6 +184,9 @@ func (m *Model) prepareHost(seqs []Seq, total, rows int) {
 
 func (m *Model) block(sc *scope, pools *kv.Set, l int, seqs []Seq, x device.Buf, total int) error {
 	c, k := m.Config, m.k
+	if m.layers[l].mla != nil {
+		return m.mlaBlock(sc, pools, l, seqs, x, total)
+	}
 	h, q, kk, vv, att, err := m.attentionIn(sc, l, x, total, m.positions)
 	if err != nil {
 		return err
@@ -266,6 +276,9 @@ func (m *Model) attentionOutAndMLP(sc *scope, l int, x, h, q, kk, vv, att device
 	sc.free(att)
 	if err := k.Add(x, x, h); err != nil {
 		return err
+	}
+	if L.moe != nil {
+		return m.ffn(sc, l, x, h, rows)
 	}
 	if err := k.RMSNorm(h, x, L.ffnNorm, rows, c.Hidden, c.RMSEps); err != nil {
 		return err

@@ -31,7 +31,7 @@ type decodeInputs struct {
 func (m *Model) decodeStep(sc *scope, pools *kv.Set, in *decodeInputs, rows int, logitsBuf device.Buf, logits []float32) error {
 	c, k := m.Config, m.k
 	dk, ok := k.(device.DecodeKernels)
-	if !ok {
+	if !ok || c.MLA != nil {
 		return ErrNoCapture
 	}
 	ids, pos := in.ids[:rows], in.positions[:rows]
@@ -92,7 +92,7 @@ type DecodeGraphs struct {
 // state pool.
 func (m *Model) CaptureDecodeGraphs(pools *kv.Set, buckets []int) (g *DecodeGraphs, err error) {
 	_, ok := m.dev.(device.Capturer)
-	if _, dok := m.k.(device.DecodeKernels); !ok || !dok {
+	if _, dok := m.k.(device.DecodeKernels); !ok || !dok || m.Config.MLA != nil {
 		return nil, ErrNoCapture
 	}
 	if len(buckets) == 0 {

@@ -22,6 +22,10 @@ var ggufArchs = map[string]struct{ neox, bias, qkNorm bool }{
 	"mistral": {},
 	"qwen2":   {neox: true, bias: true},
 	"qwen3":   {neox: true, qkNorm: true},
+	// qwen3moe: Qwen3's attention, routed experts (arch_moe.go);
+	// deepseek2: latent attention and experts (arch_deepseek.go).
+	"qwen3moe":  {neox: true, qkNorm: true},
+	"deepseek2": {},
 }
 
 type ggufMeta struct {
@@ -80,7 +84,7 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	g.arch = g.str("general.architecture")
 	traits, ok := ggufArchs[g.arch]
 	if !ok {
-		return Config{}, fmt.Errorf("model: %s: architecture %q is not supported (supported: llama, mistral, qwen2, qwen3)", f.Path, g.arch)
+		return Config{}, fmt.Errorf("model: %s: architecture %q is not supported (supported: llama, mistral, qwen2, qwen3, qwen3moe, deepseek2)", f.Path, g.arch)
 	}
 	a := g.arch + "."
 	var c Config
@@ -133,8 +137,12 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 		if c.Rope.Factor, err = g.float(a+"rope.scaling.factor", 1); err != nil {
 			return Config{}, err
 		}
+	case "yarn":
+		if err := ggufYarn(g, a, &c.Rope); err != nil {
+			return Config{}, err
+		}
 	default:
-		return Config{}, fmt.Errorf("model: %s: rope scaling %q is not supported (none, linear)", f.Path, st)
+		return Config{}, fmt.Errorf("model: %s: rope scaling %q is not supported (none, linear, yarn)", f.Path, st)
 	}
 	if c.Rope.FreqFactors, err = ropeFreqFactors(f, rot); err != nil {
 		return Config{}, err
@@ -149,6 +157,9 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	}
 	if ti, _, err := f.Tensor("token_embd.weight"); err == nil && len(ti.Dims) == 2 {
 		c.Vocab = int(min(ti.Dims[1], 1<<31))
+	}
+	if err := archFromGGUF(g, &c); err != nil {
+		return Config{}, err
 	}
 	if err := c.Validate(); err != nil {
 		return Config{}, fmt.Errorf("%s: %w", f.Path, err)

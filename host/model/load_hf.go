@@ -21,6 +21,10 @@ var hfArchs = map[string]struct {
 	"MistralForCausalLM": {arch: "mistral"},
 	"Qwen2ForCausalLM":   {arch: "qwen2", bias: true},
 	"Qwen3ForCausalLM":   {arch: "qwen3", qkNorm: true},
+	// arch_moe.go, arch_deepseek.go
+	"Qwen3MoeForCausalLM":   {arch: "qwen3moe", qkNorm: true},
+	"DeepseekV2ForCausalLM": {arch: "deepseek2"},
+	"DeepseekV3ForCausalLM": {arch: "deepseek2"},
 }
 
 // ConfigFromHF derives the configuration from a parsed config.json.
@@ -30,7 +34,7 @@ func ConfigFromHF(hc hf.Config, path string) (Config, error) {
 	}
 	t, ok := hfArchs[hc.Architectures[0]]
 	if !ok {
-		return Config{}, fmt.Errorf("model: %s: architecture %q is not supported (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)", path, hc.Architectures[0])
+		return Config{}, fmt.Errorf("model: %s: architecture %q is not supported (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, DeepseekV2ForCausalLM, DeepseekV3ForCausalLM)", path, hc.Architectures[0])
 	}
 	c := Config{
 		Arch: t.arch, Hidden: hc.HiddenSize, Layers: hc.NumHiddenLayers, Heads: hc.NumAttentionHeads,
@@ -53,9 +57,14 @@ func ConfigFromHF(hc hf.Config, path string) (Config, error) {
 			c.Rope.Scaling, c.Rope.Factor = rs.Type, rs.Factor
 			c.Rope.LowFreqFactor, c.Rope.HighFreqFactor = rs.LowFreqFactor, rs.HighFreqFactor
 			c.Rope.OriginalMaxPos = rs.OriginalMaxPositionEmbeddings
+		case "yarn":
+			c.Rope.Scaling, c.Rope.Factor, c.Rope.OriginalMaxPos = rs.Type, rs.Factor, rs.OriginalMaxPositionEmbeddings
 		default:
 			return Config{}, fmt.Errorf("model: %s: rope_scaling type %q is not supported (linear, llama3)", path, rs.Type)
 		}
+	}
+	if err := archFromHF(hc, path, &c); err != nil {
+		return Config{}, err
 	}
 	if err := c.Validate(); err != nil {
 		return Config{}, fmt.Errorf("%s: %w", path, err)
@@ -85,6 +94,13 @@ func hfName(canon string) string {
 		"attn_q.bias": "self_attn.q_proj.bias", "attn_k.bias": "self_attn.k_proj.bias", "attn_v.bias": "self_attn.v_proj.bias",
 		"attn_q_norm.weight": "self_attn.q_norm.weight", "attn_k_norm.weight": "self_attn.k_norm.weight",
 		"ffn_gate.weight": "mlp.gate_proj.weight", "ffn_up.weight": "mlp.up_proj.weight", "ffn_down.weight": "mlp.down_proj.weight",
+		// experts (arch_moe.go) and latent attention (arch_deepseek.go)
+		"ffn_gate_inp.weight": "mlp.gate.weight", "exp_probs_b.bias": "mlp.gate.e_score_correction_bias",
+		"ffn_gate_shexp.weight": "mlp.shared_experts.gate_proj.weight", "ffn_up_shexp.weight": "mlp.shared_experts.up_proj.weight",
+		"ffn_down_shexp.weight": "mlp.shared_experts.down_proj.weight",
+		"attn_q_a.weight": "self_attn.q_a_proj.weight", "attn_q_a_norm.weight": "self_attn.q_a_layernorm.weight",
+		"attn_q_b.weight": "self_attn.q_b_proj.weight", "attn_kv_a_mqa.weight": "self_attn.kv_a_proj_with_mqa.weight",
+		"attn_kv_a_norm.weight": "self_attn.kv_a_layernorm.weight", "attn_kv_b.weight": "self_attn.kv_b_proj.weight",
 	}
 	return "model.layers." + layer + "." + repl[part]
 }
@@ -99,6 +115,9 @@ var stTypes = map[safetensors.DType]device.DType{
 }
 
 func (s hfSource) tensor(canon string) ([]byte, device.DType, []int, bool, error) {
+	if strings.HasSuffix(canon, "_exps.weight") {
+		return s.experts(canon)
+	}
 	name := hfName(canon)
 	if _, ok := s.set.Info(name); !ok {
 		return nil, 0, nil, false, nil

@@ -37,6 +37,7 @@ type Model struct {
 	tokEmbd, outNorm, output device.Weight
 	layers                   []layer
 	rope                     device.Rope
+	mla                      *mlaState // MLA models only
 	weightBytes              int64
 
 	// LogitsChunk bounds the rows of one LM-head matmul (input logprobs ask
@@ -102,6 +103,12 @@ func (m *Model) allWeights() []device.Weight {
 	}
 	for _, l := range m.layers {
 		ws = append(ws, l.attnNorm, l.wq, l.wk, l.wv, l.wo, l.bq, l.bk, l.bv, l.qNorm, l.kNorm, l.ffnNorm, l.gate, l.up, l.down)
+		if l.mla != nil {
+			ws = append(ws, l.mla.weights()...)
+		}
+		if l.moe != nil {
+			ws = append(ws, l.moe.weights()...)
+		}
 	}
 	return ws
 }
@@ -146,6 +153,12 @@ func (u *uploader) matrix(name string, rows, cols int, required bool) (device.We
 	if len(dims) != 2 || dims[0] != cols || dims[1] != rows {
 		return device.Weight{}, fmt.Errorf("model: tensor %s has shape %v, want [%d %d] (row length first)", name, dims, cols, rows)
 	}
+	return u.place(name, raw, typ, rows, cols)
+}
+
+// place checks a matrix's bytes against its type and shape and uploads it,
+// or maps it in place from its file.
+func (u *uploader) place(name string, raw []byte, typ device.DType, rows, cols int) (device.Weight, error) {
 	want, err := kcpu.DType(typ).RowBytes(cols)
 	if err != nil {
 		return device.Weight{}, fmt.Errorf("model: tensor %s: %w", name, err)
@@ -275,6 +288,7 @@ func (m *Model) build(src tensorSource, o Options) (err error) {
 	for i := range m.layers {
 		L := &m.layers[i]
 		p := fmt.Sprintf("blk.%d.", i)
+		mla, moe := c.MLA != nil, c.MoELayer(i)
 		steps := []struct {
 			dst        *device.Weight
 			name       string
@@ -282,19 +296,19 @@ func (m *Model) build(src tensorSource, o Options) (err error) {
 			vec, need  bool
 		}{
 			{&L.attnNorm, "attn_norm.weight", 1, c.Hidden, true, true},
-			{&L.wq, "attn_q.weight", c.QRow(), c.Hidden, false, true},
-			{&L.wk, "attn_k.weight", c.KVRow(), c.Hidden, false, true},
-			{&L.wv, "attn_v.weight", c.KVRow(), c.Hidden, false, true},
-			{&L.wo, "attn_output.weight", c.Hidden, c.QRow(), false, true},
+			{&L.wq, "attn_q.weight", c.QRow(), c.Hidden, false, !mla},
+			{&L.wk, "attn_k.weight", c.KVRow(), c.Hidden, false, !mla},
+			{&L.wv, "attn_v.weight", c.KVRow(), c.Hidden, false, !mla},
+			{&L.wo, "attn_output.weight", c.Hidden, c.QRow(), false, !mla},
 			{&L.bq, "attn_q.bias", 1, c.QRow(), true, c.QKVBias},
 			{&L.bk, "attn_k.bias", 1, c.KVRow(), true, c.QKVBias},
 			{&L.bv, "attn_v.bias", 1, c.KVRow(), true, c.QKVBias},
 			{&L.qNorm, "attn_q_norm.weight", 1, c.HeadDim, true, c.QKNorm},
 			{&L.kNorm, "attn_k_norm.weight", 1, c.HeadDim, true, c.QKNorm},
 			{&L.ffnNorm, "ffn_norm.weight", 1, c.Hidden, true, true},
-			{&L.gate, "ffn_gate.weight", c.Intermediate, c.Hidden, false, true},
-			{&L.up, "ffn_up.weight", c.Intermediate, c.Hidden, false, true},
-			{&L.down, "ffn_down.weight", c.Hidden, c.Intermediate, false, true},
+			{&L.gate, "ffn_gate.weight", c.Intermediate, c.Hidden, false, !moe},
+			{&L.up, "ffn_up.weight", c.Intermediate, c.Hidden, false, !moe},
+			{&L.down, "ffn_down.weight", c.Hidden, c.Intermediate, false, !moe},
 		}
 		for _, s := range steps {
 			if !s.need {
@@ -309,9 +323,25 @@ func (m *Model) build(src tensorSource, o Options) (err error) {
 				return err
 			}
 		}
+		if mla {
+			if L.mla, err = u.loadMLA(p, c); err != nil {
+				return err
+			}
+		}
+		if moe {
+			if L.moe, err = u.loadMoE(p, c); err != nil {
+				return err
+			}
+		}
 	}
 	if m.rope, err = m.k.NewRope(c.Rope); err != nil {
 		return err
+	}
+	if c.MLA != nil {
+		m.mla = &mlaState{}
+		if m.mla.kvRope, err = m.k.NewRope(c.kvRope()); err != nil {
+			return err
+		}
 	}
 	m.ws = o.Workspaces
 	if m.ws == nil {

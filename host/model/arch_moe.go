@@ -106,7 +106,9 @@ func moeFromGGUF(g ggufMeta, a string, defaultNorm bool, c Config) (*MoEConfig, 
 	}
 	// llama.cpp ranks groups by their two best biased scores for every
 	// grouped model; kvhost follows the file's runtime.
-	r.GroupScoring = kcpu.GroupTop2Sum
+	if r.Groups > 1 {
+		r.GroupScoring = kcpu.GroupTop2Sum
+	}
 	return e, nil
 }
 

@@ -562,3 +562,13 @@ func (m *Model) ffn(sc *scope, l int, x, h device.Buf, rows int) error {
 	}
 	return k.Add(x, x, h)
 }
+
+// Notes are what serve says at startup about parts of the model it does
+// not run (DeepSeek-V3's multi-token-prediction layers).
+func (c Config) Notes() []string {
+	if c.MLA == nil || c.MLA.MTPLayers == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("model: %d multi-token-prediction layer(s) after layer %d (num_nextn_predict_layers) are not loaded or run: decoding makes one token per step",
+		c.MLA.MTPLayers, c.Layers-1)}
+}

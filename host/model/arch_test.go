@@ -15,8 +15,10 @@ import (
 
 	"github.com/kvhost/kvhost/configurators/layout"
 	"github.com/kvhost/kvhost/host/model/gguf"
+	"github.com/kvhost/kvhost/host/model/hf"
 	"github.com/kvhost/kvhost/host/model/safetensors"
 	"github.com/kvhost/kvhost/internal/testmodels"
+	kcpu "github.com/kvhost/kvhost/kernels/cpu"
 	"github.com/kvhost/kvhost/sdk"
 )
 
@@ -373,5 +375,54 @@ func TestArchConfigErrors(t *testing.T) {
 				t.Fatalf("%s: error %q does not say %q", c.key, err, w)
 			}
 		}
+	}
+}
+
+// TestDeepseekV3ConfigFromHF: DeepSeek-V3's published config.json reads
+// as V3 (q_lora, sigmoid noaux_tc routing over 8 groups, 2.5 scale, three
+// dense layers, DeepSeek's YaRN scale), its MTP layer named in a startup
+// note; V2-Lite's as the q_lora-free softmax form.
+func TestDeepseekConfigsFromHF(t *testing.T) {
+	root, err := testmodels.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(name string) Config {
+		raw, err := os.ReadFile(filepath.Join(root, "configurators", "testdata", name+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hc, err := hf.ParseConfig(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := ConfigFromHF(hc, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	v3 := read("deepseek-v3")
+	r := v3.MoE.Router
+	if v3.MLA.QLoraRank != 1536 || v3.MLA.LatentRow() != 576 || r.Scoring != kcpu.ScoreSigmoid || r.Groups != 8 || r.TopKGroups != 4 ||
+		r.GroupScoring != kcpu.GroupTop2Sum || r.Scale != 2.5 || !r.NormTopK || !v3.MoE.SelectionBias || v3.MoE.FirstDense != 3 || v3.MoE.Shared != 2048 {
+		t.Fatalf("V3 read as %+v / %+v", *v3.MLA, *v3.MoE)
+	}
+	if s := float64(v3.mlaScale()) * math.Sqrt(192); math.Abs(s-1.87385) > 1e-4 {
+		t.Fatalf("V3 softmax scale × sqrt(192) = %v, want mscale(40, 1)² = 1.87385", s)
+	}
+	if n := v3.Notes(); len(n) != 1 || !strings.Contains(n[0], "1 multi-token-prediction layer(s) after layer 60") {
+		t.Fatalf("V3 notes %q", n)
+	}
+	lite := read("deepseek-v2-lite")
+	if lite.MLA.QLoraRank != 0 || lite.MoE.Router.Scoring != kcpu.ScoreSoftmax || lite.MoE.Router.Groups > 1 || lite.MoE.Shared != 2*1408 || lite.Notes() != nil {
+		t.Fatalf("V2-Lite read as %+v / %+v", *lite.MLA, *lite.MoE)
+	}
+	if s := float64(lite.mlaScale()) * math.Sqrt(192); math.Abs(s-1.58963) > 1e-4 {
+		t.Fatalf("V2-Lite softmax scale × sqrt(192) = %v, want 1.58963", s)
+	}
+	// 15.7e9 parameters (the model card's 15.7B)
+	if p := lite.Params(); p < 15.6e9 || p > 15.8e9 {
+		t.Fatalf("V2-Lite params %d", p)
 	}
 }

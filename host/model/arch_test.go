@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -424,5 +425,52 @@ func TestDeepseekConfigsFromHF(t *testing.T) {
 	// 15.7e9 parameters (the model card's 15.7B)
 	if p := lite.Params(); p < 15.6e9 || p > 15.8e9 {
 		t.Fatalf("V2-Lite params %d", p)
+	}
+}
+
+// TestQwen3MoEDecodeGraphsEqualEager: the routed experts replay in
+// captured decode graphs (routing, grouping and the grouped matmuls read
+// their per-step inputs at replay) and give the eager forward's logits; an
+// MLA model declines capture (ErrNoCapture) and decodes eagerly.
+func TestQwen3MoEDecodeGraphsEqualEager(t *testing.T) {
+	r := load(t, writeArch(t, "qwen3moe", "tiny", 0), 256)
+	g, err := r.m.CaptureDecodeGraphs(r.pools, []int{1, 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	V, n := r.m.Config.Vocab, 3
+	var sides [2][]Seq
+	for s := range sides {
+		for i := range n {
+			prompt := []int32{1, int32(10 + i*7), int32(300 + i), int32(5000 + 13*i)}
+			var pages []int32
+			last := r.run(t, &pages, prompt, 0, 1)
+			if pages, err = r.pool.Grow(pages, len(prompt)+8); err != nil {
+				t.Fatal(err)
+			}
+			sides[s] = append(sides[s], Seq{Tokens: []int32{int32(argmax32(last))}, Start: len(prompt), Pages: one(pages), LogitRows: 1})
+		}
+	}
+	eager, graph := make([]float32, n*V), make([]float32, n*V)
+	for step := range 6 {
+		if err := r.m.Forward(r.pools, sides[0], eager); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := g.Run(sides[1], graph); err != nil || !ok {
+			t.Fatalf("graph run %v %v", ok, err)
+		}
+		closeLogits(t, fmt.Sprintf("step %d: graph vs eager", step), graph, eager, 1e-5)
+		for i := range n {
+			tok := int32(argmax32(eager[i*V : (i+1)*V]))
+			for s := range sides {
+				sides[s][i].Tokens[0] = tok
+				sides[s][i].Start++
+			}
+		}
+	}
+	d := load(t, writeArch(t, "deepseek2", "tiny", 0), 16)
+	if _, err := d.m.CaptureDecodeGraphs(d.pools, []int{1}); !errors.Is(err, ErrNoCapture) {
+		t.Fatalf("an MLA model's capture: %v, want ErrNoCapture", err)
 	}
 }

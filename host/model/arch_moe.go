@@ -261,6 +261,14 @@ func (m *Model) moeFFN(sc *scope, w *moeLayer, x, h device.Buf, rows int) error 
 	}
 	e := c.MoE
 	E, K, d, f := e.Router.Experts, e.Router.TopK, c.Hidden, e.Intermediate
+	if m.ungroupedExperts && rows > 1 {
+		for i := range rows {
+			if err := m.moeFFN(sc, w, x.Slice(i*d, d), h.Slice(i*d, d), 1); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	n := rows * K
 	ints := func(k int) (device.Span, device.Buf, error) {
 		b, err := sc.buf(k)

@@ -38,6 +38,9 @@ type Model struct {
 	layers                   []layer
 	rope                     device.Rope
 	mla                      *mlaState // MLA models only
+	// ungroupedExperts (benchmarks) runs the experts one row at a time:
+	// the per-token baseline that grouping by expert improves on.
+	ungroupedExperts bool
 	weightBytes              int64
 
 	// LogitsChunk bounds the rows of one LM-head matmul (input logprobs ask

@@ -58,7 +58,7 @@ func BenchmarkArchDecode(b *testing.B) {
 					}
 					b.Run(fmt.Sprintf("%s-%s/batch=%d/grouped=%v", arch, size, batch, grouped), func(b *testing.B) {
 						r := load(b, archBenchModel(b, arch, size, "f32"), 2048)
-						r.m.ungroupedExperts = !grouped
+						ungroup(r.m, !grouped)
 						benchDecode(b, r, r.pools, nil, batch)
 					})
 				}
@@ -75,7 +75,7 @@ func BenchmarkArchPrefill(b *testing.B) {
 			for _, grouped := range []bool{true, false} {
 				b.Run(fmt.Sprintf("%s-%s/tokens=512/grouped=%v", arch, size, grouped), func(b *testing.B) {
 					r := load(b, archBenchModel(b, arch, size, "f32"), 512/16+1)
-					r.m.ungroupedExperts = !grouped
+					ungroup(r.m, !grouped)
 					toks := make([]int32, 512)
 					for j := range toks {
 						toks[j] = int32(1 + j*97%31000)
@@ -94,6 +94,15 @@ func BenchmarkArchPrefill(b *testing.B) {
 					b.ReportMetric(float64(b.N*len(toks))/b.Elapsed().Seconds(), "tok/s")
 				})
 			}
+		}
+	}
+}
+
+// ungroup sets the experts of every MoE layer to run a row at a time.
+func ungroup(m *Model, on bool) {
+	for _, l := range m.layers {
+		if f, ok := l.FFN.(*moeFFN); ok {
+			f.ungrouped = on
 		}
 	}
 }

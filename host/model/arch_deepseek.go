@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/kvhost/kvhost/host/device"
 	"github.com/kvhost/kvhost/host/device/rotary"
 	"github.com/kvhost/kvhost/host/kv"
+	"github.com/kvhost/kvhost/host/model/hf"
 	kcpu "github.com/kvhost/kvhost/kernels/cpu"
 )
 
@@ -32,6 +34,10 @@ type MLAConfig struct {
 	// MTPLayers are V3's multi-token-prediction layers past Config.Layers:
 	// described by the config, never run (their tensors are not loaded).
 	MTPLayers int `json:"mtp_layers,omitempty"`
+	// FusedKVB: the file holds kv_b fused (older GGUF conversions, every
+	// Hugging Face checkpoint), split and transposed at load; else the
+	// split attn_k_b/attn_v_b as stored.
+	FusedKVB bool `json:"fused_kv_b,omitempty"`
 }
 
 // validate names the first field out of range.
@@ -66,7 +72,7 @@ func (a *MLAConfig) LatentRow() int { return a.KVLoraRank + a.RopeDim }
 // elements of kv_a's output row (one head of LatentRow elements).
 func (c Config) kvRope() device.RopeSpec {
 	s := c.Rope
-	s.HeadDim, s.RotOffset = c.MLA.LatentRow(), c.MLA.KVLoraRank
+	s.HeadDim, s.RotOffset = c.mla().LatentRow(), c.mla().KVLoraRank
 	return s
 }
 
@@ -76,17 +82,21 @@ func (c Config) mlaScale() float32 {
 	return float32(rotary.SoftmaxScale(c.Rope) / math.Sqrt(float64(c.HeadDim)))
 }
 
-// mlaNeed and mlaShape are an MLA layer's cache need and attention shape:
-// one latent row, the values its first KVLoraRank elements.
-func (c Config) mlaNeed() kv.LayerNeed {
-	return kv.LayerNeed{KVHeads: 1, HeadDim: c.MLA.LatentRow(), VHeadDim: c.MLA.KVLoraRank, Latent: true}
+// mlaNeeds are an MLA model's cache needs (one latent row per layer, the
+// values its first KVLoraRank elements) and mlaShape its attention shape.
+func mlaNeeds(c Config) []kv.LayerNeed {
+	a, out := c.mla(), make([]kv.LayerNeed, c.Layers)
+	for i := range out {
+		out[i] = kv.LayerNeed{KVHeads: 1, HeadDim: a.LatentRow(), VHeadDim: a.KVLoraRank, Latent: true}
+	}
+	return out
 }
 
 func (c Config) mlaShape() device.AttnShape {
-	return device.AttnShape{Heads: c.Heads, KVHeads: 1, HeadDim: c.MLA.LatentRow(), VHeadDim: c.MLA.KVLoraRank}
+	return device.AttnShape{Heads: c.Heads, KVHeads: 1, HeadDim: c.mla().LatentRow(), VHeadDim: c.mla().KVLoraRank}
 }
 
-// mlaParams is one MLA attention block's parameters.
+// params is one MLA attention block's parameters.
 func (a *MLAConfig) params(c Config) int64 {
 	h, H, r := int64(c.Hidden), int64(c.Heads), int64(a.KVLoraRank)
 	qr := H * int64(c.HeadDim)
@@ -97,8 +107,20 @@ func (a *MLAConfig) params(c Config) int64 {
 	return n + h*qr
 }
 
-// deepseekFromGGUF fills the MLA and MoE parts of a deepseek2 header.
-func deepseekFromGGUF(g ggufMeta, c *Config) error {
+// deepseekFromGGUF reads a deepseek2 header: the common keys, the MLA
+// ranks and the experts.
+func deepseekFromGGUF(g ggufMeta) (Config, error) {
+	cfg, err := g.common(false)
+	if err != nil {
+		return Config{}, err
+	}
+	if err := deepseekGGUF(g, &cfg); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+func deepseekGGUF(g ggufMeta, c *Config) error {
 	a, p := &MLAConfig{}, "deepseek2."
 	var err error
 	if a.QLoraRank, err = g.int(p+"attention.q_lora_rank", 0, false); err != nil {
@@ -133,14 +155,19 @@ func deepseekFromGGUF(g ggufMeta, c *Config) error {
 	if a.MTPLayers, err = g.int(p+"nextn_predict_layers", 0, false); err != nil {
 		return err
 	}
-	c.MLA, c.KVHeads, c.HeadDim = a, 1, kl
+	c.KVHeads, c.HeadDim = 1, kl
 	c.Rope.HeadDim, c.Rope.RotOffset, c.Rope.Neox = kl, a.NopeDim, false
-	if c.MoE, err = moeFromGGUF(g, p, false, *c); err != nil {
+	if _, _, err := g.f.Tensor("blk.0.attn_k_b.weight"); err != nil {
+		a.FusedKVB = true
+	}
+	e, err := moeFromGGUF(g, p, false, *c)
+	if err != nil {
 		return err
 	}
-	if _, _, err := g.f.Tensor(fmt.Sprintf("blk.%d.exp_probs_b.bias", c.MoE.FirstDense)); err == nil {
-		c.MoE.SelectionBias = true
+	if _, _, err := g.f.Tensor(fmt.Sprintf("blk.%d.exp_probs_b.bias", e.FirstDense)); err == nil {
+		e.SelectionBias = true
 	}
+	c.Ext = &moeParams{MoE: e, MLA: a}
 	return nil
 }
 
@@ -164,17 +191,36 @@ type hfMLA struct {
 	} `json:"rope_scaling"`
 }
 
-// deepseekFromHF fills the MLA, MoE and rope parts of a DeepSeek config.
-func deepseekFromHF(raw []byte, mt, path string, c *Config) error {
+// deepseekFromHF reads a DeepSeek config.json: the common fields, the
+// MLA ranks, DeepSeek's YaRN and the experts.
+func deepseekFromHF(hc hf.Config, raw []byte, path string) (Config, error) {
+	c, err := hfCommon(hc, path)
+	if err != nil {
+		return Config{}, err
+	}
+	mt := hc.ModelType
+	if mt == "" {
+		mt = "deepseek_v3"
+		if len(hc.Architectures) > 0 && hc.Architectures[0] == "DeepseekV2ForCausalLM" {
+			mt = "deepseek_v2"
+		}
+	}
+	if err := deepseekHF(raw, mt, path, &c); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+func deepseekHF(raw []byte, mt, path string, c *Config) error {
 	var h hfMLA
 	if err := json.Unmarshal(raw, &h); err != nil {
 		return fmt.Errorf("model: %s: %w", path, err)
 	}
-	a := &MLAConfig{KVLoraRank: h.KVLoraRank, NopeDim: h.NopeDim, RopeDim: h.RopeDim, VHeadDim: h.VHeadDim, MTPLayers: h.NextN}
+	a := &MLAConfig{KVLoraRank: h.KVLoraRank, NopeDim: h.NopeDim, RopeDim: h.RopeDim, VHeadDim: h.VHeadDim, MTPLayers: h.NextN, FusedKVB: true}
 	if h.QLoraRank != nil {
 		a.QLoraRank = *h.QLoraRank
 	}
-	c.MLA, c.KVHeads, c.HeadDim = a, 1, a.NopeDim+a.RopeDim
+	c.KVHeads, c.HeadDim = 1, a.NopeDim+a.RopeDim
 	c.Rope = device.RopeSpec{HeadDim: c.HeadDim, RotDim: a.RopeDim, RotOffset: a.NopeDim, Theta: c.Rope.Theta}
 	if rs := h.RopeScaling; rs != nil {
 		t := rs.RopeType
@@ -190,22 +236,118 @@ func deepseekFromHF(raw []byte, mt, path string, c *Config) error {
 			return fmt.Errorf("model: %s: rope_scaling type %q is not supported for %s (yarn)", path, t, mt)
 		}
 	}
-	var err error
-	c.MoE, err = moeFromHF(raw, mt, path)
+	e, err := moeFromHF(raw, mt, path)
+	c.Ext = &moeParams{MoE: e, MLA: a}
 	return err
 }
 
-// mlaLayer is one MLA block's weights. kb stacks W_UKᵀ per head (Rows
-// heads × kv_lora_rank, Cols qk_nope), vb W_UV per head (Rows heads ×
-// v_head_dim, Cols kv_lora_rank): one MatMul per head each.
-type mlaLayer struct {
+func init() {
+	register(&Arch{
+		Name: "deepseek2", HF: []string{"DeepseekV3ForCausalLM", "DeepseekV2ForCausalLM"},
+		FromGGUF: deepseekFromGGUF,
+		FromHF:   deepseekFromHF,
+		HFTensor: moeHFName,
+		ConfigJSON: func(c Config, out map[string]any) {
+			a, e := c.mla(), c.moe()
+			out["kv_lora_rank"], out["qk_rope_head_dim"], out["qk_nope_head_dim"], out["v_head_dim"] = a.KVLoraRank, a.RopeDim, a.NopeDim, a.VHeadDim
+			out["q_lora_rank"] = nil
+			if a.QLoraRank > 0 {
+				out["q_lora_rank"] = a.QLoraRank
+			}
+			out["n_routed_experts"], out["num_experts_per_tok"], out["moe_intermediate_size"] = e.Router.Experts, e.Router.TopK, e.Intermediate
+			out["first_k_dense_replace"], out["n_shared_experts"] = e.FirstDense, e.Shared/max(e.Intermediate, 1)
+		},
+		Layers:  deepseekLayers,
+		KVNeeds: mlaNeeds,
+		Params:  func(c Config) int64 { return moeParamsOf(c, c.mla().params(c)) },
+	})
+}
+
+var _ Mixer = (*mlaMixer)(nil)
+
+// mlaMixer is one layer's latent attention in the absorbed form (MLAConfig).
+// kb stacks W_UKᵀ per head (Rows heads × kv_lora_rank, Cols qk_nope), vb
+// W_UV per head (Rows heads × v_head_dim, Cols kv_lora_rank): one MatMul
+// per head each.
+type mlaMixer struct {
+	norm                 device.Weight
 	wq, wqa, qaNorm, wqb device.Weight
 	wkva, kvaNorm        device.Weight
 	kb, vb, wo           device.Weight
+	rope, kvRope         device.Rope
+	a                    *MLAConfig
+	heads                int
+	eps                  float32
+	opts                 device.AttnOpts
+	idx                  *mlaIndex // shared by the model's layers
 }
 
-func (w *mlaLayer) weights() []device.Weight {
-	return []device.Weight{w.wq, w.wqa, w.qaNorm, w.wqb, w.wkva, w.kvaNorm, w.kb, w.vb, w.wo}
+// deepseekLayers loads every layer's latent attention and its FFN (dense
+// for the first first_k_dense_replace layers, experts after).
+func deepseekLayers(b *Builder) ([]Layer, error) {
+	c := b.C
+	a := c.mla()
+	rope, err := b.Rope(c.Rope)
+	if err != nil {
+		return nil, err
+	}
+	kvRope, err := b.Rope(c.kvRope())
+	if err != nil {
+		return nil, err
+	}
+	b.AttnShape(c.mlaShape())
+	idx := &mlaIndex{decode: map[int]*mlaPerm{}}
+	H, d, r, qrow := c.Heads, c.Hidden, a.KVLoraRank, c.QRow()
+	out := make([]Layer, c.Layers)
+	for i := range out {
+		p := fmt.Sprintf("blk.%d.", i)
+		m := &mlaMixer{rope: rope, kvRope: kvRope, a: a, heads: H, eps: c.RMSEps, opts: device.AttnOpts{Scale: c.mlaScale()}, idx: idx}
+		mats := []struct {
+			dst        *device.Weight
+			name       string
+			rows, cols int
+			vec        bool
+		}{
+			{&m.norm, "attn_norm.weight", 1, d, true},
+			{&m.wq, "attn_q.weight", qrow, d, false},
+			{&m.wqa, "attn_q_a.weight", a.QLoraRank, d, false},
+			{&m.qaNorm, "attn_q_a_norm.weight", 1, a.QLoraRank, true},
+			{&m.wqb, "attn_q_b.weight", qrow, a.QLoraRank, false},
+			{&m.wkva, "attn_kv_a_mqa.weight", a.LatentRow(), d, false},
+			{&m.kvaNorm, "attn_kv_a_norm.weight", 1, r, true},
+		}
+		if a.QLoraRank > 0 {
+			mats = append(mats[:1], mats[2:]...)
+		} else {
+			mats = append(mats[:2], mats[5:]...)
+		}
+		for _, s := range mats {
+			if s.vec {
+				*s.dst, err = b.Vector(p+s.name, s.cols)
+			} else {
+				*s.dst, err = b.Matrix(p+s.name, s.rows, s.cols)
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+		if a.FusedKVB {
+			err = b.splitKVB(p+"attn_kv_b.weight", c, m)
+		} else if m.kb, err = b.Stacked(p+"attn_k_b.weight", H, r, a.NopeDim); err == nil {
+			m.vb, err = b.Stacked(p+"attn_v_b.weight", H, a.VHeadDim, r)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if m.wo, err = b.Matrix(p+"attn_output.weight", d, H*a.VHeadDim); err != nil {
+			return nil, err
+		}
+		out[i].Mixer = m
+		if out[i].FFN, err = ffnOf(b, p, i); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // head is rows [i·rows, (i+1)·rows) of a stacked weight as a matrix of its
@@ -215,87 +357,38 @@ func head(w device.Weight, i, rows int) device.Weight {
 	return device.Weight{Ptr: w.Ptr + device.Ptr(int64(i*rows)*int64(rb)), Type: w.Type, Rows: rows, Cols: w.Cols, Bytes: int64(rows) * int64(rb)}
 }
 
-// loadMLA uploads layer p's attention weights: the split attn_k_b/attn_v_b
-// of newer conversions as stored, or the fused attn_kv_b (older GGUF
-// files, Hugging Face's kv_b_proj) split and transposed here.
-func (u *uploader) loadMLA(p string, c Config) (*mlaLayer, error) {
-	a, w := c.MLA, &mlaLayer{}
-	H, d, r, qrow := c.Heads, c.Hidden, a.KVLoraRank, c.QRow()
-	var err error
-	mats := []struct {
-		dst        *device.Weight
-		name       string
-		rows, cols int
-		vec        bool
-	}{
-		{&w.wkva, "attn_kv_a_mqa.weight", a.LatentRow(), d, false},
-		{&w.kvaNorm, "attn_kv_a_norm.weight", 1, r, true},
-		{&w.wo, "attn_output.weight", d, H * a.VHeadDim, false},
-	}
-	if a.QLoraRank > 0 {
-		mats = append(mats, []struct {
-			dst        *device.Weight
-			name       string
-			rows, cols int
-			vec        bool
-		}{{&w.wqa, "attn_q_a.weight", a.QLoraRank, d, false}, {&w.qaNorm, "attn_q_a_norm.weight", 1, a.QLoraRank, true},
-			{&w.wqb, "attn_q_b.weight", qrow, a.QLoraRank, false}}...)
-	} else {
-		mats = append(mats, struct {
-			dst        *device.Weight
-			name       string
-			rows, cols int
-			vec        bool
-		}{&w.wq, "attn_q.weight", qrow, d, false})
-	}
-	for _, s := range mats {
-		if s.vec {
-			*s.dst, err = u.vector(p+s.name, s.cols, true)
-		} else {
-			*s.dst, err = u.matrix(p+s.name, s.rows, s.cols, true)
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	if _, _, _, ok, err := u.src.tensor(p + "attn_k_b.weight"); err != nil {
-		return nil, err
-	} else if ok {
-		if w.kb, err = u.stacked(p+"attn_k_b.weight", H, r, a.NopeDim); err != nil {
-			return nil, err
-		}
-		if w.vb, err = u.stacked(p+"attn_v_b.weight", H, a.VHeadDim, r); err != nil {
-			return nil, err
-		}
-		return w, nil
-	}
-	return w, u.splitKVB(p+"attn_kv_b.weight", c, w)
-}
-
 // splitKVB reads the fused kv_b ([heads·(nope+v), kv_lora_rank]: per head
 // the key rows, then the value rows) and uploads W_UKᵀ and W_UV per head
-// in F32, as llama.cpp's converter splits it.
-func (u *uploader) splitKVB(name string, c Config, w *mlaLayer) error {
-	a := c.MLA
+// in F32, as llama.cpp's converter splits it. Both are listed in the
+// model's tensors as F32 values (Vector: their bytes are 4 per value), so
+// a plan sizes them as loaded.
+func (b *Builder) splitKVB(name string, c Config, m *mlaMixer) error {
+	a := c.mla()
 	H, r, dn, dv := c.Heads, a.KVLoraRank, a.NopeDim, a.VHeadDim
-	raw, typ, dims, ok, err := u.src.tensor(name)
+	b.tensors = append(b.tensors, TensorShape{Name: name + " (k part, f32)", Rows: 1, Cols: H * r * dn, Vector: true},
+		TensorShape{Name: name + " (v part, f32)", Rows: 1, Cols: H * dv * r, Vector: true})
+	if b.u == nil {
+		m.kb, m.vb = b.dryWeight(H*r, dn), b.dryWeight(H*dv, r)
+		return nil
+	}
+	raw, typ, dims, ok, err := b.u.src.tensor(name)
 	switch {
 	case err != nil:
 		return err
 	case !ok:
-		return fmt.Errorf("model: tensor %s is missing (and no attn_k_b/attn_v_b split form either)", name)
+		return fmt.Errorf("model: tensor %s is missing", name)
 	case len(dims) != 2 || dims[0] != r || dims[1] != H*(dn+dv):
 		return fmt.Errorf("model: tensor %s has shape %v, want [%d %d] (row length first)", name, dims, r, H*(dn+dv))
 	}
-	m := kcpu.Matrix{Type: kcpu.DType(typ), Rows: H * (dn + dv), Cols: r, Data: raw}
-	if err := m.Validate(); err != nil {
+	w := kcpu.Matrix{Type: kcpu.DType(typ), Rows: H * (dn + dv), Cols: r, Data: raw}
+	if err := w.Validate(); err != nil {
 		return fmt.Errorf("model: tensor %s: %w", name, err)
 	}
 	kb, vb := make([]float32, H*r*dn), make([]float32, H*dv*r)
 	row := make([]float32, r)
 	for h := range H {
 		for j := range dn + dv {
-			kcpu.Dequantize(row, m, h*(dn+dv)+j)
+			kcpu.Dequantize(row, w, h*(dn+dv)+j)
 			if j < dn {
 				for i, v := range row { // W_UKᵀ: row h·r+i, column j
 					kb[(h*r+i)*dn+j] = v
@@ -305,10 +398,10 @@ func (u *uploader) splitKVB(name string, c Config, w *mlaLayer) error {
 			}
 		}
 	}
-	if w.kb, err = u.put(name+" (k part)", floatBytes(kb), device.Weight{Type: device.F32, Rows: H * r, Cols: dn, Bytes: int64(4 * len(kb))}); err != nil {
+	if m.kb, err = b.u.put(name+" (k part)", floatBytes(kb), device.Weight{Type: device.F32, Rows: H * r, Cols: dn, Bytes: int64(4 * len(kb))}); err != nil {
 		return err
 	}
-	w.vb, err = u.put(name+" (v part)", floatBytes(vb), device.Weight{Type: device.F32, Rows: H * dv, Cols: r, Bytes: int64(4 * len(vb))})
+	m.vb, err = b.u.put(name+" (v part)", floatBytes(vb), device.Weight{Type: device.F32, Rows: H * dv, Cols: r, Bytes: int64(4 * len(vb))})
 	return err
 }
 
@@ -321,19 +414,40 @@ func floatBytes(v []float32) []byte {
 	return b
 }
 
-// mlaState is the model-wide part of MLA: the shared key's rope and the
-// row permutations of the current forward's row count (host index arrays
-// for GatherRows, rebuilt when the count changes).
-type mlaState struct {
-	kvRope device.Rope
+// mlaPerm are the row permutations (host index arrays for GatherRows) of
+// one row count T: g is the chunk they move (gcd of the latent, nope and
+// rope widths); splitKV/joinKV move the latent apart from the rope key and
+// back, splitQ/joinQ build the absorbed query, toHeads/toTokens reorder
+// [tokens, heads] rows to [heads, tokens] and back.
+type mlaPerm struct {
+	g                                                 int
+	splitKV, joinKV, splitQ, joinQ, toHeads, toTokens []int32
+}
+
+// mlaIndex keeps the permutations: one set rebuilt for each eager
+// forward's row count, and one per decode batch size, kept, because a
+// captured decode graph reads its arrays at every replay.
+type mlaIndex struct {
+	eager  mlaPerm
 	rows   int
-	// g is the chunk the permutations move (gcd of the latent, nope and
-	// rope widths); splitKV/joinKV move the latent apart from the rope key
-	// and back, splitQ/joinQ build the absorbed query, toHeads/toTokens
-	// reorder [tokens, heads] rows to [heads, tokens] and back.
-	g                                       int
-	splitKV, joinKV, splitQ, joinQ, toHeads []int32
-	toTokens                                []int32
+	decode map[int]*mlaPerm
+}
+
+func (x *mlaIndex) perm(c *Config, T int, decode bool) *mlaPerm {
+	if decode {
+		p := x.decode[T]
+		if p == nil {
+			p = &mlaPerm{}
+			p.build(c, T)
+			x.decode[T] = p
+		}
+		return p
+	}
+	if x.rows != T {
+		x.eager.build(c, T)
+		x.rows = T
+	}
+	return &x.eager
 }
 
 func gcd(a, b int) int {
@@ -343,17 +457,14 @@ func gcd(a, b int) int {
 	return a
 }
 
-// index builds the permutations for T rows.
-func (s *mlaState) index(c Config, T int) {
-	if s.rows == T {
-		return
-	}
-	a, H := c.MLA, c.Heads
+// build fills the permutations for T rows, reusing the arrays.
+func (s *mlaPerm) build(c *Config, T int) {
+	a, H := c.mla(), c.Heads
 	r, dn, dr := a.KVLoraRank, a.NopeDim, a.RopeDim
 	g := gcd(gcd(r, dn), dr)
 	R, N, P := r/g, dn/g, dr/g // chunks per latent, nope and rope part
-	s.g, s.rows = g, T
-	s.splitKV, s.joinKV = s.splitKV[:0], make([]int32, T*(R+P))
+	s.g = g
+	s.splitKV, s.joinKV = s.splitKV[:0], slices.Grow(s.joinKV[:0], T*(R+P))[:T*(R+P)]
 	for t := range T {
 		for c := range R {
 			s.splitKV = append(s.splitKV, int32(t*(R+P)+c))
@@ -395,7 +506,7 @@ func (s *mlaState) index(c Config, T int) {
 			}
 		}
 	}
-	s.toHeads, s.toTokens = s.toHeads[:0], make([]int32, T*H)
+	s.toHeads, s.toTokens = s.toHeads[:0], slices.Grow(s.toTokens[:0], T*H)[:T*H]
 	for h := range H {
 		for t := range T {
 			s.toHeads = append(s.toHeads, int32(t*H+h))
@@ -406,169 +517,133 @@ func (s *mlaState) index(c Config, T int) {
 	}
 }
 
-// mlaBlock is one DeepSeek decoder block over the batch: latent attention
-// (absorbed), then the dense MLP or the experts.
-func (m *Model) mlaBlock(sc *scope, pools *kv.Set, l int, seqs []Seq, x device.Buf, T int) error {
-	c, k, L := m.Config, m.k, &m.layers[l]
-	a, w, st := c.MLA, L.mla, m.mla
-	H, r, dn, dr, dv, lr := c.Heads, a.KVLoraRank, a.NopeDim, a.RopeDim, a.VHeadDim, a.LatentRow()
-	st.index(c, T)
+// Mix implements Mixer: the latent row (kv_a's output, its first r
+// elements normed, the last dr rotated) is what the cache keeps; the
+// query is absorbed per head, attention runs over the latent rows, the
+// value up-projection and o_proj follow.
+func (m *mlaMixer) Mix(s *Step, x, h device.Buf) error {
+	k, a, T := s.K, m.a, s.Rows
+	H, r, dn, dr, dv, lr := m.heads, a.KVLoraRank, a.NopeDim, a.RopeDim, a.VHeadDim, a.LatentRow()
+	st := m.idx.perm(s.C, T, s.Decode())
 	g := st.g
-	h, err := sc.buf(T * c.Hidden)
-	if err != nil {
+	if err := k.RMSNorm(h, x, m.norm, T, s.C.Hidden, m.eps); err != nil {
 		return err
 	}
-	if err := k.RMSNorm(h, x, L.attnNorm, T, c.Hidden, c.RMSEps); err != nil {
-		return err
-	}
-	q, err := sc.buf(T * c.QRow())
+	q, err := s.Buf(T * H * (dn + dr))
 	if err != nil {
 		return err
 	}
 	if a.QLoraRank > 0 {
-		qa, err := sc.buf(T * a.QLoraRank)
+		qa, err := s.Buf(T * a.QLoraRank)
 		if err != nil {
 			return err
 		}
-		if err := k.MatMul(qa, h, T, w.wqa); err != nil {
+		if err := k.MatMul(qa, h, T, m.wqa); err != nil {
 			return err
 		}
-		if err := k.RMSNorm(qa, qa, w.qaNorm, T, a.QLoraRank, c.RMSEps); err != nil {
+		if err := k.RMSNorm(qa, qa, m.qaNorm, T, a.QLoraRank, m.eps); err != nil {
 			return err
 		}
-		if err := k.MatMul(q, qa, T, w.wqb); err != nil {
+		if err := k.MatMul(q, qa, T, m.wqb); err != nil {
 			return err
 		}
-		sc.free(qa)
-	} else if err := k.MatMul(q, h, T, w.wq); err != nil {
+		s.Free(qa)
+	} else if err := k.MatMul(q, h, T, m.wq); err != nil {
 		return err
 	}
-	if err := k.ApplyRope(m.rope, q, T, H, m.positions); err != nil {
+	if err := k.ApplyRope(m.rope, q, T, H, s.Positions); err != nil {
 		return err
 	}
-	// The latent row: kv_a's output, its first r elements normed, the
-	// last dr rotated.
-	ckv, err := sc.buf(T * lr)
+	ckv, err := s.Buf(T * lr)
 	if err != nil {
 		return err
 	}
-	if err := k.MatMul(ckv, h, T, w.wkva); err != nil {
+	if err := k.MatMul(ckv, h, T, m.wkva); err != nil {
 		return err
 	}
-	tmp, err := sc.buf(T * lr)
+	tmp, err := s.Buf(T * lr)
 	if err != nil {
 		return err
 	}
 	if err := k.GatherRows(tmp, ckv, g, st.splitKV); err != nil {
 		return err
 	}
-	if err := k.RMSNorm(tmp, tmp, w.kvaNorm, T, r, c.RMSEps); err != nil {
+	if err := k.RMSNorm(tmp, tmp, m.kvaNorm, T, r, m.eps); err != nil {
 		return err
 	}
 	if err := k.GatherRows(ckv, tmp, g, st.joinKV); err != nil {
 		return err
 	}
-	sc.free(tmp)
-	if err := k.ApplyRope(st.kvRope, ckv, T, 1, m.positions); err != nil {
+	s.Free(tmp)
+	if err := k.ApplyRope(m.kvRope, ckv, T, 1, s.Positions); err != nil {
 		return err
 	}
 	// The absorbed query [W_UKᵀ·q_nope | q_rope] per head.
-	b, err := sc.buf(H*T*dn + T*H*dr + H*T*r)
+	b, err := s.Buf(H*T*dn + T*H*dr + H*T*r)
 	if err != nil {
 		return err
 	}
 	if err := k.GatherRows(b.Slice(0, H*T*dn+T*H*dr), q, g, st.splitQ); err != nil {
 		return err
 	}
-	sc.free(q)
+	s.Free(q)
 	for i := range H {
-		lat := b.Slice(H*T*dn+T*H*dr+i*T*r, T*r)
-		if err := k.MatMul(lat, b.Slice(i*T*dn, T*dn), T, head(w.kb, i, r)); err != nil {
+		if err := k.MatMul(b.Slice(H*T*dn+T*H*dr+i*T*r, T*r), b.Slice(i*T*dn, T*dn), T, head(m.kb, i, r)); err != nil {
 			return err
 		}
 	}
-	qa, err := sc.buf(T * H * lr)
+	qa, err := s.Buf(T * H * lr)
 	if err != nil {
 		return err
 	}
 	if err := k.GatherRows(qa, b, g, st.joinQ); err != nil {
 		return err
 	}
-	sc.free(b)
-	att, err := sc.buf(T * H * r)
+	s.Free(b)
+	att, err := s.Buf(T * H * r)
 	if err != nil {
 		return err
 	}
-	kvl, tp := pools.Layer(l), pools.Table(l)
-	opts := device.AttnOpts{Scale: c.mlaScale()}
-	off := 0
-	for _, s := range seqs {
-		n := len(s.Tokens)
-		if err := k.WriteKV(kvl, ckv.Slice(off*lr, n*lr), device.Buf{}, n, s.Pages[tp], s.Start); err != nil {
-			return err
-		}
-		if err := k.Attention(att.Slice(off*H*r, n*H*r), qa.Slice(off*H*lr, n*H*lr), n, H, kvl, s.Pages[tp], s.Start, opts, m.attnScratch); err != nil {
-			return err
-		}
-		off += n
+	if err := s.Attend(att, qa, ckv, device.Buf{}, H, m.opts); err != nil {
+		return err
 	}
-	sc.free(qa)
-	sc.free(ckv)
+	s.Free(qa)
+	s.Free(ckv)
 	// The value up-projection per head, then o_proj.
-	b, err = sc.buf(H*T*r + H*T*dv)
-	if err != nil {
+	if b, err = s.Buf(H*T*r + H*T*dv); err != nil {
 		return err
 	}
 	if err := k.GatherRows(b.Slice(0, H*T*r), att, r, st.toHeads); err != nil {
 		return err
 	}
-	sc.free(att)
+	s.Free(att)
 	for i := range H {
-		if err := k.MatMul(b.Slice(H*T*r+i*T*dv, T*dv), b.Slice(i*T*r, T*r), T, head(w.vb, i, dv)); err != nil {
+		if err := k.MatMul(b.Slice(H*T*r+i*T*dv, T*dv), b.Slice(i*T*r, T*r), T, head(m.vb, i, dv)); err != nil {
 			return err
 		}
 	}
-	o, err := sc.buf(T * H * dv)
+	o, err := s.Buf(T * H * dv)
 	if err != nil {
 		return err
 	}
 	if err := k.GatherRows(o, b.Slice(H*T*r, H*T*dv), dv, st.toTokens); err != nil {
 		return err
 	}
-	sc.free(b)
-	if err := k.MatMul(h, o, T, w.wo); err != nil {
+	s.Free(b)
+	if err := k.MatMul(h, o, T, m.wo); err != nil {
 		return err
 	}
-	sc.free(o)
-	if err := k.Add(x, x, h); err != nil {
-		return err
-	}
-	return m.ffn(sc, l, x, h, T)
-}
-
-// ffn is a block's second half after attention: the post-attention norm,
-// then the experts or the dense SwiGLU MLP, added to x; it frees h.
-func (m *Model) ffn(sc *scope, l int, x, h device.Buf, rows int) error {
-	c, k, L := m.Config, m.k, &m.layers[l]
-	defer sc.free(h)
-	if err := k.RMSNorm(h, x, L.ffnNorm, rows, c.Hidden, c.RMSEps); err != nil {
-		return err
-	}
-	if L.moe != nil {
-		return m.moeFFN(sc, L.moe, x, h, rows)
-	}
-	if err := m.swiGLU(sc, h, h, rows, c.Intermediate, L.gate, L.up, L.down); err != nil {
-		return err
-	}
+	s.Free(o)
 	return k.Add(x, x, h)
 }
 
 // Notes are what serve says at startup about parts of the model it does
 // not run (DeepSeek-V3's multi-token-prediction layers).
 func (c Config) Notes() []string {
-	if c.MLA == nil || c.MLA.MTPLayers == 0 {
+	a := c.mla()
+	if a == nil || a.MTPLayers == 0 {
 		return nil
 	}
 	return []string{fmt.Sprintf("model: %d multi-token-prediction layer(s) after layer %d (num_nextn_predict_layers) are not loaded or run: decoding makes one token per step",
-		c.MLA.MTPLayers, c.Layers-1)}
+		a.MTPLayers, c.Layers-1)}
 }

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/kvhost/kvhost/host/device"
-	"github.com/kvhost/kvhost/host/model/hf"
 	kcpu "github.com/kvhost/kvhost/kernels/cpu"
 )
 
@@ -44,17 +43,7 @@ func (e *MoEConfig) validate(c Config) error {
 }
 
 // MoELayer reports whether layer l holds the routed experts.
-func (c Config) MoELayer(l int) bool { return c.MoE != nil && l >= c.MoE.FirstDense }
-
-// moeParams counts one MoE layer's parameters (router, experts, shared
-// expert, selection bias) and its dense replacement's, to correct Params.
-func (e *MoEConfig) params(h int64) int64 {
-	n := h*int64(e.Router.Experts) + 3*h*int64(e.Intermediate)*int64(e.Router.Experts) + 3*h*int64(e.Shared)
-	if e.SelectionBias {
-		n += int64(e.Router.Experts)
-	}
-	return n
-}
+func (c Config) MoELayer(l int) bool { e := c.moe(); return e != nil && l >= e.FirstDense }
 
 // moeFromGGUF reads the expert metadata llama.cpp's converter writes
 // (prefix a = "<arch>."). defaultNorm is what the architecture's graph does
@@ -183,30 +172,77 @@ func moeFromHF(raw []byte, mt, path string) (*MoEConfig, error) {
 	return e, nil
 }
 
-// moeLayer is one MoE block's weights: the router (F32 logits from any
-// stored type), the stacked experts (Rows = experts × width, as a GGUF
-// {in, out, E} tensor is stored) and the optional shared expert and
-// selection bias.
-type moeLayer struct {
-	router, bias                    device.Weight
-	gateExps, upExps, downExps      device.Weight
-	gateShared, upShared, downShare device.Weight
+// moeParams is Config.Ext of the architectures with experts: qwen3moe
+// (MoE) and deepseek2 (MoE and MLA).
+type moeParams struct {
+	MoE *MoEConfig `json:"moe"`
+	MLA *MLAConfig `json:"mla,omitempty"`
 }
 
-func (w *moeLayer) weights() []device.Weight {
-	return []device.Weight{w.router, w.bias, w.gateExps, w.upExps, w.downExps, w.gateShared, w.upShared, w.downShare}
+// Validate implements ArchParams.
+func (p *moeParams) Validate(c Config) error {
+	if p.MoE == nil {
+		return fmt.Errorf("model: %s has no experts configured", c.Arch)
+	}
+	if err := p.MoE.validate(c); err != nil {
+		return err
+	}
+	if p.MLA != nil {
+		return p.MLA.validate(c)
+	}
+	return nil
 }
 
-// loadMoE uploads layer p's MoE weights.
-func (u *uploader) loadMoE(p string, c Config) (*moeLayer, error) {
-	e, w := c.MoE, &moeLayer{}
-	E, f, d := e.Router.Experts, e.Intermediate, c.Hidden
+// moe and mla are c's experts and latent attention (nil when it has none).
+func (c Config) moe() *MoEConfig {
+	if p, ok := c.Ext.(*moeParams); ok {
+		return p.MoE
+	}
+	return nil
+}
+
+func (c Config) mla() *MLAConfig {
+	if p, ok := c.Ext.(*moeParams); ok {
+		return p.MLA
+	}
+	return nil
+}
+
+var _ FFN = (*moeFFN)(nil)
+
+// moeFFN is the routed experts as a layer's FFN part: RMSNorm, router
+// logits in f32, route, group the rows by expert so each expert's
+// matrices are read once per step for all its rows, gather, grouped
+// SwiGLU, weighted scatter-add onto the shared expert's output (when the
+// model has one), residual add. The router weight keeps its stored type;
+// the stacked experts are GGUF {in, out, E} tensors as stored (Rows =
+// experts × width).
+type moeFFN struct {
+	norm, router, bias                device.Weight
+	gateExps, upExps, downExps        device.Weight
+	gateShared, upShared, downShared  device.Weight
+	cfg                               *MoEConfig
+	eps                               float32
+	// ungrouped (benchmarks only) runs the rows one at a time: each
+	// token reads its experts' matrices, the baseline grouping improves on.
+	ungrouped bool
+}
+
+// loadMoE loads layer p's experts through b.
+func loadMoE(b *Builder, p string) (*moeFFN, error) {
+	c := b.C
+	e := c.moe()
+	f := &moeFFN{cfg: e, eps: c.RMSEps}
+	E, w, d := e.Router.Experts, e.Intermediate, c.Hidden
 	var err error
-	if w.router, err = u.matrix(p+"ffn_gate_inp.weight", E, d, true); err != nil {
+	if f.norm, err = b.Vector(p+"ffn_norm.weight", d); err != nil {
+		return nil, err
+	}
+	if f.router, err = b.Matrix(p+"ffn_gate_inp.weight", E, d); err != nil {
 		return nil, err
 	}
 	if e.SelectionBias {
-		if w.bias, err = u.vector(p+"exp_probs_b.bias", E, true); err != nil {
+		if f.bias, err = b.Vector(p+"exp_probs_b.bias", E); err != nil {
 			return nil, err
 		}
 	}
@@ -214,8 +250,8 @@ func (u *uploader) loadMoE(p string, c Config) (*moeLayer, error) {
 		dst        *device.Weight
 		name       string
 		rows, cols int
-	}{{&w.gateExps, "ffn_gate_exps.weight", f, d}, {&w.upExps, "ffn_up_exps.weight", f, d}, {&w.downExps, "ffn_down_exps.weight", d, f}} {
-		if *s.dst, err = u.stacked(p+s.name, E, s.rows, s.cols); err != nil {
+	}{{&f.gateExps, "ffn_gate_exps.weight", w, d}, {&f.upExps, "ffn_up_exps.weight", w, d}, {&f.downExps, "ffn_down_exps.weight", d, w}} {
+		if *s.dst, err = b.Stacked(p+s.name, E, s.rows, s.cols); err != nil {
 			return nil, err
 		}
 	}
@@ -224,151 +260,142 @@ func (u *uploader) loadMoE(p string, c Config) (*moeLayer, error) {
 			dst        *device.Weight
 			name       string
 			rows, cols int
-		}{{&w.gateShared, "ffn_gate_shexp.weight", e.Shared, d}, {&w.upShared, "ffn_up_shexp.weight", e.Shared, d}, {&w.downShare, "ffn_down_shexp.weight", d, e.Shared}} {
-			if *s.dst, err = u.matrix(p+s.name, s.rows, s.cols, true); err != nil {
+		}{{&f.gateShared, "ffn_gate_shexp.weight", e.Shared, d}, {&f.upShared, "ffn_up_shexp.weight", e.Shared, d}, {&f.downShared, "ffn_down_shexp.weight", d, e.Shared}} {
+			if *s.dst, err = b.Matrix(p+s.name, s.rows, s.cols); err != nil {
 				return nil, err
 			}
 		}
 	}
-	return w, nil
+	return f, nil
 }
 
-// stacked uploads a 3-D tensor {cols, rows, n} (GGUF order) as one matrix
-// of n·rows rows: n matrices of rows×cols one after another.
-func (u *uploader) stacked(name string, n, rows, cols int) (device.Weight, error) {
-	raw, typ, dims, ok, err := u.src.tensor(name)
-	if err != nil {
-		return device.Weight{}, err
+// Forward implements FFN.
+func (f *moeFFN) Forward(s *Step, x, h device.Buf) error {
+	d := s.C.Hidden
+	if err := s.K.RMSNorm(h, x, f.norm, s.Rows, d, f.eps); err != nil {
+		return err
 	}
-	if !ok {
-		return device.Weight{}, fmt.Errorf("model: tensor %s is missing", name)
-	}
-	if len(dims) != 3 || dims[0] != cols || dims[1] != rows || dims[2] != n {
-		return device.Weight{}, fmt.Errorf("model: tensor %s has shape %v, want [%d %d %d] (row length first)", name, dims, cols, rows, n)
-	}
-	return u.place(name, raw, typ, n*rows, cols)
-}
-
-// moeFFN runs the routed experts on the normed rows h ([rows, Hidden]) and
-// adds their output (with the shared expert's) to x: route in float32,
-// group the rows by expert so each expert's matrices are read once for all
-// its rows, gather, grouped SwiGLU, weighted scatter-add.
-func (m *Model) moeFFN(sc *scope, w *moeLayer, x, h device.Buf, rows int) error {
-	c, k := m.Config, m.k
-	ek, ok := k.(device.Experts)
-	if !ok {
-		return fmt.Errorf("model: %s needs the device's Experts capability", c.Arch)
-	}
-	e := c.MoE
-	E, K, d, f := e.Router.Experts, e.Router.TopK, c.Hidden, e.Intermediate
-	if m.ungroupedExperts && rows > 1 {
-		for i := range rows {
-			if err := m.moeFFN(sc, w, x.Slice(i*d, d), h.Slice(i*d, d), 1); err != nil {
+	if f.ungrouped && s.Rows > 1 {
+		for i := range s.Rows {
+			if err := f.experts(s, x.Slice(i*d, d), h.Slice(i*d, d), 1); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
+	return f.experts(s, x, h, s.Rows)
+}
+
+// ints takes an activation of n int32 values (4 bytes each, as floats).
+func ints(s *Step, n int) (device.Span, device.Buf, error) {
+	b, err := s.Buf(n)
+	return device.Span{Ptr: b.Ptr, Bytes: 4 * int64(max(n, 1))}, b, err
+}
+
+// experts adds the experts' output for the normed rows h to x.
+func (f *moeFFN) experts(s *Step, x, h device.Buf, rows int) error {
+	k, e := s.K, f.cfg
+	ek, ok := k.(device.Experts)
+	if !ok {
+		return fmt.Errorf("model: %s needs the device's Experts capability", s.C.Arch)
+	}
+	E, K, d, w := e.Router.Experts, e.Router.TopK, s.C.Hidden, e.Intermediate
 	n := rows * K
-	ints := func(k int) (device.Span, device.Buf, error) {
-		b, err := sc.buf(k)
-		return device.Span{Ptr: b.Ptr, Bytes: 4 * int64(max(k, 1))}, b, err
-	}
-	logits, err := sc.buf(rows * E)
+	logits, err := s.Buf(rows * E)
 	if err != nil {
 		return err
 	}
-	if err := k.MatMul(logits, h, rows, w.router); err != nil {
+	if err := k.MatMul(logits, h, rows, f.router); err != nil {
 		return err
 	}
-	ids, idsBuf, err := ints(n)
+	ids, idsBuf, err := ints(s, n)
 	if err != nil {
 		return err
 	}
-	wts, err := sc.buf(n)
+	wts, err := s.Buf(n)
 	if err != nil {
 		return err
 	}
-	if err := ek.RouteExperts(e.Router, logits, rows, w.bias, ids, wts); err != nil {
+	if err := ek.RouteExperts(e.Router, logits, rows, f.bias, ids, wts); err != nil {
 		return err
 	}
-	sc.free(logits)
+	s.Free(logits)
 	g := device.ExpertGroups{Experts: E, K: K}
 	var gb [3]device.Buf
-	for i, s := range []*device.Span{&g.Offsets, &g.Tokens, &g.Slots} {
-		want := n
-		if i == 0 {
-			want = E + 1
-		}
-		if *s, gb[i], err = ints(want); err != nil {
-			return err
-		}
+	if g.Offsets, gb[0], err = ints(s, E+1); err != nil {
+		return err
 	}
-	if g.Weights, err = sc.buf(n); err != nil {
+	if g.Tokens, gb[1], err = ints(s, n); err != nil {
+		return err
+	}
+	if g.Slots, gb[2], err = ints(s, n); err != nil {
+		return err
+	}
+	if g.Weights, err = s.Buf(n); err != nil {
 		return err
 	}
 	if err := ek.GroupExperts(ids, wts, rows, g); err != nil {
 		return err
 	}
-	sc.free(idsBuf)
-	sc.free(wts)
-	xs, err := sc.buf(n * d)
+	s.Free(idsBuf)
+	s.Free(wts)
+	xs, err := s.Buf(n * d)
 	if err != nil {
 		return err
 	}
 	if err := ek.GatherRowsAt(xs, h, d, g.Tokens, n); err != nil {
 		return err
 	}
-	gate, err := sc.buf(n * f)
+	gate, err := s.Buf(n * w)
 	if err != nil {
 		return err
 	}
-	up, err := sc.buf(n * f)
+	up, err := s.Buf(n * w)
 	if err != nil {
 		return err
 	}
-	if err := ek.ExpertMatMul(gate, xs, rows, w.gateExps, g); err != nil {
+	if err := ek.ExpertMatMul(gate, xs, rows, f.gateExps, g); err != nil {
 		return err
 	}
-	if err := ek.ExpertMatMul(up, xs, rows, w.upExps, g); err != nil {
+	if err := ek.ExpertMatMul(up, xs, rows, f.upExps, g); err != nil {
 		return err
 	}
 	if err := k.SiLUMul(gate, gate, up); err != nil {
 		return err
 	}
-	sc.free(up)
-	if err := ek.ExpertMatMul(xs, gate, rows, w.downExps, g); err != nil {
+	s.Free(up)
+	if err := ek.ExpertMatMul(xs, gate, rows, f.downExps, g); err != nil {
 		return err
 	}
-	sc.free(gate)
+	s.Free(gate)
 	shared := e.Shared > 0
 	if shared {
-		// The shared expert writes h's rows into h itself once read: its
-		// output is where the routed sum accumulates.
-		if err := m.swiGLU(sc, h, h, rows, e.Shared, w.gateShared, w.upShared, w.downShare); err != nil {
+		// The shared expert's output replaces h once h is read; the
+		// routed sum accumulates onto it.
+		if err := swiGLU(s, h, h, rows, e.Shared, f.gateShared, f.upShared, f.downShared); err != nil {
 			return err
 		}
 	}
 	if err := ek.ScatterAdd(h, xs, d, g, rows, shared); err != nil {
 		return err
 	}
-	sc.free(xs)
+	s.Free(xs)
 	for _, b := range gb {
-		sc.free(b)
+		s.Free(b)
 	}
-	sc.free(g.Weights)
+	s.Free(g.Weights)
 	return k.Add(x, x, h)
 }
 
 // swiGLU computes out = down(silu(gate(h))·up(h)) for rows of width inter;
 // out may be h (h is read before out is written).
-func (m *Model) swiGLU(sc *scope, out, h device.Buf, rows, inter int, gw, uw, dw device.Weight) error {
-	k := m.k
-	g, err := sc.buf(rows * inter)
+func swiGLU(s *Step, out, h device.Buf, rows, inter int, gw, uw, dw device.Weight) error {
+	k := s.K
+	g, err := s.Buf(rows * inter)
 	if err != nil {
 		return err
 	}
-	u, err := sc.buf(rows * inter)
+	u, err := s.Buf(rows * inter)
 	if err != nil {
 		return err
 	}
@@ -381,29 +408,50 @@ func (m *Model) swiGLU(sc *scope, out, h device.Buf, rows, inter int, gw, uw, dw
 	if err := k.SiLUMul(g, g, u); err != nil {
 		return err
 	}
-	sc.free(u)
+	s.Free(u)
 	if err := k.MatMul(out, g, rows, dw); err != nil {
 		return err
 	}
-	sc.free(g)
+	s.Free(g)
 	return nil
 }
 
-// archFromGGUF reads the parts of a qwen3moe or deepseek2 header beyond
-// the Llama family's.
-func archFromGGUF(g ggufMeta, c *Config) error {
-	var err error
-	switch g.arch {
-	case "qwen3moe":
-		// llama.cpp's qwen3moe graph always normalises the top-k weights
-		// (the converter writes no expert_weights_norm).
-		if c.MoE, err = moeFromGGUF(g, "qwen3moe.", true, *c); err == nil {
-			c.MoE.Router.NormTopK = true
+// moeHFNames are the Hugging Face names of the expert and latent-attention
+// tensors (per layer part); the rest are the Llama family's (hfName).
+var moeHFNames = map[string]string{
+	"ffn_gate_inp.weight": "mlp.gate.weight", "exp_probs_b.bias": "mlp.gate.e_score_correction_bias",
+	"ffn_gate_shexp.weight": "mlp.shared_experts.gate_proj.weight", "ffn_up_shexp.weight": "mlp.shared_experts.up_proj.weight",
+	"ffn_down_shexp.weight": "mlp.shared_experts.down_proj.weight",
+	"attn_q_a.weight": "self_attn.q_a_proj.weight", "attn_q_a_norm.weight": "self_attn.q_a_layernorm.weight",
+	"attn_q_b.weight": "self_attn.q_b_proj.weight", "attn_kv_a_mqa.weight": "self_attn.kv_a_proj_with_mqa.weight",
+	"attn_kv_a_norm.weight": "self_attn.kv_a_layernorm.weight", "attn_kv_b.weight": "self_attn.kv_b_proj.weight",
+}
+
+// moeHFName is Arch.HFTensor of qwen3moe and deepseek2.
+func moeHFName(canon string) string {
+	if rest, ok := strings.CutPrefix(canon, "blk."); ok {
+		layer, part, _ := strings.Cut(rest, ".")
+		if n, ok := moeHFNames[part]; ok {
+			return "model.layers." + layer + "." + n
 		}
-	case "deepseek2":
-		err = deepseekFromGGUF(g, c)
 	}
-	return err
+	return hfName(canon)
+}
+
+// moeParamsOf counts a layer stack's parameters: attn per layer, the dense
+// MLP on the first FirstDense layers, the experts (router, all experts,
+// shared expert, selection bias) on the others, embeddings and head.
+func moeParamsOf(c Config, attn int64) int64 {
+	e, h := c.moe(), int64(c.Hidden)
+	moe := h*int64(e.Router.Experts) + 3*h*int64(e.Intermediate)*int64(e.Router.Experts) + 3*h*int64(e.Shared)
+	if e.SelectionBias {
+		moe += int64(e.Router.Experts)
+	}
+	n := int64(c.Layers)*(attn+2*h) + int64(e.FirstDense)*3*h*int64(c.Intermediate) + int64(c.Layers-e.FirstDense)*moe + int64(c.Vocab)*h + h
+	if !c.Tied {
+		n += int64(c.Vocab) * h
+	}
+	return n
 }
 
 // ggufYarn reads YaRN rope scaling (prefix a): deepseek2 stores
@@ -433,26 +481,6 @@ func ggufYarn(g ggufMeta, a string, s *device.RopeSpec) error {
 		s.Mscale = s.MscaleAllDim
 	}
 	return nil
-}
-
-// archFromHF reads the expert and latent-attention fields of a Qwen3-MoE
-// or DeepSeek config.json.
-func archFromHF(hc hf.Config, path string, c *Config) error {
-	mt := hc.ModelType
-	var err error
-	switch c.Arch {
-	case "qwen3moe":
-		c.MoE, err = moeFromHF(hc.Raw, "qwen3_moe", path)
-	case "deepseek2":
-		if mt == "" {
-			mt = "deepseek_v3"
-			if len(hc.Architectures) > 0 && hc.Architectures[0] == "DeepseekV2ForCausalLM" {
-				mt = "deepseek_v2"
-			}
-		}
-		err = deepseekFromHF(hc.Raw, mt, path, c)
-	}
-	return err
 }
 
 // hfExpertProj names the per-expert Hugging Face projection of a stacked

@@ -131,7 +131,7 @@ func (r *archRef) attnGQA(l int, h []float64, pos int) []float64 {
 // attnMLA is the expanded form: k_nope and v of every head rebuilt from
 // each cached latent row by the up-projections.
 func (r *archRef) attnMLA(l int, h []float64, pos int) []float64 {
-	c, a, p := r.c, r.c.MLA, fmt.Sprintf("blk.%d.", l)
+	c, a, p := r.c, r.c.mla(), fmt.Sprintf("blk.%d.", l)
 	H, rk, dn, dr, dv, qk := c.Heads, a.KVLoraRank, a.NopeDim, a.RopeDim, a.VHeadDim, a.NopeDim+a.RopeDim
 	var q []float64
 	if a.QLoraRank > 0 {
@@ -183,7 +183,7 @@ func (r *archRef) attnMLA(l int, h []float64, pos int) []float64 {
 // by the top-2 sums of the biased scores, top-k by biased score, weights
 // the unbiased scores, normalised and scaled.
 func (r *archRef) route(l int, h []float64) []float64 {
-	e, p := r.c.MoE, fmt.Sprintf("blk.%d.", l)
+	e, p := r.c.moe(), fmt.Sprintf("blk.%d.", l)
 	E := e.Router.Experts
 	logits := matvec(r.w[p+"ffn_gate_inp.weight"], h, E)
 	score := make([]float64, E)
@@ -264,7 +264,7 @@ func (r *archRef) ffn(l int, h []float64) []float64 {
 	if !c.MoELayer(l) {
 		return swiGLURef(h, r.w[p+"ffn_gate.weight"], r.w[p+"ffn_up.weight"], r.w[p+"ffn_down.weight"], c.Hidden, c.Intermediate)
 	}
-	e := c.MoE
+	e := c.moe()
 	d, f := c.Hidden, e.Intermediate
 	out := make([]float64, d)
 	if e.Shared > 0 {
@@ -289,7 +289,7 @@ func (r *archRef) step(tok int32) []float64 {
 	for l := range c.Layers {
 		p := fmt.Sprintf("blk.%d.", l)
 		h := rmsnorm(x, r.w[p+"attn_norm.weight"], eps)
-		if c.MLA != nil {
+		if c.mla() != nil {
 			addTo(x, r.attnMLA(l, h, pos))
 		} else {
 			addTo(x, r.attnGQA(l, h, pos))

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/kvhost/kvhost/host/device"
+	"github.com/kvhost/kvhost/host/kv"
 )
 
 // Config is an architecture's hyper-parameters, whatever file they came from.
@@ -22,10 +23,17 @@ type Config struct {
 	QKVBias      bool            `json:"qkv_bias"`
 	QKNorm       bool            `json:"qk_norm"`
 	Tied         bool            `json:"tied_embeddings"`
-	// MoE and MLA are the mixture-of-experts FFN and latent attention
-	// (arch_moe.go, arch_deepseek.go); nil for the Llama family.
-	MoE *MoEConfig `json:"moe,omitempty"`
-	MLA *MLAConfig `json:"mla,omitempty"`
+	// Ext is the architecture's own parameters beyond these (a window
+	// pattern, MLA ranks, experts, a Mamba layout), owned by its
+	// arch_<name>.go; nil for the Llama family.
+	Ext ArchParams `json:"ext,omitempty"`
+}
+
+// ArchParams is an architecture-owned sub-configuration (Config.Ext).
+type ArchParams interface {
+	// Validate names the first field that cannot describe a working
+	// model of c's shape.
+	Validate(c Config) error
 }
 
 // maxDim bounds every dimension so a lying header cannot request absurd
@@ -61,13 +69,8 @@ func (c Config) Validate() error {
 	case !(c.RMSEps > 0 && c.RMSEps < 1):
 		return fmt.Errorf("model: rms_norm_eps %v out of range (0, 1)", c.RMSEps)
 	}
-	if c.MoE != nil {
-		if err := c.MoE.validate(c); err != nil {
-			return err
-		}
-	}
-	if c.MLA != nil {
-		return c.MLA.validate(c)
+	if c.Ext != nil {
+		return c.Ext.Validate(c)
 	}
 	return nil
 }
@@ -77,34 +80,28 @@ func (c Config) KVRow() int { return c.KVHeads * c.HeadDim }
 
 // AttnShape is the attention shape the kernels size their scratch by.
 func (c Config) AttnShape() device.AttnShape {
-	if c.MLA != nil {
-		return c.mlaShape()
-	}
 	return device.AttnShape{Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim, VHeadDim: c.HeadDim}
 }
 
 // QRow is the width of the query projection.
 func (c Config) QRow() int { return c.Heads * c.HeadDim }
 
-// Params counts the parameters the architecture implies.
+// KVNeeds is what each layer keeps between forwards (Arch.KVNeeds), the
+// need a configurator's declaration must meet (kv.NewLayout). A Config of
+// no registered architecture (built by hand in a test) is read as the
+// Llama family.
+func (c Config) KVNeeds() []kv.LayerNeed {
+	if a, err := c.arch(); err == nil {
+		return a.KVNeeds(c)
+	}
+	return llamaKVNeeds(c)
+}
+
+// Params counts the parameters the architecture implies (Arch.Params); a
+// Config of no registered architecture is read as the Llama family.
 func (c Config) Params() int64 {
-	h, q, kv, i := int64(c.Hidden), int64(c.QRow()), int64(c.KVRow()), int64(c.Intermediate)
-	per := h + h*q + 2*h*kv + q*h + h + 3*h*i
-	if c.MLA != nil {
-		per += c.MLA.params(c) - (h*q + 2*h*kv + q*h)
+	if a, err := c.arch(); err == nil {
+		return a.Params(c)
 	}
-	if c.QKVBias {
-		per += q + 2*kv
-	}
-	if c.QKNorm {
-		per += 2 * int64(c.HeadDim)
-	}
-	n := int64(c.Layers)*per + int64(c.Vocab)*h + h
-	if c.MoE != nil {
-		n += int64(c.Layers-c.MoE.FirstDense) * (c.MoE.params(h) - 3*h*i)
-	}
-	if !c.Tied {
-		n += int64(c.Vocab) * h
-	}
-	return n
+	return llamaParams(c)
 }

@@ -3,7 +3,6 @@ package model
 import (
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"sync/atomic"
 
@@ -28,45 +27,33 @@ type decodeInputs struct {
 // decodeStep runs one token for each of rows sequences. Every per-step value
 // is read from in's slices when the kernels run, so the same launches can be
 // captured once and replayed (spec §4: fixed buffers, graph-shared logits).
-func (m *Model) decodeStep(sc *scope, pools *kv.Set, in *decodeInputs, rows int, logitsBuf device.Buf, logits []float32) error {
+// The layers run through layersForward, as the eager forward's do.
+func (m *Model) decodeStep(pools *kv.Set, in *decodeInputs, rows int, logitsBuf device.Buf, logits []float32) error {
 	c, k := m.Config, m.k
-	dk, ok := k.(device.DecodeKernels)
-	if !ok || c.MLA != nil {
+	if _, ok := k.(device.DecodeKernels); !ok {
 		return ErrNoCapture
 	}
-	ids, pos := in.ids[:rows], in.positions[:rows]
-	x, err := sc.buf(rows * c.Hidden)
+	st := m.begin(pools, rows, in.positions[:rows], alloc.Graph)
+	st.dec = in
+	defer st.end()
+	x, err := st.Buf(rows * c.Hidden)
 	if err != nil {
 		return err
 	}
-	if err := k.Embedding(x, m.tokEmbd, ids); err != nil {
+	if err := m.embed(x, in.ids[:rows]); err != nil {
 		return err
 	}
-	scale := float32(1 / math.Sqrt(float64(c.HeadDim)))
-	for l := range m.layers {
-		h, q, kk, vv, att, err := m.attentionIn(sc, l, x, rows, pos)
-		if err != nil {
-			return err
-		}
-		kvl, tables := pools.Layer(l), in.tables[pools.Table(l)][:rows]
-		if err := dk.WriteKVRows(kvl, kk, vv, pos, tables); err != nil {
-			return err
-		}
-		if err := dk.DecodeAttention(att, q, c.Heads, kvl, pos, tables, device.AttnOpts{Scale: scale}, m.attnScratch, c.ContextLen); err != nil {
-			return err
-		}
-		if err := m.attentionOutAndMLP(sc, l, x, h, q, kk, vv, att, rows); err != nil {
-			return err
-		}
+	if err := m.layersForward(st, x); err != nil {
+		return err
 	}
 	if err := k.RMSNorm(x, x, m.outNorm, rows, c.Hidden, c.RMSEps); err != nil {
 		return err
 	}
 	out := logitsBuf.Slice(0, rows*c.Vocab)
-	if err := k.MatMul(out, x, rows, m.output); err != nil {
+	if err := m.logits(out, x, rows); err != nil {
 		return err
 	}
-	return k.CopyToHost(logits[:rows*c.Vocab], out)
+	return k.CopyToHost(m.hostLogits(logits, rows), out)
 }
 
 // DecodeGraphs holds one captured decode step per batch bucket, all in one
@@ -92,7 +79,7 @@ type DecodeGraphs struct {
 // state pool.
 func (m *Model) CaptureDecodeGraphs(pools *kv.Set, buckets []int) (g *DecodeGraphs, err error) {
 	_, ok := m.dev.(device.Capturer)
-	if _, dok := m.k.(device.DecodeKernels); !ok || !dok || m.Config.MLA != nil {
+	if _, dok := m.k.(device.DecodeKernels); !ok || !dok {
 		return nil, ErrNoCapture
 	}
 	if len(buckets) == 0 {
@@ -131,7 +118,9 @@ func (m *Model) CaptureDecodeGraphs(pools *kv.Set, buckets []int) (g *DecodeGrap
 		return nil, fmt.Errorf("model: graph-shared logits buffer: %w", err)
 	}
 	g.logitsBuf = device.Buf{Ptr: p, N: maxBS * c.Vocab}
-	g.logits = make([]float32, maxBS*c.Vocab)
+	if !m.dry {
+		g.logits = make([]float32, maxBS*c.Vocab)
+	}
 	if err := g.capture(); err != nil {
 		return nil, err
 	}
@@ -151,9 +140,7 @@ func (g *DecodeGraphs) capture() error {
 			m.act.EndCapture()
 			return err
 		}
-		sc := scope{a: m.act, cat: alloc.Graph}
-		err := m.decodeStep(&sc, g.pools, &g.in, bs, g.logitsBuf, g.logits)
-		sc.release()
+		err := m.decodeStep(g.pools, &g.in, bs, g.logitsBuf, g.logits)
 		graph, cerr := capt.EndCapture()
 		m.act.EndCapture()
 		if err != nil {

@@ -11,36 +11,40 @@ import (
 	"github.com/kvhost/kvhost/host/model/tokenizer"
 )
 
-// hfArchs maps config.json architectures to kvhost's. Hugging Face keeps
-// q/k in the half-split layout, so every one rotates NeoX-style.
-var hfArchs = map[string]struct {
-	arch         string
-	bias, qkNorm bool
-}{
-	"LlamaForCausalLM":   {arch: "llama"},
-	"MistralForCausalLM": {arch: "mistral"},
-	"Qwen2ForCausalLM":   {arch: "qwen2", bias: true},
-	"Qwen3ForCausalLM":   {arch: "qwen3", qkNorm: true},
-	// arch_moe.go, arch_deepseek.go
-	"Qwen3MoeForCausalLM":   {arch: "qwen3moe", qkNorm: true},
-	"DeepseekV2ForCausalLM": {arch: "deepseek2"},
-	"DeepseekV3ForCausalLM": {arch: "deepseek2"},
-}
-
-// ConfigFromHF derives the configuration from a parsed config.json.
-func ConfigFromHF(hc hf.Config, path string) (Config, error) {
+// ConfigFromHF derives the configuration from config.json's bytes through
+// the registry entry of its first architecture (Arch.FromHF).
+func ConfigFromHF(raw []byte, path string) (Config, error) {
+	hc, err := hf.ParseConfig(raw)
+	if err != nil {
+		return Config{}, fmt.Errorf("model: %s: %w", path, err)
+	}
 	if len(hc.Architectures) == 0 {
 		return Config{}, fmt.Errorf("model: %s: config.json has no architectures", path)
 	}
-	t, ok := hfArchs[hc.Architectures[0]]
+	a, ok := lookupIn(hfArch, hc.Architectures[0])
 	if !ok {
-		return Config{}, fmt.Errorf("model: %s: architecture %q is not supported (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, DeepseekV2ForCausalLM, DeepseekV3ForCausalLM)", path, hc.Architectures[0])
+		return Config{}, fmt.Errorf("model: %s: architecture %q is not supported (%s)", path, hc.Architectures[0], supported(hfArch))
 	}
+	c, err := a.FromHF(hc, raw, path)
+	if err != nil {
+		return Config{}, err
+	}
+	c.Arch = a.Name
+	if err := c.Validate(); err != nil {
+		return Config{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// hfCommon reads the fields every transformer's config.json has in the
+// Llama family's spelling. Hugging Face keeps q/k in the half-split
+// layout, so the rope rotates NeoX-style.
+func hfCommon(hc hf.Config, path string) (Config, error) {
 	c := Config{
-		Arch: t.arch, Hidden: hc.HiddenSize, Layers: hc.NumHiddenLayers, Heads: hc.NumAttentionHeads,
+		Hidden: hc.HiddenSize, Layers: hc.NumHiddenLayers, Heads: hc.NumAttentionHeads,
 		KVHeads: hc.KVHeads(), HeadDim: hc.HeadDimension(), Intermediate: hc.IntermediateSize,
 		Vocab: hc.VocabSize, ContextLen: hc.MaxPositionEmbeddings, RMSEps: float32(hc.RMSNormEps),
-		QKVBias: t.bias || hc.AttentionBias, QKNorm: t.qkNorm, Tied: hc.TieWordEmbeddings,
+		QKVBias: hc.AttentionBias, Tied: hc.TieWordEmbeddings,
 	}
 	if c.RMSEps == 0 {
 		c.RMSEps = 1e-6
@@ -62,12 +66,6 @@ func ConfigFromHF(hc hf.Config, path string) (Config, error) {
 		default:
 			return Config{}, fmt.Errorf("model: %s: rope_scaling type %q is not supported (linear, llama3)", path, rs.Type)
 		}
-	}
-	if err := archFromHF(hc, path, &c); err != nil {
-		return Config{}, err
-	}
-	if err := c.Validate(); err != nil {
-		return Config{}, fmt.Errorf("%s: %w", path, err)
 	}
 	return c, nil
 }
@@ -94,13 +92,6 @@ func hfName(canon string) string {
 		"attn_q.bias": "self_attn.q_proj.bias", "attn_k.bias": "self_attn.k_proj.bias", "attn_v.bias": "self_attn.v_proj.bias",
 		"attn_q_norm.weight": "self_attn.q_norm.weight", "attn_k_norm.weight": "self_attn.k_norm.weight",
 		"ffn_gate.weight": "mlp.gate_proj.weight", "ffn_up.weight": "mlp.up_proj.weight", "ffn_down.weight": "mlp.down_proj.weight",
-		// experts (arch_moe.go) and latent attention (arch_deepseek.go)
-		"ffn_gate_inp.weight": "mlp.gate.weight", "exp_probs_b.bias": "mlp.gate.e_score_correction_bias",
-		"ffn_gate_shexp.weight": "mlp.shared_experts.gate_proj.weight", "ffn_up_shexp.weight": "mlp.shared_experts.up_proj.weight",
-		"ffn_down_shexp.weight": "mlp.shared_experts.down_proj.weight",
-		"attn_q_a.weight":       "self_attn.q_a_proj.weight", "attn_q_a_norm.weight": "self_attn.q_a_layernorm.weight",
-		"attn_q_b.weight": "self_attn.q_b_proj.weight", "attn_kv_a_mqa.weight": "self_attn.kv_a_proj_with_mqa.weight",
-		"attn_kv_a_norm.weight": "self_attn.kv_a_layernorm.weight", "attn_kv_b.weight": "self_attn.kv_b_proj.weight",
 	}
 	return "model.layers." + layer + "." + repl[part]
 }
@@ -108,6 +99,7 @@ func hfName(canon string) string {
 type hfSource struct {
 	set  *safetensors.Set
 	path string
+	name func(canon string) string // Arch.HFTensor
 }
 
 var stTypes = map[safetensors.DType]device.DType{
@@ -116,9 +108,9 @@ var stTypes = map[safetensors.DType]device.DType{
 
 func (s hfSource) tensor(canon string) ([]byte, device.DType, []int, bool, error) {
 	if strings.HasSuffix(canon, "_exps.weight") {
-		return s.experts(canon)
+		return s.experts(canon) // arch_moe.go: per-expert tensors stacked
 	}
-	name := hfName(canon)
+	name := s.name(canon)
 	if _, ok := s.set.Info(name); !ok {
 		return nil, 0, nil, false, nil
 	}
@@ -187,7 +179,11 @@ func LoadHF(dir string, o Options) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := ConfigFromHF(hm.Config, filepath.Join(dir, "config.json"))
+	cfg, err := ConfigFromHF(hm.ConfigJSON, filepath.Join(dir, "config.json"))
+	if err != nil {
+		return nil, err
+	}
+	a, err := cfg.arch()
 	if err != nil {
 		return nil, err
 	}
@@ -217,7 +213,7 @@ func LoadHF(dir string, o Options) (*Model, error) {
 	if eos := tok.EOS(); eos >= 0 {
 		m.EOSText = tok.TokenText(eos)
 	}
-	if err := m.build(hfSource{set, dir}, o); err != nil {
+	if err := m.build(hfSource{set: set, path: dir, name: a.HFTensor}, o); err != nil {
 		return nil, err
 	}
 	return m, nil

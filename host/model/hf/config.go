@@ -30,9 +30,6 @@ type Config struct {
 	TorchDType    string   `json:"torch_dtype"`
 	BOSTokenID    TokenIDs `json:"bos_token_id"`
 	EOSTokenID    TokenIDs `json:"eos_token_id"`
-	// Raw is the whole config.json, for the fields an architecture reads
-	// beyond these (host/model's MoE and MLA configs).
-	Raw json.RawMessage `json:"-"`
 }
 
 // RopeScaling is config.json's rope_scaling. Type comes from "rope_type",
@@ -95,7 +92,6 @@ func ParseConfig(b []byte) (Config, error) {
 	if err := json.Unmarshal(b, &c); err != nil {
 		return Config{}, fmt.Errorf("hf: config.json: %w", err)
 	}
-	c.Raw = b
 	return c, nil
 }
 

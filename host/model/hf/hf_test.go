@@ -92,7 +92,6 @@ func TestOpenLlama3Single(t *testing.T) {
 		RopeScaling:           &RopeScaling{Type: "llama3", Factor: 32, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPositionEmbeddings: 8192},
 		MaxPositionEmbeddings: 131072, TieWordEmbeddings: true, TorchDType: "bfloat16",
 		BOSTokenID: TokenIDs{128000}, EOSTokenID: TokenIDs{128001, 128008, 128009},
-		Raw: m.ConfigJSON,
 	}
 	if !reflect.DeepEqual(m.Config, want) {
 		t.Fatalf("config\n got %+v\nwant %+v", m.Config, want)

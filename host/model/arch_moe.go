@@ -218,11 +218,11 @@ var _ FFN = (*moeFFN)(nil)
 // the stacked experts are GGUF {in, out, E} tensors as stored (Rows =
 // experts × width).
 type moeFFN struct {
-	norm, router, bias                device.Weight
-	gateExps, upExps, downExps        device.Weight
-	gateShared, upShared, downShared  device.Weight
-	cfg                               *MoEConfig
-	eps                               float32
+	norm, router, bias               device.Weight
+	gateExps, upExps, downExps       device.Weight
+	gateShared, upShared, downShared device.Weight
+	cfg                              *MoEConfig
+	eps                              float32
 	// ungrouped (benchmarks only) runs the rows one at a time: each
 	// token reads its experts' matrices, the baseline grouping improves on.
 	ungrouped bool
@@ -422,7 +422,7 @@ var moeHFNames = map[string]string{
 	"ffn_gate_inp.weight": "mlp.gate.weight", "exp_probs_b.bias": "mlp.gate.e_score_correction_bias",
 	"ffn_gate_shexp.weight": "mlp.shared_experts.gate_proj.weight", "ffn_up_shexp.weight": "mlp.shared_experts.up_proj.weight",
 	"ffn_down_shexp.weight": "mlp.shared_experts.down_proj.weight",
-	"attn_q_a.weight": "self_attn.q_a_proj.weight", "attn_q_a_norm.weight": "self_attn.q_a_layernorm.weight",
+	"attn_q_a.weight":       "self_attn.q_a_proj.weight", "attn_q_a_norm.weight": "self_attn.q_a_layernorm.weight",
 	"attn_q_b.weight": "self_attn.q_b_proj.weight", "attn_kv_a_mqa.weight": "self_attn.kv_a_proj_with_mqa.weight",
 	"attn_kv_a_norm.weight": "self_attn.kv_a_layernorm.weight", "attn_kv_b.weight": "self_attn.kv_b_proj.weight",
 }

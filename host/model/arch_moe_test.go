@@ -16,6 +16,7 @@ import (
 	"github.com/kvhost/kvhost/configurators/layout"
 	"github.com/kvhost/kvhost/host/model/gguf"
 	"github.com/kvhost/kvhost/host/model/safetensors"
+	"github.com/kvhost/kvhost/host/model/synth"
 	"github.com/kvhost/kvhost/internal/testmodels"
 	kcpu "github.com/kvhost/kvhost/kernels/cpu"
 	"github.com/kvhost/kvhost/sdk"
@@ -467,4 +468,52 @@ func TestArchDecodeGraphsEqualEager(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestArchQuantizedTracksF32: gen-model's q8_0 file is its f32 file's
+// weights quantized (same draws), expert stacks included, run as stored and
+// mapped from the file; its logits stay within what 8-bit weights allow of
+// the f32 logits (measured: 2–4 % of the largest logit).
+func TestArchQuantizedTracksF32(t *testing.T) {
+	for _, arch := range []string{"qwen3moe", "deepseek3"} {
+		f32 := load(t, writeArchType(t, arch, "f32"), 16)
+		want := logitsOf(t, f32, archPrompt)
+		for _, c := range []struct {
+			dtype string
+			tol   float64
+		}{{"q8_0", 0.06}} {
+			q := load(t, writeArchType(t, arch, c.dtype), 16)
+			if q.m.MappedBytes == 0 {
+				t.Fatalf("%s %s: no weight was served from the file in place", arch, c.dtype)
+			}
+			got := logitsOf(t, q, archPrompt)
+			var d, scale float64
+			for i := range got {
+				d = math.Max(d, math.Abs(float64(got[i]-want[i])))
+				scale = math.Max(scale, math.Abs(float64(want[i])))
+			}
+			t.Logf("%s %s: logits within %.3g of f32 (largest %.3g)", arch, c.dtype, d, scale)
+			if d > c.tol*scale || d == 0 {
+				t.Fatalf("%s %s: logits differ from f32 by %g, largest logit %g (tolerance %g relative)", arch, c.dtype, d, scale, c.tol)
+			}
+		}
+	}
+}
+
+// writeArchType writes gen-model's tiny arch preset in dtype.
+func writeArchType(t *testing.T, arch, dtype string) string {
+	t.Helper()
+	spec, err := synth.ArchPreset(arch, "tiny", dtype)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := synth.Write(&buf, spec, nil); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), arch+"-"+dtype+".gguf")
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

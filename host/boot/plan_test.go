@@ -92,6 +92,27 @@ func TestPlanMatchesServe(t *testing.T) {
 			return c
 		}},
 	}
+	// The expert and latent-attention architectures (gen-model's tiny
+	// presets): routed experts, the mla configurator's latent pool, decode
+	// graphs of both.
+	for _, arch := range []string{"qwen3moe", "deepseek2", "deepseek3"} {
+		spec, err := synth.ArchPreset(arch, "tiny", "f32")
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := writeSpec(t, spec)
+		cases = append(cases, struct {
+			name string
+			cfg  func(t *testing.T) Config
+		}{arch + " kvhost graphs", func(t *testing.T) Config { c := baseConfig(path, 192<<20); c.GraphMaxBS = -1; return c }}, struct {
+			name string
+			cfg  func(t *testing.T) Config
+		}{arch + " compat", func(t *testing.T) Config {
+			c := baseConfig(path, 192<<20)
+			c.SGLangCompat, c.MemFractionStatic = true, 0.7
+			return c
+		}})
+	}
 	// Every KV encoding: the configurator declares the pool in it, serve
 	// allocates and profiles it, plan predicts it (mxfp8 needs head dims
 	// that are multiples of 32: a model of head dim 32).

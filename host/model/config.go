@@ -60,6 +60,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("model: num_layers = %d is out of range [1, 1024]", c.Layers)
 	case c.Heads%c.KVHeads != 0:
 		return fmt.Errorf("model: num_heads %d is not a multiple of num_kv_heads %d", c.Heads, c.KVHeads)
+	case noRope(c):
+		// no rotary embedding to check (Nemotron-H, Granite-4.0-H)
 	case c.HeadDim%2 != 0:
 		return fmt.Errorf("model: head_dim %d must be even for rotary embeddings", c.HeadDim)
 	case c.Rope.RotDim <= 0 || c.Rope.RotDim > c.HeadDim || c.Rope.RotDim%2 != 0:
@@ -73,6 +75,13 @@ func (c Config) Validate() error {
 		return c.Ext.Validate(c)
 	}
 	return nil
+}
+
+// noRope reports an architecture without rotary embeddings (its Ext says
+// NoRope), whose Rope is unset and not checked.
+func noRope(c Config) bool {
+	n, ok := c.Ext.(interface{ NoRope() bool })
+	return ok && n.NoRope()
 }
 
 // KVRow is the number of floats one token occupies in one layer's K (or V).

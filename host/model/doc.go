@@ -12,13 +12,19 @@
 // the per-layer structure and weights (Arch.Layers through a Builder), the
 // layers' KV needs and the parameter count. The Llama family — Llama 2/3,
 // Mistral, Qwen2/2.5 (QKV bias), Qwen3 (q/k norm), tied or separate output
-// embeddings — is the first (arch_llama.go). A layer is a sequence Mixer
+// embeddings — is the first (arch_llama.go); Qwen3-MoE (arch_qwen3moe.go)
+// and DeepSeek-V2/V3 (arch_deepseek.go: latent attention in the absorbed
+// form over the MLA configurator's latent pool) add the routed experts
+// (arch_moe.go: grouped by expert through the device's Experts
+// capability). A layer is a sequence Mixer
 // and a feed-forward FFN (parts.go), either absent where the architecture
 // has none, each adding its branch to the residual stream through a Step
 // (step.go) that serves both the eager forward and the captured decode
-// step. How to add one: /work/coord/SEAM.md and
-// ../shared/design/ARCHITECTURE.md §2 (host/model: architectures written
-// against the kernel set).
+// step. Adding an architecture is adding files: arch_<name>.go with its
+// entry and Layers, part_<what>.go for a new mixer or feed-forward part;
+// the loaders, the forward, the decode graphs and host/plan pick it up
+// from the registry (../shared/design/ARCHITECTURE.md §2: architectures
+// written against the kernel set).
 //
 // Invariants:
 //   - One forward. The eager Forward and the captured decode step run the

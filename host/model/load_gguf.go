@@ -140,8 +140,12 @@ func (g ggufMeta) common(neox bool) (Config, error) {
 		if c.Rope.Factor, err = g.float(a+"rope.scaling.factor", 1); err != nil {
 			return Config{}, err
 		}
+	case "yarn":
+		if err := ggufYarn(g, a, &c.Rope); err != nil { // arch_moe.go
+			return Config{}, err
+		}
 	default:
-		return Config{}, fmt.Errorf("model: %s: rope scaling %q is not supported (none, linear)", f.Path, st)
+		return Config{}, fmt.Errorf("model: %s: rope scaling %q is not supported (none, linear, yarn)", f.Path, st)
 	}
 	if c.Rope.FreqFactors, err = ropeFreqFactors(f, rot); err != nil {
 		return Config{}, err

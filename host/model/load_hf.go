@@ -61,6 +61,8 @@ func hfCommon(hc hf.Config, path string) (Config, error) {
 			c.Rope.Scaling, c.Rope.Factor = rs.Type, rs.Factor
 			c.Rope.LowFreqFactor, c.Rope.HighFreqFactor = rs.LowFreqFactor, rs.HighFreqFactor
 			c.Rope.OriginalMaxPos = rs.OriginalMaxPositionEmbeddings
+		case "yarn":
+			c.Rope.Scaling, c.Rope.Factor, c.Rope.OriginalMaxPos = rs.Type, rs.Factor, rs.OriginalMaxPositionEmbeddings
 		default:
 			return Config{}, fmt.Errorf("model: %s: rope_scaling type %q is not supported (linear, llama3)", path, rs.Type)
 		}
@@ -105,6 +107,9 @@ var stTypes = map[safetensors.DType]device.DType{
 }
 
 func (s hfSource) tensor(canon string) ([]byte, device.DType, []int, bool, error) {
+	if strings.HasSuffix(canon, "_exps.weight") {
+		return s.experts(canon) // arch_moe.go: per-expert tensors stacked
+	}
 	name := s.name(canon)
 	if _, ok := s.set.Info(name); !ok {
 		return nil, 0, nil, false, nil

@@ -130,7 +130,9 @@ func ConfigureKV(ctx context.Context, reg *plugin.Registry, req KVRequest) (KVCo
 	}
 	needs := c.KVNeeds()
 	for i := range needs { // KV heads are split over tensor-parallel ranks (spec §3)
-		needs[i].KVHeads = max(1, needs[i].KVHeads/tp)
+		if needs[i].KVHeads > 0 { // layers without attention (Mamba, MLP) keep none
+			needs[i].KVHeads = max(1, needs[i].KVHeads/tp)
+		}
 	}
 	lay, err := kv.NewLayout(l.Pools, needs)
 	if err != nil {

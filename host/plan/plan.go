@@ -279,6 +279,8 @@ func snapshot(info device.Info, start int64, ph *phaser, us []ledger.Usage, b Bu
 				if len(b.GraphBuckets) > 0 && b.Pad == 0 {
 					free-- // the decode graphs' padding page, taken from the pool
 				}
+			} else if len(b.GraphBuckets) > 0 {
+				free-- // the decode graphs' padding slot (model.CaptureDecodeGraphs)
 			}
 			s.KVPools = append(s.KVPools, p.Stat(b.Units[i], free))
 		}

@@ -15,7 +15,7 @@ import (
 
 func genModel(args []string, stdout, stderr io.Writer) (err error) {
 	fs := newFlagSet("gen-model", stderr)
-	arch := fs.String("arch", "llama", "architecture (llama)")
+	arch := fs.String("arch", "llama", "architecture: llama | qwen3moe (GQA + routed experts) | deepseek2 (V2-Lite shape: MLA, softmax group-limited routing, shared experts) | deepseek3 (a deepseek2 file with V3's q_lora and sigmoid routing) | nemotron_h | granitehybrid (hybrid Mamba-2: f32, f16 or bf16)")
 	size := fs.String("size", "small", "tiny | small (≈15M params) | medium (≈110M params)")
 	var lim gguf.SplitLimits
 	fs.Func("split-max-tensors", "write llama.cpp gguf-split shards OUT-00001-of-0000N.gguf of at most N tensors each (default 0: one file)", func(s string) error {
@@ -37,16 +37,20 @@ func genModel(args []string, stdout, stderr io.Writer) (err error) {
 	}()
 	tok := fs.String("tokenizer", "spm", "spm (SentencePiece, Llama-2 chat template) | bpe (byte-level BPE, ChatML template with tools)")
 	vocab := fs.Int("vocab", 0, "vocabulary size (0: the preset's; bpe needs at least 512)")
+	experts := fs.Int("experts", 0, "granitehybrid: a mixture of N SwiGLU experts (2 per token, half the MLP's width) beside the shared MLP in every layer (0: dense)")
 	if err := fs.Parse(args); err != nil {
 		return err
-	}
-	if *arch != "llama" {
-		return fmt.Errorf("gen-model: architecture %q is not supported (llama)", *arch)
 	}
 	if *out == "" {
 		return fmt.Errorf("gen-model: --out is required")
 	}
-	spec, err := synth.Preset(*size, *dtype)
+	if *experts != 0 && *arch != "granitehybrid" {
+		return fmt.Errorf("gen-model: --experts is for --arch granitehybrid")
+	}
+	if *arch == "nemotron_h" || *arch == "granitehybrid" {
+		return genHybrid(*arch, *size, *dtype, *out, *vocab, *experts, stdout)
+	}
+	spec, err := synth.ArchPreset(*arch, *size, *dtype)
 	if err != nil {
 		return err
 	}
@@ -94,5 +98,54 @@ func genModel(args []string, stdout, stderr io.Writer) (err error) {
 	}
 	st, _ := os.Stat(*out)
 	fmt.Fprintf(stdout, "wrote %s (%.1f MiB) in %s\n", *out, float64(st.Size())/(1<<20), time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// genHybrid writes a hybrid Mamba-2 model (synth.WriteHybrid).
+func genHybrid(arch, size, dtype, out string, vocab, experts int, stdout io.Writer) error {
+	spec, err := synth.HybridPreset(arch, size, dtype)
+	if err != nil {
+		return fmt.Errorf("gen-model: %w", err)
+	}
+	if experts != 0 {
+		if arch != "granitehybrid" || experts < 2 || experts > 256 {
+			return fmt.Errorf("gen-model: --experts %d: granitehybrid only, in [2, 256]", experts)
+		}
+		spec.Experts, spec.ExpertsUsed, spec.ExpertFF = experts, 2, spec.FF/2
+		spec.Name += fmt.Sprintf("-moe%d", experts)
+	}
+	if vocab != 0 {
+		if vocab < 512 || vocab > 1<<20 {
+			return fmt.Errorf("gen-model: --vocab %d out of range [512, %d]", vocab, 1<<20)
+		}
+		spec.Vocab = vocab
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return err
+	}
+	start := time.Now()
+	fmt.Fprintf(stdout, "generating %s (%d parameters, layers %s) ...\n", spec.Name, spec.Params(), spec.Pattern)
+	tmp := out + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	err = synth.WriteHybrid(w, spec)
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, out)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("gen-model: %w", err)
+	}
+	st, _ := os.Stat(out)
+	fmt.Fprintf(stdout, "wrote %s (%.1f MiB) in %s\n", out, float64(st.Size())/(1<<20), time.Since(start).Round(time.Millisecond))
 	return nil
 }

@@ -23,6 +23,9 @@ func (p tensorPlan) dims() []uint64 {
 	if p.vec {
 		return []uint64{uint64(p.cols)}
 	}
+	if p.depth > 0 {
+		return []uint64{uint64(p.cols), uint64(p.rows), uint64(p.depth)}
+	}
 	return []uint64{uint64(p.cols), uint64(p.rows)}
 }
 
@@ -127,12 +130,16 @@ func (g *generator) tensor(i int, p tensorPlan, t gguf.TensorType) (uint64, erro
 	if p.vec {
 		data := make([]byte, 4*p.cols)
 		for j := 0; j < p.cols; j++ {
-			binary.LittleEndian.PutUint32(data[4*j:], math.Float32bits(1))
+			v := float32(1)
+			if p.bias {
+				v = float32(0.1 * g.r.normal())
+			}
+			binary.LittleEndian.PutUint32(data[4*j:], math.Float32bits(v))
 		}
 		_, err := g.w.Write(data)
 		return uint64(len(data)), wrapWrite(err)
 	}
-	n := p.rows * p.cols
+	n := p.rows * p.cols * max(p.depth, 1)
 	chunks := (n + chunkElems - 1) / chunkElems
 	if !g.parallel {
 		buf := make([]byte, encBytes(t, chunkElems))

@@ -34,6 +34,11 @@ type Spec struct {
 	// cores, for multi-GB models; the bytes differ from the sequential
 	// stream the small presets use.
 	Parallel bool
+	// Arch is the GGUF architecture: "" or "llama", "qwen3moe" or
+	// "deepseek2" (moe.go: MoE and MLA shapes, ArchPreset).
+	Arch string
+	MoE  *MoESpec
+	MLA  *MLASpec
 }
 
 // Sizes are the presets `gen-model --size` offers.
@@ -62,6 +67,9 @@ func Preset(size, dtype string) (Spec, error) {
 
 // Params counts the parameters of the spec (tied embeddings are not used).
 func (s Spec) Params() int64 {
+	if s.MoE != nil {
+		return s.archParams()
+	}
 	h, i, hd := int64(s.Hidden), int64(s.Intermediate), int64(s.Hidden/s.Heads)
 	kv := int64(s.KVHeads) * hd
 	per := 2*h + h*h*2 + 2*h*kv + 3*h*i
@@ -94,6 +102,9 @@ func (r *rng) normal() float64 {
 // set, is called with (tensors done, tensors total).
 func Write(w io.Writer, s Spec, progress func(done, total int)) error {
 	kvs, plans, err := layout(s)
+	if s.Arch != "" && s.Arch != "llama" {
+		kvs, plans, err = archLayout(s)
+	}
 	if err != nil {
 		return err
 	}
@@ -107,6 +118,10 @@ type tensorPlan struct {
 	rows, cols int
 	std        float64
 	vec        bool
+	depth      int // > 0: depth stacked rows×cols matrices (experts, heads)
+	// router matrices stay F32 in quantized files (as llama-quantize keeps
+	// ffn_gate_inp); a bias vector is drawn ~ N(0, 0.1²) instead of ones.
+	router, bias bool
 }
 
 // layout returns the metadata and the tensors, in file order.

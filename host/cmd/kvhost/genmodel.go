@@ -6,12 +6,25 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/kvhost/kvhost/host/model/gguf"
 	"github.com/kvhost/kvhost/host/model/synth"
 )
+
+// genArchs are the architectures gen-model writes: llama, synth's other
+// presets, and the hybrid Mamba-2 writers.
+func genArchs() []string {
+	out := []string{"llama"}
+	for a := range synth.ArchSizes {
+		out = append(out, a)
+	}
+	slices.Sort(out[1:])
+	return append(out, "nemotron_h", "granitehybrid")
+}
 
 func genModel(args []string, stdout, stderr io.Writer) (err error) {
 	fs := newFlagSet("gen-model", stderr)
@@ -49,6 +62,9 @@ func genModel(args []string, stdout, stderr io.Writer) (err error) {
 	}
 	if *arch == "nemotron_h" || *arch == "granitehybrid" {
 		return genHybrid(*arch, *size, *dtype, *out, *vocab, *experts, stdout)
+	}
+	if _, ok := synth.ArchSizes[*arch]; !ok && *arch != "llama" {
+		return fmt.Errorf("gen-model: architecture %q is not supported (%s)", *arch, strings.Join(genArchs(), ", "))
 	}
 	spec, err := synth.ArchPreset(*arch, *size, *dtype)
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 
 // Config is an architecture's hyper-parameters, whatever file they came from.
 type Config struct {
-	Arch         string          `json:"arch"` // llama, mistral, qwen2, qwen3
+	Arch         string          `json:"arch"` // llama, mistral, qwen2, qwen3, gemma2, gemma3, gpt-oss
 	Hidden       int             `json:"hidden_size"`
 	Layers       int             `json:"num_layers"`
 	Heads        int             `json:"num_heads"`
@@ -22,6 +22,9 @@ type Config struct {
 	QKVBias      bool            `json:"qkv_bias"`
 	QKNorm       bool            `json:"qk_norm"`
 	Tied         bool            `json:"tied_embeddings"`
+	// SWA is the sliding-window family's extras (arch_swa.go); nil for
+	// full-attention Llama-family models.
+	SWA *SWAConfig `json:"swa,omitempty"`
 }
 
 // maxDim bounds every dimension so a lying header cannot request absurd
@@ -56,6 +59,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("model: rope theta %v must be positive", c.Rope.Theta)
 	case !(c.RMSEps > 0 && c.RMSEps < 1):
 		return fmt.Errorf("model: rms_norm_eps %v out of range (0, 1)", c.RMSEps)
+	}
+	if c.SWA != nil {
+		return c.SWA.validate(c)
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package model
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/kvhost/kvhost/host/alloc"
 	"github.com/kvhost/kvhost/host/device"
@@ -39,11 +38,11 @@ type Seq struct {
 // KVNeeds is what each layer keeps between forwards, the need a
 // configurator's declaration must meet (kv.NewLayout): the Llama family's
 // layers each keep K and V rows of KVHeads × HeadDim for every past
-// position.
+// position, a sliding layer (Config.LayerWindow) for its window's.
 func (c Config) KVNeeds() []kv.LayerNeed {
 	out := make([]kv.LayerNeed, c.Layers)
 	for i := range out {
-		out[i] = kv.LayerNeed{KVHeads: c.KVHeads, HeadDim: c.HeadDim, VHeadDim: c.HeadDim}
+		out[i] = kv.LayerNeed{KVHeads: c.KVHeads, HeadDim: c.HeadDim, VHeadDim: c.HeadDim, Window: c.LayerWindow(i)}
 	}
 	return out
 }
@@ -143,6 +142,9 @@ func (m *Model) Forward(pools *kv.Set, seqs []Seq, logits []float32) error {
 	if err := m.k.Embedding(x, m.tokEmbd, m.ids); err != nil {
 		return err
 	}
+	if err := m.embedScale(x); err != nil {
+		return err
+	}
 	for l := range m.layers {
 		if err := m.block(&sc, pools, l, seqs, x, total); err != nil {
 			return fmt.Errorf("model: layer %d: %w", l, err)
@@ -176,12 +178,25 @@ func (m *Model) prepareHost(seqs []Seq, total, rows int) {
 }
 
 func (m *Model) block(sc *scope, pools *kv.Set, l int, seqs []Seq, x device.Buf, total int) error {
-	c, k := m.Config, m.k
+	if m.customLayers() {
+		return m.swaLayer(sc, l, x, total, m.positions, func(q, kk, vv, att device.Buf, o device.AttnOpts) error {
+			return m.attendSeqs(pools, l, seqs, q, kk, vv, att, o)
+		})
+	}
 	h, q, kk, vv, att, err := m.attentionIn(sc, l, x, total, m.positions)
 	if err != nil {
 		return err
 	}
-	scale := float32(1 / math.Sqrt(float64(c.HeadDim)))
+	if err := m.attendSeqs(pools, l, seqs, q, kk, vv, att, m.attnOpts(l)); err != nil {
+		return err
+	}
+	return m.attentionOutAndMLP(sc, l, x, h, q, kk, vv, att, total)
+}
+
+// attendSeqs writes each sequence's new K/V rows of layer l and runs its
+// attention.
+func (m *Model) attendSeqs(pools *kv.Set, l int, seqs []Seq, q, kk, vv, att device.Buf, o device.AttnOpts) error {
+	c, k := m.Config, m.k
 	kvl, tp := pools.Layer(l), pools.Table(l)
 	off := 0
 	for _, s := range seqs {
@@ -190,13 +205,13 @@ func (m *Model) block(sc *scope, pools *kv.Set, l int, seqs []Seq, x device.Buf,
 		if err := k.WriteKV(kvl, ks, vs, n, s.Pages[tp], s.Start); err != nil {
 			return err
 		}
-		err := k.Attention(att.Slice(off*c.QRow(), n*c.QRow()), q.Slice(off*c.QRow(), n*c.QRow()), n, c.Heads, kvl, s.Pages[tp], s.Start, device.AttnOpts{Scale: scale}, m.attnScratch)
+		err := k.Attention(att.Slice(off*c.QRow(), n*c.QRow()), q.Slice(off*c.QRow(), n*c.QRow()), n, c.Heads, kvl, s.Pages[tp], s.Start, o, m.attnScratch)
 		if err != nil {
 			return err
 		}
 		off += n
 	}
-	return m.attentionOutAndMLP(sc, l, x, h, q, kk, vv, att, total)
+	return nil
 }
 
 // attentionIn is a layer's first half up to attention: the input norm into
@@ -242,10 +257,11 @@ func (m *Model) attentionIn(sc *scope, l int, x device.Buf, rows int, positions 
 			return
 		}
 	}
-	if err = k.ApplyRope(m.rope, q, rows, c.Heads, positions); err != nil {
+	rope := m.layerRope(l)
+	if err = k.ApplyRope(rope, q, rows, c.Heads, positions); err != nil {
 		return
 	}
-	if err = k.ApplyRope(m.rope, kk, rows, c.KVHeads, positions); err != nil {
+	if err = k.ApplyRope(rope, kk, rows, c.KVHeads, positions); err != nil {
 		return
 	}
 	att, err = sc.buf(rows * c.QRow())
@@ -361,6 +377,9 @@ func (m *Model) head(sc *scope, x device.Buf, rows int, logits []float32) error 
 			return err
 		}
 		if err := k.MatMul(out, xl.Slice(r0*c.Hidden, n*c.Hidden), n, m.output); err != nil {
+			return err
+		}
+		if err := m.finalSoftCap(out); err != nil {
 			return err
 		}
 		if err := k.CopyToHost(logits[r0*c.Vocab:(r0+n)*c.Vocab], out); err != nil {

@@ -3,7 +3,6 @@ package model
 import (
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"sync/atomic"
 
@@ -42,17 +41,31 @@ func (m *Model) decodeStep(sc *scope, pools *kv.Set, in *decodeInputs, rows int,
 	if err := k.Embedding(x, m.tokEmbd, ids); err != nil {
 		return err
 	}
-	scale := float32(1 / math.Sqrt(float64(c.HeadDim)))
+	if err := m.embedScale(x); err != nil {
+		return err
+	}
 	for l := range m.layers {
+		kvl, tables := pools.Layer(l), in.tables[pools.Table(l)][:rows]
+		if m.customLayers() {
+			err := m.swaLayer(sc, l, x, rows, pos, func(q, kk, vv, att device.Buf, o device.AttnOpts) error {
+				if err := dk.WriteKVRows(kvl, kk, vv, pos, tables); err != nil {
+					return err
+				}
+				return dk.DecodeAttention(att, q, c.Heads, kvl, pos, tables, o, m.attnScratch, c.ContextLen)
+			})
+			if err != nil {
+				return err
+			}
+			continue
+		}
 		h, q, kk, vv, att, err := m.attentionIn(sc, l, x, rows, pos)
 		if err != nil {
 			return err
 		}
-		kvl, tables := pools.Layer(l), in.tables[pools.Table(l)][:rows]
 		if err := dk.WriteKVRows(kvl, kk, vv, pos, tables); err != nil {
 			return err
 		}
-		if err := dk.DecodeAttention(att, q, c.Heads, kvl, pos, tables, device.AttnOpts{Scale: scale}, m.attnScratch, c.ContextLen); err != nil {
+		if err := dk.DecodeAttention(att, q, c.Heads, kvl, pos, tables, m.attnOpts(l), m.attnScratch, c.ContextLen); err != nil {
 			return err
 		}
 		if err := m.attentionOutAndMLP(sc, l, x, h, q, kk, vv, att, rows); err != nil {
@@ -64,6 +77,9 @@ func (m *Model) decodeStep(sc *scope, pools *kv.Set, in *decodeInputs, rows int,
 	}
 	out := logitsBuf.Slice(0, rows*c.Vocab)
 	if err := k.MatMul(out, x, rows, m.output); err != nil {
+		return err
+	}
+	if err := m.finalSoftCap(out); err != nil {
 		return err
 	}
 	return k.CopyToHost(logits[:rows*c.Vocab], out)

@@ -22,6 +22,9 @@ var ggufArchs = map[string]struct{ neox, bias, qkNorm bool }{
 	"mistral": {},
 	"qwen2":   {neox: true, bias: true},
 	"qwen3":   {neox: true, qkNorm: true},
+	"gemma2":  {neox: true},
+	"gemma3":  {neox: true, qkNorm: true},
+	"gpt-oss": {neox: true, bias: true},
 }
 
 type ggufMeta struct {
@@ -80,7 +83,7 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	g.arch = g.str("general.architecture")
 	traits, ok := ggufArchs[g.arch]
 	if !ok {
-		return Config{}, fmt.Errorf("model: %s: architecture %q is not supported (supported: llama, mistral, qwen2, qwen3)", f.Path, g.arch)
+		return Config{}, fmt.Errorf("model: %s: architecture %q is not supported (supported: llama, mistral, qwen2, qwen3, gemma2, gemma3, gpt-oss)", f.Path, g.arch)
 	}
 	a := g.arch + "."
 	var c Config
@@ -133,8 +136,12 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 		if c.Rope.Factor, err = g.float(a+"rope.scaling.factor", 1); err != nil {
 			return Config{}, err
 		}
+	case "yarn":
+		if err := ggufYaRN(g, &c.Rope); err != nil {
+			return Config{}, err
+		}
 	default:
-		return Config{}, fmt.Errorf("model: %s: rope scaling %q is not supported (none, linear)", f.Path, st)
+		return Config{}, fmt.Errorf("model: %s: rope scaling %q is not supported (none, linear, yarn)", f.Path, st)
 	}
 	if c.Rope.FreqFactors, err = ropeFreqFactors(f, rot); err != nil {
 		return Config{}, err
@@ -149,6 +156,9 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	}
 	if ti, _, err := f.Tensor("token_embd.weight"); err == nil && len(ti.Dims) == 2 {
 		c.Vocab = int(min(ti.Dims[1], 1<<31))
+	}
+	if err := swaFromGGUF(g, &c); err != nil {
+		return Config{}, err
 	}
 	if err := c.Validate(); err != nil {
 		return Config{}, fmt.Errorf("%s: %w", f.Path, err)
@@ -281,9 +291,15 @@ var (
 )
 
 // GGUFDeviceBytes is how many bytes a GGUF tensor occupies once loaded:
-// its file bytes, since every type the kernels run stays as stored. Plan
-// uses it to predict the weights phase.
-func GGUFDeviceBytes(ti gguf.TensorInfo) int64 { return int64(ti.Size) }
+// its file bytes, since every type the kernels run stays as stored, except
+// MXFP4 (gpt-oss experts), decoded to bf16 at load. Plan uses it to predict
+// the weights phase.
+func GGUFDeviceBytes(ti gguf.TensorInfo) int64 {
+	if ti.Type == gguf.TypeMXFP4 { // decoded to bf16 at load
+		return int64(ti.Size) / 17 * 32 * 2
+	}
+	return int64(ti.Size)
+}
 
 func (s ggufSource) tensor(name string) ([]byte, device.DType, []int, bool, error) {
 	ti, raw, err := s.f.Tensor(name)
@@ -300,6 +316,16 @@ func (s ggufSource) tensor(name string) ([]byte, device.DType, []int, bool, erro
 			return nil, 0, nil, false, fmt.Errorf("model: %s: tensor %s dimension %d is absurd", s.f.Path, name, d)
 		}
 		dims[i] = int(d)
+	}
+	if ti.Type == gguf.TypeMXFP4 { // gpt-oss experts: decoded, see decodeMXFP4
+		n := 1
+		for _, d := range dims {
+			n *= d
+		}
+		if raw, err = decodeMXFP4(raw, n); err != nil {
+			return nil, 0, nil, false, fmt.Errorf("model: %s: tensor %s: %w", s.f.Path, name, err)
+		}
+		return raw, device.BF16, dims, true, nil
 	}
 	typ, ok := ti.Type.DType()
 	if !ok {

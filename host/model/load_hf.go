@@ -21,6 +21,9 @@ var hfArchs = map[string]struct {
 	"MistralForCausalLM": {arch: "mistral"},
 	"Qwen2ForCausalLM":   {arch: "qwen2", bias: true},
 	"Qwen3ForCausalLM":   {arch: "qwen3", qkNorm: true},
+	"Gemma2ForCausalLM":  {arch: "gemma2"},
+	"Gemma3ForCausalLM":  {arch: "gemma3", qkNorm: true},
+	"GptOssForCausalLM":  {arch: "gpt-oss", bias: true},
 }
 
 // ConfigFromHF derives the configuration from a parsed config.json.
@@ -30,7 +33,7 @@ func ConfigFromHF(hc hf.Config, path string) (Config, error) {
 	}
 	t, ok := hfArchs[hc.Architectures[0]]
 	if !ok {
-		return Config{}, fmt.Errorf("model: %s: architecture %q is not supported (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)", path, hc.Architectures[0])
+		return Config{}, fmt.Errorf("model: %s: architecture %q is not supported (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, GptOssForCausalLM)", path, hc.Architectures[0])
 	}
 	c := Config{
 		Arch: t.arch, Hidden: hc.HiddenSize, Layers: hc.NumHiddenLayers, Heads: hc.NumAttentionHeads,
@@ -49,12 +52,12 @@ func ConfigFromHF(hc hf.Config, path string) (Config, error) {
 	if rs := hc.RopeScaling; rs != nil {
 		switch rs.Type {
 		case "", "default":
-		case "linear", "llama3":
+		case "linear", "llama3", "yarn":
 			c.Rope.Scaling, c.Rope.Factor = rs.Type, rs.Factor
 			c.Rope.LowFreqFactor, c.Rope.HighFreqFactor = rs.LowFreqFactor, rs.HighFreqFactor
 			c.Rope.OriginalMaxPos = rs.OriginalMaxPositionEmbeddings
 		default:
-			return Config{}, fmt.Errorf("model: %s: rope_scaling type %q is not supported (linear, llama3)", path, rs.Type)
+			return Config{}, fmt.Errorf("model: %s: rope_scaling type %q is not supported (linear, llama3, yarn)", path, rs.Type)
 		}
 	}
 	if err := c.Validate(); err != nil {
@@ -92,6 +95,8 @@ func hfName(canon string) string {
 type hfSource struct {
 	set  *safetensors.Set
 	path string
+	// gemma: Gemma's names and (1 + w) norms (gemmaHF).
+	gemma bool
 }
 
 var stTypes = map[safetensors.DType]device.DType{
@@ -100,6 +105,9 @@ var stTypes = map[safetensors.DType]device.DType{
 
 func (s hfSource) tensor(canon string) ([]byte, device.DType, []int, bool, error) {
 	name := hfName(canon)
+	if s.gemma {
+		name = gemmaHFName(canon)
+	}
 	if _, ok := s.set.Info(name); !ok {
 		return nil, 0, nil, false, nil
 	}
@@ -119,6 +127,9 @@ func (s hfSource) tensor(canon string) ([]byte, device.DType, []int, bool, error
 			return nil, 0, nil, false, fmt.Errorf("model: %s: tensor %s dimension %d is absurd", s.path, name, d)
 		}
 		dims[len(dims)-1-i] = int(d)
+	}
+	if s.gemma && strings.HasSuffix(canon, "norm.weight") {
+		raw, typ = plusOne(raw, typ)
 	}
 	return raw, typ, dims, true, nil
 }
@@ -168,7 +179,7 @@ func LoadHF(dir string, o Options) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := ConfigFromHF(hm.Config, filepath.Join(dir, "config.json"))
+	cfg, err := ConfigFromHFJSON(hm.ConfigJSON, filepath.Join(dir, "config.json"))
 	if err != nil {
 		return nil, err
 	}
@@ -198,7 +209,7 @@ func LoadHF(dir string, o Options) (*Model, error) {
 	if eos := tok.EOS(); eos >= 0 {
 		m.EOSText = tok.TokenText(eos)
 	}
-	if err := m.build(hfSource{set, dir}, o); err != nil {
+	if err := m.build(hfSource{set: set, path: dir, gemma: cfg.SWA != nil && cfg.SWA.Gemma}, o); err != nil {
 		return nil, err
 	}
 	return m, nil

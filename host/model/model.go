@@ -37,6 +37,7 @@ type Model struct {
 	tokEmbd, outNorm, output device.Weight
 	layers                   []layer
 	rope                     device.Rope
+	swa                      *swaWeights // the sliding-window family's extras (arch_swaload.go)
 	weightBytes              int64
 
 	// LogitsChunk bounds the rows of one LM-head matmul (input logprobs ask
@@ -103,7 +104,7 @@ func (m *Model) allWeights() []device.Weight {
 	for _, l := range m.layers {
 		ws = append(ws, l.attnNorm, l.wq, l.wk, l.wv, l.wo, l.bq, l.bk, l.bv, l.qNorm, l.kNorm, l.ffnNorm, l.gate, l.up, l.down)
 	}
-	return ws
+	return append(ws, m.swa.all()...)
 }
 
 // tensorSource yields raw tensors by canonical (GGUF) name.
@@ -272,6 +273,7 @@ func (m *Model) build(src tensorSource, o Options) (err error) {
 		return err
 	}
 	m.layers = make([]layer, c.Layers)
+	dense := c.SWA == nil || c.SWA.MoE == nil // gpt-oss has experts instead
 	for i := range m.layers {
 		L := &m.layers[i]
 		p := fmt.Sprintf("blk.%d.", i)
@@ -291,10 +293,10 @@ func (m *Model) build(src tensorSource, o Options) (err error) {
 			{&L.bv, "attn_v.bias", 1, c.KVRow(), true, c.QKVBias},
 			{&L.qNorm, "attn_q_norm.weight", 1, c.HeadDim, true, c.QKNorm},
 			{&L.kNorm, "attn_k_norm.weight", 1, c.HeadDim, true, c.QKNorm},
-			{&L.ffnNorm, "ffn_norm.weight", 1, c.Hidden, true, true},
-			{&L.gate, "ffn_gate.weight", c.Intermediate, c.Hidden, false, true},
-			{&L.up, "ffn_up.weight", c.Intermediate, c.Hidden, false, true},
-			{&L.down, "ffn_down.weight", c.Hidden, c.Intermediate, false, true},
+			{&L.ffnNorm, "ffn_norm.weight", 1, c.Hidden, true, dense},
+			{&L.gate, "ffn_gate.weight", c.Intermediate, c.Hidden, false, dense},
+			{&L.up, "ffn_up.weight", c.Intermediate, c.Hidden, false, dense},
+			{&L.down, "ffn_down.weight", c.Hidden, c.Intermediate, false, dense},
 		}
 		for _, s := range steps {
 			if !s.need {
@@ -309,6 +311,9 @@ func (m *Model) build(src tensorSource, o Options) (err error) {
 				return err
 			}
 		}
+	}
+	if err := m.buildSWA(u); err != nil {
+		return err
 	}
 	if m.rope, err = m.k.NewRope(c.Rope); err != nil {
 		return err

@@ -26,6 +26,7 @@ const DefaultKVDType = sdk.KVFP16
 var hfArchitecture = map[string]string{
 	"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
 	"qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
+	"gemma2": "Gemma2ForCausalLM", "gemma3": "Gemma3ForCausalLM", "gpt-oss": "GptOssForCausalLM",
 }
 
 // ConfigJSON is the Hugging Face config.json equivalent of c (what a GGUF
@@ -35,12 +36,16 @@ func ConfigJSON(c model.Config) (json.RawMessage, error) {
 	if !ok {
 		return nil, fmt.Errorf("plan: no Hugging Face architecture for %q", c.Arch)
 	}
-	return json.Marshal(map[string]any{
+	m := map[string]any{
 		"architectures": []string{arch}, "model_type": c.Arch,
 		"hidden_size": c.Hidden, "num_hidden_layers": c.Layers, "num_attention_heads": c.Heads,
 		"num_key_value_heads": c.KVHeads, "head_dim": c.HeadDim, "intermediate_size": c.Intermediate,
 		"vocab_size": c.Vocab, "max_position_embeddings": c.ContextLen,
-	})
+	}
+	if s := c.SWA; s != nil {
+		slidingConfigJSON(m, s)
+	}
+	return json.Marshal(m)
 }
 
 // KVRequest is what the configurator is asked: the model (its own

@@ -13,7 +13,7 @@ import (
 
 func genModel(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("gen-model", stderr)
-	arch := fs.String("arch", "llama", "architecture (llama)")
+	arch := fs.String("arch", "llama", "architecture: llama | mistral | gemma2 | gemma3 | gpt-oss (the last four with a sliding window of 16/64/128 tokens on tiny/small/medium)")
 	size := fs.String("size", "small", "tiny | small (≈15M params) | medium (≈110M params)")
 	dtype := fs.String("dtype", "f32", "file type: f32 | f16 | bf16 | q8_0 | q4_0 | q4_1 | q5_0 | q5_1 | q2_k | q3_k_m | q4_k_s | q4_k_m | q5_k_s | q5_k_m | q6_k | iq4_nl | iq4_xs (quantized types mixed per tensor as llama-quantize mixes them)")
 	out := fs.String("out", "", "output GGUF file (required)")
@@ -22,13 +22,10 @@ func genModel(args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *arch != "llama" {
-		return fmt.Errorf("gen-model: architecture %q is not supported (llama)", *arch)
-	}
 	if *out == "" {
 		return fmt.Errorf("gen-model: --out is required")
 	}
-	spec, err := synth.Preset(*size, *dtype)
+	spec, err := synth.ArchPreset(*arch, *size, *dtype)
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,12 @@ type Spec struct {
 	Seed  uint64
 	// RopeTheta is llama.rope.freq_base; 0 means 10000.
 	RopeTheta float32
+	// Arch is the architecture ("" or llama, mistral, gemma2, gemma3,
+	// gpt-oss: swa.go) and Window the sliding window of the others.
+	Arch   string
+	Window int
+	// Experts and ExpertsUsed are gpt-oss's expert count and top-k.
+	Experts, ExpertsUsed int
 	// Tokenizer is "spm" (the default: a SentencePiece vocabulary, the
 	// Llama-2 template) or "bpe" (byte-level BPE, NewBPEVocab, the
 	// ChatML template with tools).
@@ -62,6 +68,9 @@ func Preset(size, dtype string) (Spec, error) {
 
 // Params counts the parameters of the spec (tied embeddings are not used).
 func (s Spec) Params() int64 {
+	if s.Arch != "" && s.Arch != "llama" {
+		return swaParams(s)
+	}
 	h, i, hd := int64(s.Hidden), int64(s.Intermediate), int64(s.Hidden/s.Heads)
 	kv := int64(s.KVHeads) * hd
 	per := 2*h + h*h*2 + 2*h*kv + 3*h*i
@@ -93,7 +102,11 @@ func (r *rng) normal() float64 {
 // chunk at a time is in memory, whatever the model's size. progress, if
 // set, is called with (tensors done, tensors total).
 func Write(w io.Writer, s Spec, progress func(done, total int)) error {
-	kvs, plans, err := layout(s)
+	lay := layout
+	if s.Arch != "" && s.Arch != "llama" {
+		lay = layoutSWA
+	}
+	kvs, plans, err := lay(s)
 	if err != nil {
 		return err
 	}
@@ -107,6 +120,12 @@ type tensorPlan struct {
 	rows, cols int
 	std        float64
 	vec        bool
+	// mean is a vector's mean when std > 0 (a vector with std 0 is all
+	// ones); experts > 0 stacks that many matrices (or vectors) as a
+	// third (second) dimension; mxfp4 stores the matrix as MXFP4.
+	mean    float64
+	experts int
+	mxfp4   bool
 }
 
 // layout returns the metadata and the tensors, in file order.

@@ -214,10 +214,11 @@ func swaFromGGUF(g ggufMeta, c *Config) error {
 		if c.Intermediate, err = g.int(a+"expert_feed_forward_length", c.Intermediate, false); err != nil {
 			return err
 		}
+		// The YaRN ramp stays truncated as llama.cpp computes it: GGUF has no
+		// key for transformers' truncate (false in gpt-oss's config.json),
+		// and a GGUF means what llama.cpp runs (gpt-oss.md;
+		// TestSWAMatchesLlamaCpp). An HF directory follows its config.
 		s.MoE = m
-		// llama.cpp has no key for truncate; transformers' gpt-oss config
-		// says false, which is what HF's numbers are (gpt-oss.md).
-		c.Rope.NoTruncate = c.Rope.Scaling == "yarn"
 	}
 	c.SWA = s
 	return nil

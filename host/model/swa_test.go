@@ -1,11 +1,8 @@
 package model
 
 import (
-	"bufio"
 	"encoding/json"
 	"math"
-	"os"
-	"path/filepath"
 	"runtime"
 	"testing"
 
@@ -26,28 +23,13 @@ var swaArchs = []struct{ arch, hf string }{
 }
 
 // writeSWA generates gen-model's f32 model of arch and size into a temp file.
-func writeSWA(t testing.TB, arch, size string) string {
+func writeSWA(t *testing.T, arch, size string) string {
 	t.Helper()
 	spec, err := synth.ArchPreset(arch, size, "f32")
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), arch+"-"+size+".gguf")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := bufio.NewWriter(f)
-	if err := synth.Write(w, spec, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return writeSpec(t, spec)
 }
 
 // swaConfigJSON is the config.json the swa configurator reads for c.
@@ -73,6 +55,12 @@ func swaConfigJSON(t testing.TB, c Config, hfArch string) []byte {
 // pool for the sliding ones), pages pages in each.
 func loadSWA(t testing.TB, path, hfArch string, pages int) *rig {
 	t.Helper()
+	return loadSWAKV(t, path, hfArch, pages, sdk.KVFP32)
+}
+
+// loadSWAKV is loadSWA with a KV cache dtype.
+func loadSWAKV(t testing.TB, path, hfArch string, pages int, kvDType string) *rig {
+	t.Helper()
 	dev, err := cpu.New(device.Options{MemoryBytes: 4 << 30, Threads: runtime.GOMAXPROCS(0)})
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +71,7 @@ func loadSWA(t testing.TB, path, hfArch string, pages int) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.m.Close() })
-	in := sdk.ConfigureInput{Model: swaConfigJSON(t, r.m.Config, hfArch), Host: sdk.HostFacts{KVDType: sdk.KVFP32, PageSize: 16}.WithDefaults()}
+	in := sdk.ConfigureInput{Model: swaConfigJSON(t, r.m.Config, hfArch), Host: sdk.HostFacts{KVDType: kvDType, PageSize: 16}.WithDefaults()}
 	plan, err := layout.SWA{}.Plan(in)
 	if err != nil {
 		t.Fatal(err)

@@ -131,6 +131,11 @@ func swaTensors(s Spec, llama []tensorPlan) []tensorPlan {
 			if p.vec {
 				p = norm(p.name, p.cols)
 			}
+			if p.name == "token_embd.weight" && s.Arch != "gpt-oss" {
+				// Gemma scales embeddings by √hidden and ties the output to
+				// them: unit-variance inputs, logits of a trained model's size.
+				p.std = 1 / math.Sqrt(float64(h))
+			}
 			out = append(out, p)
 		case s.Arch == "gpt-oss" && (part == "ffn_norm.weight" || part == "ffn_gate.weight" || part == "ffn_up.weight"):
 			continue
@@ -141,9 +146,9 @@ func swaTensors(s Spec, llama []tensorPlan) []tensorPlan {
 				norm(blk+"post_attention_norm.weight", h),
 				tensorPlan{name: blk + "ffn_gate_inp.weight", rows: e, cols: h, std: 2 * std},
 				vec(blk+"ffn_gate_inp.bias", e, 0.5),
-				tensorPlan{name: blk + "ffn_gate_exps.weight", rows: f, cols: h, std: std, experts: e, mxfp4: true},
-				tensorPlan{name: blk + "ffn_up_exps.weight", rows: f, cols: h, std: std, experts: e, mxfp4: true},
-				tensorPlan{name: blk + "ffn_down_exps.weight", rows: h, cols: f, std: 1 / math.Sqrt(float64(f)), experts: e, mxfp4: true},
+				tensorPlan{name: blk + "ffn_gate_exps.weight", rows: f, cols: h, std: std, experts: e, mxfp4: !s.DenseExperts},
+				tensorPlan{name: blk + "ffn_up_exps.weight", rows: f, cols: h, std: std, experts: e, mxfp4: !s.DenseExperts},
+				tensorPlan{name: blk + "ffn_down_exps.weight", rows: h, cols: f, std: 1 / math.Sqrt(float64(f)), experts: e, mxfp4: !s.DenseExperts},
 				tensorPlan{name: blk + "ffn_gate_exps.bias", cols: f, vec: true, std: 0.1, experts: e},
 				tensorPlan{name: blk + "ffn_up_exps.bias", cols: f, vec: true, std: 0.1, experts: e},
 				tensorPlan{name: blk + "ffn_down_exps.bias", cols: h, vec: true, std: 0.1, experts: e},

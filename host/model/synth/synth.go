@@ -29,8 +29,11 @@ type Spec struct {
 	// gpt-oss: swa.go) and Window the sliding window of the others.
 	Arch   string
 	Window int
-	// Experts and ExpertsUsed are gpt-oss's expert count and top-k.
+	// Experts and ExpertsUsed are gpt-oss's expert count and top-k;
+	// DenseExperts stores the experts in DType instead of MXFP4 (as the
+	// converter does for a dequantized checkpoint).
 	Experts, ExpertsUsed int
+	DenseExperts         bool
 	// Tokenizer is "spm" (the default: a SentencePiece vocabulary, the
 	// Llama-2 template) or "bpe" (byte-level BPE, NewBPEVocab, the
 	// ChatML template with tools).

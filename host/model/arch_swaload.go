@@ -203,24 +203,8 @@ func gemmaHFName(canon string) string {
 // plusOne turns an HF Gemma norm weight w into the 1 + w the forward
 // multiplies by (the GGUF converter bakes the same in), as F32.
 func plusOne(raw []byte, typ device.DType) ([]byte, device.DType) {
-	var vals []float32
-	switch typ {
-	case device.F32:
-		vals = make([]float32, len(raw)/4)
-		for i := range vals {
-			vals[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
-		}
-	case device.F16, device.BF16:
-		vals = make([]float32, len(raw)/2)
-		for i := range vals {
-			h := binary.LittleEndian.Uint16(raw[2*i:])
-			if typ == device.F16 {
-				vals[i] = kcpu.F16ToF32(h)
-			} else {
-				vals[i] = kcpu.BF16ToF32(h)
-			}
-		}
-	default:
+	vals, err := toF32(raw, typ)
+	if err != nil {
 		return raw, typ // a quantized norm: the uploader refuses it by type
 	}
 	out := make([]byte, 4*len(vals))

@@ -95,8 +95,9 @@ func hfName(canon string) string {
 type hfSource struct {
 	set  *safetensors.Set
 	path string
-	// gemma: Gemma's names and (1 + w) norms (gemmaHF).
-	gemma bool
+	// gemma: Gemma's names and (1 + w) norms (gemmaHFName, plusOne);
+	// oss: gpt-oss's names and MXFP4 experts (ossTensor).
+	gemma, oss bool
 }
 
 var stTypes = map[safetensors.DType]device.DType{
@@ -104,10 +105,22 @@ var stTypes = map[safetensors.DType]device.DType{
 }
 
 func (s hfSource) tensor(canon string) ([]byte, device.DType, []int, bool, error) {
+	if s.oss {
+		return s.ossTensor(canon)
+	}
 	name := hfName(canon)
 	if s.gemma {
 		name = gemmaHFName(canon)
 	}
+	raw, typ, dims, ok, err := s.named(name)
+	if ok && s.gemma && strings.HasSuffix(canon, "norm.weight") {
+		raw, typ = plusOne(raw, typ)
+	}
+	return raw, typ, dims, ok, err
+}
+
+// named reads the HF tensor name, ok=false when absent.
+func (s hfSource) named(name string) ([]byte, device.DType, []int, bool, error) {
 	if _, ok := s.set.Info(name); !ok {
 		return nil, 0, nil, false, nil
 	}
@@ -127,9 +140,6 @@ func (s hfSource) tensor(canon string) ([]byte, device.DType, []int, bool, error
 			return nil, 0, nil, false, fmt.Errorf("model: %s: tensor %s dimension %d is absurd", s.path, name, d)
 		}
 		dims[len(dims)-1-i] = int(d)
-	}
-	if s.gemma && strings.HasSuffix(canon, "norm.weight") {
-		raw, typ = plusOne(raw, typ)
 	}
 	return raw, typ, dims, true, nil
 }
@@ -209,7 +219,7 @@ func LoadHF(dir string, o Options) (*Model, error) {
 	if eos := tok.EOS(); eos >= 0 {
 		m.EOSText = tok.TokenText(eos)
 	}
-	if err := m.build(hfSource{set: set, path: dir, gemma: cfg.SWA != nil && cfg.SWA.Gemma}, o); err != nil {
+	if err := m.build(hfSource{set: set, path: dir, gemma: cfg.SWA != nil && cfg.SWA.Gemma, oss: cfg.SWA != nil && cfg.SWA.MoE != nil}, o); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -6,7 +6,6 @@ import (
 	"math"
 
 	"github.com/kvhost/kvhost/host/device"
-	"github.com/kvhost/kvhost/host/model/hf"
 )
 
 // SWAConfig is what the sliding-window family (Mistral with
@@ -53,8 +52,11 @@ type OSSMoE struct {
 // attention; a lying header cannot size pools by it).
 const maxWindow = 1 << 24
 
-// validate names the first field that cannot describe a working model.
-func (s *SWAConfig) validate(c Config) error {
+var _ ArchParams = (*SWAConfig)(nil)
+
+// Validate names the first field that cannot describe a working model of
+// c's shape (ArchParams).
+func (s *SWAConfig) Validate(c Config) error {
 	switch {
 	case s.Window < 1 || s.Window > maxWindow:
 		return fmt.Errorf("model: sliding_window = %d is out of range [1, %d]", s.Window, maxWindow)
@@ -97,19 +99,26 @@ func (s *SWAConfig) validate(c Config) error {
 	return nil
 }
 
+// SWAOf is c's sliding-window parameters, nil for a model without them.
+func SWAOf(c Config) *SWAConfig {
+	s, _ := c.Ext.(*SWAConfig)
+	return s
+}
+
 // LayerWindow is layer l's attention window (0: full attention).
 func (c Config) LayerWindow(l int) int {
-	if c.SWA == nil || l < 0 || l >= len(c.SWA.Sliding) || !c.SWA.Sliding[l] {
+	s := SWAOf(c)
+	if s == nil || l < 0 || l >= len(s.Sliding) || !s.Sliding[l] {
 		return 0
 	}
-	return c.SWA.Window
+	return s.Window
 }
 
 // AttnOpts is layer l's attention options: the scale, the window, the
 // soft cap (sinks are a weight the layer adds).
 func (c Config) AttnOpts(l int) device.AttnOpts {
 	o := device.AttnOpts{Scale: float32(1 / math.Sqrt(float64(c.HeadDim)))}
-	if s := c.SWA; s != nil {
+	if s := SWAOf(c); s != nil {
 		if s.AttnScale > 0 {
 			o.Scale = s.AttnScale
 		}
@@ -154,7 +163,7 @@ func swaFromGGUF(g ggufMeta, c *Config) error {
 	case "gemma2", "gemma3", "gpt-oss":
 	default:
 		if window > 0 {
-			c.SWA = &SWAConfig{Window: window, Sliding: slidingPattern(c.Layers, 1, true)}
+			c.Ext = &SWAConfig{Window: window, Sliding: slidingPattern(c.Layers, 1, true)}
 		}
 		return nil
 	}
@@ -220,7 +229,7 @@ func swaFromGGUF(g ggufMeta, c *Config) error {
 		// TestSWAMatchesLlamaCpp). An HF directory follows its config.
 		s.MoE = m
 	}
-	c.SWA = s
+	c.Ext = s
 	return nil
 }
 
@@ -297,7 +306,7 @@ func swaFromHF(raw []byte, hfArch string, c *Config, path string) error {
 	}
 	if !family {
 		if hfArch == "MistralForCausalLM" && w < c.ContextLen {
-			c.SWA = &SWAConfig{Window: w, Sliding: slidingPattern(c.Layers, 1, true)}
+			c.Ext = &SWAConfig{Window: w, Sliding: slidingPattern(c.Layers, 1, true)}
 		}
 		return nil // Qwen2 and others carry a window they do not use
 	}
@@ -371,26 +380,6 @@ func swaFromHF(raw []byte, hfArch string, c *Config, path string) error {
 			c.Rope.NoTruncate = rs.Truncate != nil && !*rs.Truncate
 		}
 	}
-	c.SWA = s
+	c.Ext = s
 	return nil
-}
-
-// ConfigFromHFJSON is ConfigFromHF over config.json's bytes, with the keys
-// the Llama-family hf.Config does not hold (the sliding-window family's).
-func ConfigFromHFJSON(raw []byte, path string) (Config, error) {
-	hc, err := hf.ParseConfig(raw)
-	if err != nil {
-		return Config{}, fmt.Errorf("model: %s: %w", path, err)
-	}
-	c, err := ConfigFromHF(hc, path)
-	if err != nil {
-		return Config{}, err
-	}
-	if err := swaFromHF(raw, hc.Architectures[0], &c, path); err != nil {
-		return Config{}, err
-	}
-	if err := c.Validate(); err != nil {
-		return Config{}, fmt.Errorf("%s: %w", path, err)
-	}
-	return c, nil
 }

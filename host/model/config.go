@@ -4,11 +4,12 @@ import (
 	"fmt"
 
 	"github.com/kvhost/kvhost/host/device"
+	"github.com/kvhost/kvhost/host/kv"
 )
 
 // Config is an architecture's hyper-parameters, whatever file they came from.
 type Config struct {
-	Arch         string          `json:"arch"` // llama, mistral, qwen2, qwen3, gemma2, gemma3, gpt-oss
+	Arch         string          `json:"arch"` // llama, mistral, qwen2, qwen3
 	Hidden       int             `json:"hidden_size"`
 	Layers       int             `json:"num_layers"`
 	Heads        int             `json:"num_heads"`
@@ -22,9 +23,17 @@ type Config struct {
 	QKVBias      bool            `json:"qkv_bias"`
 	QKNorm       bool            `json:"qk_norm"`
 	Tied         bool            `json:"tied_embeddings"`
-	// SWA is the sliding-window family's extras (arch_swa.go); nil for
-	// full-attention Llama-family models.
-	SWA *SWAConfig `json:"swa,omitempty"`
+	// Ext is the architecture's own parameters beyond these (a window
+	// pattern, MLA ranks, experts, a Mamba layout), owned by its
+	// arch_<name>.go; nil for the Llama family.
+	Ext ArchParams `json:"ext,omitempty"`
+}
+
+// ArchParams is an architecture-owned sub-configuration (Config.Ext).
+type ArchParams interface {
+	// Validate names the first field that cannot describe a working
+	// model of c's shape.
+	Validate(c Config) error
 }
 
 // maxDim bounds every dimension so a lying header cannot request absurd
@@ -60,8 +69,8 @@ func (c Config) Validate() error {
 	case !(c.RMSEps > 0 && c.RMSEps < 1):
 		return fmt.Errorf("model: rms_norm_eps %v out of range (0, 1)", c.RMSEps)
 	}
-	if c.SWA != nil {
-		return c.SWA.validate(c)
+	if c.Ext != nil {
+		return c.Ext.Validate(c)
 	}
 	return nil
 }
@@ -77,19 +86,22 @@ func (c Config) AttnShape() device.AttnShape {
 // QRow is the width of the query projection.
 func (c Config) QRow() int { return c.Heads * c.HeadDim }
 
-// Params counts the parameters the architecture implies.
+// KVNeeds is what each layer keeps between forwards (Arch.KVNeeds), the
+// need a configurator's declaration must meet (kv.NewLayout). A Config of
+// no registered architecture (built by hand in a test) is read as the
+// Llama family.
+func (c Config) KVNeeds() []kv.LayerNeed {
+	if a, err := c.arch(); err == nil {
+		return a.KVNeeds(c)
+	}
+	return llamaKVNeeds(c)
+}
+
+// Params counts the parameters the architecture implies (Arch.Params); a
+// Config of no registered architecture is read as the Llama family.
 func (c Config) Params() int64 {
-	h, q, kv, i := int64(c.Hidden), int64(c.QRow()), int64(c.KVRow()), int64(c.Intermediate)
-	per := h + h*q + 2*h*kv + q*h + h + 3*h*i
-	if c.QKVBias {
-		per += q + 2*kv
+	if a, err := c.arch(); err == nil {
+		return a.Params(c)
 	}
-	if c.QKNorm {
-		per += 2 * int64(c.HeadDim)
-	}
-	n := int64(c.Layers)*per + int64(c.Vocab)*h + h
-	if !c.Tied {
-		n += int64(c.Vocab) * h
-	}
-	return n
+	return llamaParams(c)
 }

@@ -27,50 +27,27 @@ type decodeInputs struct {
 // decodeStep runs one token for each of rows sequences. Every per-step value
 // is read from in's slices when the kernels run, so the same launches can be
 // captured once and replayed (spec §4: fixed buffers, graph-shared logits).
-func (m *Model) decodeStep(sc *scope, pools *kv.Set, in *decodeInputs, rows int, logitsBuf device.Buf, logits []float32) error {
+// The layers run through layersForward, as the eager forward's do.
+func (m *Model) decodeStep(pools *kv.Set, in *decodeInputs, rows int, logitsBuf device.Buf, logits []float32) error {
 	c, k := m.Config, m.k
-	dk, ok := k.(device.DecodeKernels)
-	if !ok {
+	if _, ok := k.(device.DecodeKernels); !ok {
 		return ErrNoCapture
 	}
-	ids, pos := in.ids[:rows], in.positions[:rows]
-	x, err := sc.buf(rows * c.Hidden)
+	st := m.begin(pools, rows, in.positions[:rows], alloc.Graph)
+	st.dec = in
+	defer st.end()
+	x, err := st.Buf(rows * c.Hidden)
 	if err != nil {
 		return err
 	}
-	if err := k.Embedding(x, m.tokEmbd, ids); err != nil {
+	if err := k.Embedding(x, m.tokEmbd, in.ids[:rows]); err != nil {
 		return err
 	}
-	if err := m.embedScale(x); err != nil {
+	if err := m.heads.embed(x); err != nil {
 		return err
 	}
-	for l := range m.layers {
-		kvl, tables := pools.Layer(l), in.tables[pools.Table(l)][:rows]
-		if m.customLayers() {
-			err := m.swaLayer(sc, l, x, rows, pos, func(q, kk, vv, att device.Buf, o device.AttnOpts) error {
-				if err := dk.WriteKVRows(kvl, kk, vv, pos, tables); err != nil {
-					return err
-				}
-				return dk.DecodeAttention(att, q, c.Heads, kvl, pos, tables, o, m.attnScratch, c.ContextLen)
-			})
-			if err != nil {
-				return err
-			}
-			continue
-		}
-		h, q, kk, vv, att, err := m.attentionIn(sc, l, x, rows, pos)
-		if err != nil {
-			return err
-		}
-		if err := dk.WriteKVRows(kvl, kk, vv, pos, tables); err != nil {
-			return err
-		}
-		if err := dk.DecodeAttention(att, q, c.Heads, kvl, pos, tables, m.attnOpts(l), m.attnScratch, c.ContextLen); err != nil {
-			return err
-		}
-		if err := m.attentionOutAndMLP(sc, l, x, h, q, kk, vv, att, rows); err != nil {
-			return err
-		}
+	if err := m.layersForward(st, x); err != nil {
+		return err
 	}
 	if err := k.RMSNorm(x, x, m.outNorm, rows, c.Hidden, c.RMSEps); err != nil {
 		return err
@@ -79,10 +56,10 @@ func (m *Model) decodeStep(sc *scope, pools *kv.Set, in *decodeInputs, rows int,
 	if err := k.MatMul(out, x, rows, m.output); err != nil {
 		return err
 	}
-	if err := m.finalSoftCap(out); err != nil {
+	if err := m.heads.logits(out); err != nil {
 		return err
 	}
-	return k.CopyToHost(logits[:rows*c.Vocab], out)
+	return k.CopyToHost(m.hostLogits(logits, rows), out)
 }
 
 // DecodeGraphs holds one captured decode step per batch bucket, all in one
@@ -147,7 +124,9 @@ func (m *Model) CaptureDecodeGraphs(pools *kv.Set, buckets []int) (g *DecodeGrap
 		return nil, fmt.Errorf("model: graph-shared logits buffer: %w", err)
 	}
 	g.logitsBuf = device.Buf{Ptr: p, N: maxBS * c.Vocab}
-	g.logits = make([]float32, maxBS*c.Vocab)
+	if !m.dry {
+		g.logits = make([]float32, maxBS*c.Vocab)
+	}
 	if err := g.capture(); err != nil {
 		return nil, err
 	}
@@ -167,9 +146,7 @@ func (g *DecodeGraphs) capture() error {
 			m.act.EndCapture()
 			return err
 		}
-		sc := scope{a: m.act, cat: alloc.Graph}
-		err := m.decodeStep(&sc, g.pools, &g.in, bs, g.logitsBuf, g.logits)
-		sc.release()
+		err := m.decodeStep(g.pools, &g.in, bs, g.logitsBuf, g.logits)
 		graph, cerr := capt.EndCapture()
 		m.act.EndCapture()
 		if err != nil {

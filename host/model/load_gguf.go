@@ -14,19 +14,6 @@ import (
 	"github.com/kvhost/kvhost/host/model/tokenizer"
 )
 
-// ggufArchs maps GGUF general.architecture to how its rope rotates: llama.cpp's
-// converter permutes Llama's q/k weights for adjacent-pair rotation, while
-// Qwen keeps the Hugging Face half-split (NeoX) layout.
-var ggufArchs = map[string]struct{ neox, bias, qkNorm bool }{
-	"llama":   {},
-	"mistral": {},
-	"qwen2":   {neox: true, bias: true},
-	"qwen3":   {neox: true, qkNorm: true},
-	"gemma2":  {neox: true},
-	"gemma3":  {neox: true, qkNorm: true},
-	"gpt-oss": {neox: true, bias: true},
-}
-
 type ggufMeta struct {
 	f    *gguf.File
 	arch string
@@ -77,18 +64,36 @@ func (g ggufMeta) boolean(key string, def bool) bool {
 }
 
 // ConfigFromGGUF derives the architecture's configuration from a GGUF
-// header; it reads no tensor data.
+// header through its registry entry (Arch.FromGGUF); it reads no tensor
+// data.
 func ConfigFromGGUF(f *gguf.File) (Config, error) {
-	g := ggufMeta{f: f, arch: ""}
+	g := ggufMeta{f: f}
 	g.arch = g.str("general.architecture")
-	traits, ok := ggufArchs[g.arch]
+	a, ok := lookupIn(ggufArch, g.arch)
 	if !ok {
-		return Config{}, fmt.Errorf("model: %s: architecture %q is not supported (supported: llama, mistral, qwen2, qwen3, gemma2, gemma3, gpt-oss)", f.Path, g.arch)
+		return Config{}, fmt.Errorf("model: %s: architecture %q is not supported (supported: %s)", f.Path, g.arch, supported(ggufArch))
 	}
-	a := g.arch + "."
+	c, err := a.FromGGUF(g)
+	if err != nil {
+		return Config{}, err
+	}
+	c.Arch = a.Name
+	if err := c.Validate(); err != nil {
+		return Config{}, fmt.Errorf("%s: %w", f.Path, err)
+	}
+	return c, nil
+}
+
+// common reads the hyper-parameters llama.cpp writes under the
+// architecture's prefix for every transformer (lengths, heads, rope, norm
+// epsilon, tied output, vocabulary); neox says how its rope rotates
+// (llama.cpp's converter permutes Llama's q/k weights for adjacent-pair
+// rotation, while most others keep the Hugging Face half-split layout).
+// Architecture-specific keys are the caller's.
+func (g ggufMeta) common(neox bool) (Config, error) {
+	f, a := g.f, g.arch+"."
 	var c Config
 	var err error
-	c.Arch = g.arch
 	ints := []struct {
 		dst      *int
 		key      string
@@ -128,7 +133,7 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 		return Config{}, err
 	}
 	c.RMSEps = float32(eps)
-	c.Rope = device.RopeSpec{HeadDim: c.HeadDim, RotDim: rot, Theta: theta, Neox: traits.neox}
+	c.Rope = device.RopeSpec{HeadDim: c.HeadDim, RotDim: rot, Theta: theta, Neox: neox}
 	switch st := g.str(a + "rope.scaling.type"); st {
 	case "", "none":
 	case "linear":
@@ -146,7 +151,6 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	if c.Rope.FreqFactors, err = ropeFreqFactors(f, rot); err != nil {
 		return Config{}, err
 	}
-	c.QKVBias, c.QKNorm = traits.bias, traits.qkNorm
 	if _, _, err := f.Tensor("output.weight"); err != nil {
 		c.Tied = true
 	}
@@ -156,12 +160,6 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	}
 	if ti, _, err := f.Tensor("token_embd.weight"); err == nil && len(ti.Dims) == 2 {
 		c.Vocab = int(min(ti.Dims[1], 1<<31))
-	}
-	if err := swaFromGGUF(g, &c); err != nil {
-		return Config{}, err
-	}
-	if err := c.Validate(); err != nil {
-		return Config{}, fmt.Errorf("%s: %w", f.Path, err)
 	}
 	return c, nil
 }
@@ -295,7 +293,7 @@ var (
 // MXFP4 (gpt-oss experts), decoded to bf16 at load. Plan uses it to predict
 // the weights phase.
 func GGUFDeviceBytes(ti gguf.TensorInfo) int64 {
-	if ti.Type == gguf.TypeMXFP4 { // decoded to bf16 at load
+	if ti.Type == gguf.TypeMXFP4 && strings.HasSuffix(ti.Name, "_exps.weight") { // decoded to bf16 at load
 		return int64(ti.Size) / 17 * 32 * 2
 	}
 	return int64(ti.Size)
@@ -317,7 +315,9 @@ func (s ggufSource) tensor(name string) ([]byte, device.DType, []int, bool, erro
 		}
 		dims[i] = int(d)
 	}
-	if ti.Type == gguf.TypeMXFP4 { // gpt-oss experts: decoded, see decodeMXFP4
+	if ti.Type == gguf.TypeMXFP4 && strings.HasSuffix(name, "_exps.weight") {
+		// gpt-oss's experts, the only MXFP4 tensors published: decoded to
+		// bf16 (decodeMXFP4); no kernel runs MXFP4 elsewhere.
 		n := 1
 		for _, d := range dims {
 			n *= d

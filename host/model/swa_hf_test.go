@@ -27,7 +27,7 @@ func ggufToHF(t *testing.T, path, hfArch string, c Config) string {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	s := c.SWA
+	s := SWAOf(c)
 	var tensors []safetensors.Tensor
 	f32 := func(name string, shape []uint64, v []float32) {
 		data := make([]byte, 4*len(v))
@@ -182,7 +182,7 @@ func hfMXFP4(raw []byte) (blocks, scales []byte) {
 
 // hfSWAConfig is config.json for c as the model's publisher writes it.
 func hfSWAConfig(t *testing.T, c Config, hfArch string) []byte {
-	s := c.SWA
+	s := SWAOf(c)
 	types := make([]string, c.Layers)
 	for i := range types {
 		types[i] = map[bool]string{true: "sliding_attention", false: "full_attention"}[s.Sliding[i]]

@@ -49,7 +49,7 @@ func TestSWAMatchesLlamaCpp(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if a.arch == "mistral" && len(toks)+n > r.m.Config.SWA.Window {
+			if a.arch == "mistral" && len(toks)+n > SWAOf(r.m.Config).Window {
 				t.Fatalf("the mistral case leaves the window: %d tokens", len(toks)+n)
 			}
 			seq := &swaSeq{r: r}

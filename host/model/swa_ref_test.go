@@ -56,7 +56,7 @@ func newSWARef(t *testing.T, path string, c Config) *swaRef {
 		r.w["output.weight"] = r.w["token_embd.weight"]
 	}
 	r.invGlb, r.attnF = refInvFreq(c.Rope.Theta, c.HeadDim, c.Rope.Scaling, c.Rope.Factor, c.Rope.OriginalMaxPos, c.Rope.BetaFast, c.Rope.BetaSlow, !c.Rope.NoTruncate)
-	if lr := c.SWA.LocalRope; lr != nil {
+	if lr := SWAOf(c).LocalRope; lr != nil {
 		r.invLoc, _ = refInvFreq(lr.Theta, c.HeadDim, "", 0, 0, 0, 0, false)
 	}
 	return r
@@ -152,7 +152,7 @@ func addTo(x, y []float64) {
 
 // step consumes one token at the next position and returns its logits.
 func (r *swaRef) step(tok int32) []float64 {
-	c, s := r.c, r.c.SWA
+	c, s := r.c, SWAOf(r.c)
 	pos, hd := len(r.k[0]), c.HeadDim
 	eps := float64(c.RMSEps)
 	x := append([]float64(nil), r.w["token_embd.weight"][int(tok)*c.Hidden:(int(tok)+1)*c.Hidden]...)
@@ -273,7 +273,7 @@ func (r *swaRef) step(tok int32) []float64 {
 // experts is gpt-oss's MoE of h: top-K router logits (ties to the lower
 // index), softmax over them, each expert's clamped SwiGLU with biases.
 func (r *swaRef) experts(p string, h []float64) []float64 {
-	c, m := r.c, r.c.SWA.MoE
+	c, m := r.c, SWAOf(r.c).MoE
 	d, f := c.Hidden, c.Intermediate
 	logits := matvec(r.w[p+"ffn_gate_inp.weight"], h, m.Experts)
 	addTo(logits, r.w[p+"ffn_gate_inp.bias"])

@@ -33,7 +33,7 @@ func writeSWA(t *testing.T, arch, size string) string {
 }
 
 // swaConfigJSON is the config.json the swa configurator reads for c.
-func swaConfigJSON(t testing.TB, c Config, hfArch string) []byte {
+func swaTestConfigJSON(t testing.TB, c Config, hfArch string) []byte {
 	types := make([]string, c.Layers)
 	for i := range types {
 		types[i] = "full_attention"
@@ -43,7 +43,7 @@ func swaConfigJSON(t testing.TB, c Config, hfArch string) []byte {
 	}
 	raw, err := json.Marshal(map[string]any{"architectures": []string{hfArch}, "num_hidden_layers": c.Layers,
 		"num_attention_heads": c.Heads, "num_key_value_heads": c.KVHeads, "head_dim": c.HeadDim,
-		"hidden_size": c.Hidden, "sliding_window": c.SWA.Window, "layer_types": types})
+		"hidden_size": c.Hidden, "sliding_window": SWAOf(c).Window, "layer_types": types})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func loadSWAKV(t testing.TB, path, hfArch string, pages int, kvDType string) *ri
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.m.Close() })
-	in := sdk.ConfigureInput{Model: swaConfigJSON(t, r.m.Config, hfArch), Host: sdk.HostFacts{KVDType: kvDType, PageSize: 16}.WithDefaults()}
+	in := sdk.ConfigureInput{Model: swaTestConfigJSON(t, r.m.Config, hfArch), Host: sdk.HostFacts{KVDType: kvDType, PageSize: 16}.WithDefaults()}
 	plan, err := layout.SWA{}.Plan(in)
 	if err != nil {
 		t.Fatal(err)
@@ -161,7 +161,7 @@ func TestSWAMatchesFloat64Reference(t *testing.T) {
 			r := loadSWA(t, path, a.hf, 64)
 			c := r.m.Config
 			ref := newSWARef(t, path, c)
-			V, W := c.Vocab, c.SWA.Window
+			V, W := c.Vocab, SWAOf(c).Window
 			prompt := make([]int32, 40)
 			for i := range prompt {
 				prompt[i] = int32(3 + (i*7919+13)%(V-3))

@@ -42,8 +42,8 @@ func ConfigJSON(c model.Config) (json.RawMessage, error) {
 		"num_key_value_heads": c.KVHeads, "head_dim": c.HeadDim, "intermediate_size": c.Intermediate,
 		"vocab_size": c.Vocab, "max_position_embeddings": c.ContextLen,
 	}
-	if s := c.SWA; s != nil {
-		slidingConfigJSON(m, s)
+	if a, ok := model.LookupArch(c.Arch); ok && a.ConfigJSON != nil {
+		a.ConfigJSON(c, m)
 	}
 	return json.Marshal(m)
 }

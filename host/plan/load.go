@@ -99,7 +99,7 @@ func configJSON(raw []byte, cfgPath string) (model.Config, []Tensor, error) {
 	if err != nil {
 		return model.Config{}, nil, fmt.Errorf("plan: %s: %w", cfgPath, err)
 	}
-	c, err := model.ConfigFromHFJSON(raw, cfgPath)
+	c, err := model.ConfigFromHF(raw, cfgPath)
 	if err != nil {
 		return model.Config{}, nil, err
 	}

@@ -453,7 +453,7 @@ func (s *Stack) sizeKVHost(f Config, b *plan.Budget) error {
 	if err != nil {
 		return err
 	}
-	simPeak, largest, err := plan.ActivationPeak(c, batches, b.Threads, f.LogprobChunk)
+	simPeak, largest, err := plan.ActivationPeak(c, l, batches, b.Threads, f.LogprobChunk)
 	if err != nil {
 		return err
 	}

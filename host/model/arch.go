@@ -3,7 +3,6 @@ package model
 import (
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 
@@ -100,17 +99,21 @@ func register(a *Arch) {
 	if _, dup := archs[a.Name]; dup {
 		panic("model: register called twice for " + a.Name)
 	}
-	archs[a.Name] = a
 	for _, g := range a.GGUF {
 		if _, dup := ggufArch[g]; dup {
 			panic("model: GGUF architecture " + g + " registered twice")
 		}
-		ggufArch[g] = a
 	}
 	for _, h := range a.HF {
 		if _, dup := hfArch[h]; dup {
 			panic("model: Hugging Face architecture " + h + " registered twice")
 		}
+	}
+	archs[a.Name] = a
+	for _, g := range a.GGUF {
+		ggufArch[g] = a
+	}
+	for _, h := range a.HF {
 		hfArch[h] = a
 	}
 }
@@ -130,29 +133,23 @@ func lookupIn(m map[string]*Arch, name string) (*Arch, bool) {
 	return a, ok
 }
 
-// supported lists the keys of m, sorted, for an error message.
-func supported(m map[string]*Arch) string {
+// names lists the keys of m, sorted.
+func names(m map[string]*Arch) []string {
 	archMu.RLock()
 	defer archMu.RUnlock()
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)
 	}
-	sort.Strings(out)
-	return strings.Join(out, ", ")
-}
-
-// Archs lists kvhost's names of the registered architectures, sorted.
-func Archs() []string {
-	archMu.RLock()
-	defer archMu.RUnlock()
-	out := make([]string, 0, len(archs))
-	for k := range archs {
-		out = append(out, k)
-	}
 	slices.Sort(out)
 	return out
 }
+
+// supported lists the keys of m for an error message.
+func supported(m map[string]*Arch) string { return strings.Join(names(m), ", ") }
+
+// Archs lists kvhost's names of the registered architectures, sorted.
+func Archs() []string { return names(archs) }
 
 // arch is c's architecture; an unregistered name (a Config made by hand)
 // is an error.

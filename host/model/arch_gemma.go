@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/kvhost/kvhost/host/device"
@@ -132,13 +133,19 @@ func swaLayers(b *Builder) ([]Layer, error) {
 	c := b.C
 	s := SWAOf(c)
 	var ew device.Elementwise
-	if s.Gemma || s.MoE != nil || s.FinalSoftCap > 0 {
+	if s.Gemma || s.MoE != nil {
 		var ok bool
 		if ew, ok = b.Kernels().(device.Elementwise); !ok {
 			return nil, fmt.Errorf("model: %s needs the device's Elementwise kernels, which it lacks", c.Arch)
 		}
 	}
-	if err := b.setHeads(ew, s); err != nil {
+	t := Trunk{LogitSoftCap: s.FinalSoftCap}
+	if s.Gemma {
+		// √hidden in f32, as llama.cpp (HF rounds it to the activation
+		// dtype first: docs/architectures/gemma2.md).
+		t.EmbedScale = float32(math.Sqrt(float64(c.Hidden)))
+	}
+	if err := b.SetTrunk(t); err != nil {
 		return nil, err
 	}
 	global, err := b.Rope(c.Rope)

@@ -58,6 +58,48 @@ func (b *Builder) Vector(name string, n int) (device.Weight, error) {
 	return b.u.vector(name, n, true)
 }
 
+// Stacked loads n matrices of [rows, cols] stored as one tensor (GGUF dims
+// {cols, rows, n}, as llama.cpp writes a layer's experts, e.g.
+// ffn_gate_exps) as one weight of n·rows rows: matrix e is rows e·rows …,
+// what device.Experts.ExpertMatMul reads.
+func (b *Builder) Stacked(name string, n, rows, cols int) (device.Weight, error) {
+	b.tensors = append(b.tensors, TensorShape{Name: name, Rows: n * rows, Cols: cols})
+	if b.u == nil {
+		return b.dryWeight(n*rows, cols), nil
+	}
+	return b.u.shaped(name, []int{cols, rows, n}, n*rows, cols, true)
+}
+
+// Trunk are an architecture's transforms outside its layers; zero fields
+// are off. They need the device's Elementwise kernels.
+type Trunk struct {
+	// EmbedScale multiplies the embedded rows (Gemma: √hidden, Granite:
+	// embedding_multiplier).
+	EmbedScale float32
+	// LogitScale multiplies the logits (Granite: 1/logits_scaling).
+	LogitScale float32
+	// LogitSoftCap > 0 soft-caps the logits after LogitScale: cap·tanh(l/cap)
+	// (Gemma 2's final_logit_softcapping).
+	LogitSoftCap float32
+}
+
+// SetTrunk sets the model's trunk transforms, refusing a device without
+// the Elementwise kernels they run on.
+func (b *Builder) SetTrunk(t Trunk) error {
+	if t == (Trunk{}) {
+		return nil
+	}
+	ew, ok := b.m.k.(device.Elementwise)
+	if !ok {
+		return fmt.Errorf("model: %s needs embedding or logit scaling, which device %s lacks (device.Elementwise)", b.C.Arch, b.m.dev.Info().Name)
+	}
+	if t.LogitSoftCap < 0 {
+		return fmt.Errorf("model: final logit soft cap %v must not be negative", t.LogitSoftCap)
+	}
+	b.m.trunk, b.m.ew = t, ew
+	return nil
+}
+
 // dryWeight is a weight with an address and a shape but no memory.
 func (b *Builder) dryWeight(rows, cols int) device.Weight {
 	b.next += 4096

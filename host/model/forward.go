@@ -75,10 +75,7 @@ func (m *Model) Forward(pools *kv.Set, seqs []Seq, logits []float32) error {
 	if err != nil {
 		return err
 	}
-	if err := m.k.Embedding(x, m.tokEmbd, m.ids); err != nil {
-		return err
-	}
-	if err := m.heads.embed(x); err != nil {
+	if err := m.embed(x, m.ids); err != nil {
 		return err
 	}
 	if err := m.layersForward(st, x); err != nil {
@@ -130,6 +127,35 @@ func (m *Model) layersForward(st *Step, x device.Buf) error {
 			}
 		}
 		st.Free(h)
+	}
+	return nil
+}
+
+// embed gathers the rows of ids into x and applies the trunk's embedding
+// scale.
+func (m *Model) embed(x device.Buf, ids []int32) error {
+	if err := m.k.Embedding(x, m.tokEmbd, ids); err != nil {
+		return err
+	}
+	if m.trunk.EmbedScale != 0 {
+		return m.ew.Scale(x, m.trunk.EmbedScale)
+	}
+	return nil
+}
+
+// logits runs the LM head on rows rows of normed x into out and applies
+// the trunk's logit scale and soft cap.
+func (m *Model) logits(out, x device.Buf, rows int) error {
+	if err := m.k.MatMul(out, x, rows, m.output); err != nil {
+		return err
+	}
+	if m.trunk.LogitScale != 0 {
+		if err := m.ew.Scale(out, m.trunk.LogitScale); err != nil {
+			return err
+		}
+	}
+	if m.trunk.LogitSoftCap > 0 {
+		return m.ew.SoftCap(out, m.trunk.LogitSoftCap)
 	}
 	return nil
 }
@@ -222,10 +248,7 @@ func (m *Model) head(sc *scope, x device.Buf, rows int, logits []float32) error 
 		if err != nil {
 			return err
 		}
-		if err := k.MatMul(out, xl.Slice(r0*c.Hidden, n*c.Hidden), n, m.output); err != nil {
-			return err
-		}
-		if err := m.heads.logits(out); err != nil {
+		if err := m.logits(out, xl.Slice(r0*c.Hidden, n*c.Hidden), n); err != nil {
 			return err
 		}
 		var dst []float32

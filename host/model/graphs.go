@@ -40,10 +40,7 @@ func (m *Model) decodeStep(pools *kv.Set, in *decodeInputs, rows int, logitsBuf 
 	if err != nil {
 		return err
 	}
-	if err := k.Embedding(x, m.tokEmbd, in.ids[:rows]); err != nil {
-		return err
-	}
-	if err := m.heads.embed(x); err != nil {
+	if err := m.embed(x, in.ids[:rows]); err != nil {
 		return err
 	}
 	if err := m.layersForward(st, x); err != nil {
@@ -53,10 +50,7 @@ func (m *Model) decodeStep(pools *kv.Set, in *decodeInputs, rows int, logitsBuf 
 		return err
 	}
 	out := logitsBuf.Slice(0, rows*c.Vocab)
-	if err := k.MatMul(out, x, rows, m.output); err != nil {
-		return err
-	}
-	if err := m.heads.logits(out); err != nil {
+	if err := m.logits(out, x, rows); err != nil {
 		return err
 	}
 	return k.CopyToHost(m.hostLogits(logits, rows), out)

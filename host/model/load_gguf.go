@@ -337,7 +337,7 @@ func (s ggufSource) tensor(name string) ([]byte, device.DType, []int, bool, erro
 // fileRange is where a tensor's bytes lie in the file.
 func (s ggufSource) fileRange(name string) (*os.File, int64, bool) {
 	ti, ok := s.find(name)
-	if !ok || s.fd == nil {
+	if !ok || s.fd == nil || ti.Type == gguf.TypeMXFP4 { // MXFP4 is decoded, not served in place
 		return nil, 0, false
 	}
 	return s.fd, s.f.DataOffset + int64(ti.Offset), true

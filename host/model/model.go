@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 
 	"github.com/kvhost/kvhost/host/alloc"
 	"github.com/kvhost/kvhost/host/device"
@@ -36,10 +37,7 @@ type Model struct {
 
 	tokEmbd, outNorm, output device.Weight
 	layers                   []Layer
-	// heads are the model-level extras around the layers (Gemma's
-	// embedding scale, final-logit soft-cap: arch_swa.go); zero for most.
-	heads       modelHeads
-	weightBytes int64
+	weightBytes              int64
 	// owned are the weights' allocations (uploads and file mappings),
 	// what Close frees; tensors what the architecture asked for.
 	owned   []device.Ptr
@@ -47,6 +45,10 @@ type Model struct {
 	// dry marks a model over a dry-run device (NewDry): no host buffers
 	// are filled.
 	dry bool
+	// trunk are the transforms outside the layers (Builder.SetTrunk), run
+	// on ew when set.
+	trunk Trunk
+	ew    device.Elementwise
 	// step is the one Step every forward reuses (no Go-heap allocation
 	// per forward).
 	step Step
@@ -132,6 +134,13 @@ type uploader struct {
 }
 
 func (u *uploader) matrix(name string, rows, cols int, required bool) (device.Weight, error) {
+	return u.shaped(name, []int{cols, rows}, rows, cols, required)
+}
+
+// shaped loads a tensor of the given dims (GGUF order: the row length
+// first) as a matrix of rows × cols: a stack of n [r, cols] matrices
+// (dims {cols, r, n}) is rows = n·r.
+func (u *uploader) shaped(name string, shape []int, rows, cols int, required bool) (device.Weight, error) {
 	raw, typ, dims, ok, err := u.src.tensor(name)
 	if err != nil {
 		return device.Weight{}, err
@@ -142,8 +151,8 @@ func (u *uploader) matrix(name string, rows, cols int, required bool) (device.We
 		}
 		return device.Weight{}, nil
 	}
-	if len(dims) != 2 || dims[0] != cols || dims[1] != rows {
-		return device.Weight{}, fmt.Errorf("model: tensor %s has shape %v, want [%d %d] (row length first)", name, dims, cols, rows)
+	if !slices.Equal(dims, shape) {
+		return device.Weight{}, fmt.Errorf("model: tensor %s has shape %v, want %v (row length first)", name, dims, shape)
 	}
 	want, err := kcpu.DType(typ).RowBytes(cols)
 	if err != nil {

@@ -15,7 +15,7 @@ var _ FFN = (*ossMoE)(nil)
 // top-K logits (with its bias), softmax over the selected, each token's
 // experts run grouped by expert — gate and up with their biases, the
 // clamped SwiGLU, down with its bias — weighted and summed back into x.
-// The experts are {in, out, E} stacks (Builder.stack); a bias is an E·out ×
+// The experts are {in, out, E} stacks (Builder.Stacked); a bias is an E·out ×
 // 1 matrix multiplied by a column of ones, so one ExpertMatMul adds each
 // grouped row's own expert's bias.
 type ossMoE struct {
@@ -64,7 +64,12 @@ func ossExperts(b *Builder, p string, ew device.Elementwise, ones device.Weight)
 		{&f.upBias, "ffn_up_exps.bias", c.Intermediate, 1},
 		{&f.downBias, "ffn_down_exps.bias", c.Hidden, 1},
 	} {
-		if *st.dst, err = b.stack(p+st.name, m.Experts, st.rows, st.cols); err != nil {
+		if st.cols == 1 {
+			*st.dst, err = b.stackedBias(p+st.name, m.Experts, st.rows)
+		} else {
+			*st.dst, err = b.Stacked(p+st.name, m.Experts, st.rows, st.cols)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -185,15 +190,15 @@ func (f *ossMoE) expert(k device.Kernels, rows int, g device.ExpertGroups, out, 
 // span views a float buffer as int32 device memory (same element size).
 func span(b device.Buf) device.Span { return device.Span{Ptr: b.Ptr, Bytes: b.Bytes()} }
 
-// stack loads a stack of e matrices of rows × cols (GGUF dims {cols, rows,
-// e}; with cols 1 an expert bias {rows, e}, loaded as F32 e·rows × 1) as
-// one Weight of e·rows rows. MXFP4 stacks arrive decoded to BF16.
-func (b *Builder) stack(name string, e, rows, cols int) (device.Weight, error) {
-	b.tensors = append(b.tensors, TensorShape{Name: name, Rows: e * rows, Cols: cols})
+// stackedBias loads n expert biases of rows values (GGUF dims {rows, n})
+// as one F32 weight of n·rows rows of one column (Builder.Stacked is the
+// matrices' counterpart).
+func (b *Builder) stackedBias(name string, n, rows int) (device.Weight, error) {
+	b.tensors = append(b.tensors, TensorShape{Name: name, Rows: n * rows, Cols: 1})
 	if b.u == nil {
-		return b.dryWeight(e*rows, cols), nil
+		return b.dryWeight(n*rows, 1), nil
 	}
-	return b.u.experts(name, e, rows, cols)
+	return b.u.shaped(name, []int{rows, n}, n*rows, 1, true)
 }
 
 // ones is the 1×1 F32 weight holding 1.
@@ -205,71 +210,4 @@ func (b *Builder) ones() (device.Weight, error) {
 	one := make([]byte, 4)
 	binary.LittleEndian.PutUint32(one, math.Float32bits(1))
 	return b.u.put("moe.ones", one, device.Weight{Type: device.F32, Rows: 1, Cols: 1, Bytes: 4})
-}
-
-// experts uploads a stack (Builder.stack).
-func (u *uploader) experts(name string, e, rows, cols int) (device.Weight, error) {
-	raw, typ, dims, ok, err := u.src.tensor(name)
-	if err != nil {
-		return device.Weight{}, err
-	}
-	if !ok {
-		return device.Weight{}, fmt.Errorf("model: tensor %s is missing", name)
-	}
-	bias := cols == 1
-	want := []int{cols, rows, e}
-	if bias {
-		want = []int{rows, e}
-	}
-	if fmt.Sprint(dims) != fmt.Sprint(want) {
-		return device.Weight{}, fmt.Errorf("model: tensor %s has shape %v, want %v (row length first)", name, dims, want)
-	}
-	if bias {
-		if typ != device.F32 || len(raw) != 4*rows*e {
-			return device.Weight{}, fmt.Errorf("model: expert bias %s is %s of %d bytes, want f32 of %d", name, typ, len(raw), 4*rows*e)
-		}
-		return u.put(name, raw, device.Weight{Type: device.F32, Rows: e * rows, Cols: 1, Bytes: int64(len(raw))})
-	}
-	rb, err := kcpu.DType(typ).RowBytes(cols)
-	if err != nil {
-		return device.Weight{}, fmt.Errorf("model: tensor %s: %w", name, err)
-	}
-	if int64(len(raw)) != int64(rb)*int64(rows*e) {
-		return device.Weight{}, fmt.Errorf("model: tensor %s holds %d bytes, %s [%d %d %d] needs %d", name, len(raw), typ, cols, rows, e, int64(rb)*int64(rows*e))
-	}
-	return u.put(name, raw, device.Weight{Type: typ, Rows: e * rows, Cols: cols, Bytes: int64(len(raw))})
-}
-
-// modelHeads are the model-level extras around the layers: Gemma's
-// embedding scale (√hidden, in f32 as llama.cpp; HF rounds the factor to
-// the activation dtype first: docs/architectures/gemma2.md) and the final
-// logit soft-cap (Gemma 2). The zero value does nothing.
-type modelHeads struct {
-	ew         device.Elementwise
-	embedScale float32
-	softCap    float32
-}
-
-func (h *modelHeads) embed(x device.Buf) error {
-	if h.embedScale == 0 {
-		return nil
-	}
-	return h.ew.Scale(x, h.embedScale)
-}
-
-func (h *modelHeads) logits(out device.Buf) error {
-	if h.softCap <= 0 {
-		return nil
-	}
-	return h.ew.SoftCap(out, h.softCap)
-}
-
-// setHeads sets the model's heads for s.
-func (b *Builder) setHeads(ew device.Elementwise, s *SWAConfig) error {
-	h := modelHeads{ew: ew, softCap: s.FinalSoftCap}
-	if s.Gemma {
-		h.embedScale = float32(math.Sqrt(float64(b.C.Hidden)))
-	}
-	b.m.heads = h
-	return nil
 }

@@ -107,7 +107,7 @@ func configJSON(raw []byte, cfgPath string) (model.Config, []Tensor, error) {
 	if hc.TorchDType == "float32" {
 		elem = 4
 	}
-	ts, err := WeightTensors(c, DenseMatrices(c, elem))
+	ts, err := WeightTensors(c, DenseMatrices(elem))
 	return c, ts, err
 }
 
@@ -125,7 +125,7 @@ func loadGGUF(path string) (string, model.Config, []Tensor, error) {
 	for _, t := range f.Tensors {
 		sizes[t.Name] = model.GGUFDeviceBytes(t)
 	}
-	ts, err := WeightTensors(c, func(n string) (int64, bool) { v, ok := sizes[n]; return v, ok })
+	ts, err := WeightTensors(c, func(t model.TensorShape) (int64, bool) { v, ok := sizes[t.Name]; return v, ok })
 	name := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
 	if v, ok := f.Get("general.name"); ok {
 		if s, ok := v.String(); ok && s != "" {

@@ -268,6 +268,7 @@ type hfSWAFields struct {
 	ExpertsPerToken      int        `json:"experts_per_token"`
 	SwigluLimit          *float64   `json:"swiglu_limit"`
 	RopeParameters       *yesOrNull `json:"rope_parameters"`
+	TieWordEmbeddings    *bool      `json:"tie_word_embeddings"`
 	RopeScaling          *struct {
 		BetaFast float64 `json:"beta_fast"`
 		BetaSlow float64 `json:"beta_slow"`
@@ -341,6 +342,9 @@ func swaFromHF(raw []byte, hfArch string, c *Config, path string) error {
 	}
 	if hfArch != "GptOssForCausalLM" {
 		s.Gemma = true
+		// Gemma2Config/Gemma3TextConfig default tie_word_embeddings to true
+		// (the published configs leave it out and ship no lm_head).
+		c.Tied = f.TieWordEmbeddings == nil || *f.TieWordEmbeddings
 		if f.HiddenActivation != "" && f.HiddenActivation != "gelu_pytorch_tanh" {
 			return fmt.Errorf("model: %s: hidden_activation %q is not supported (gelu_pytorch_tanh)", path, f.HiddenActivation)
 		}

@@ -150,9 +150,10 @@ func gemmaScale(c Config) float32 {
 	return float32(1 / math.Sqrt(float64(c.HeadDim)))
 }
 
-// swaFromGGUF fills c.SWA (and the rope details) for the sliding-window
-// GGUF architectures; a llama/mistral file has no window key and stays
-// full attention, as llama.cpp runs it (docs/architectures/mistral.md).
+// swaFromGGUF fills c.Ext (and the rope details) for the sliding-window
+// GGUF architectures. A llama/mistral file with a window key slides on every
+// layer; llama.cpp's converter writes none, so a published Mistral GGUF
+// stays full attention, as llama.cpp runs it (docs/architectures/mistral.md).
 func swaFromGGUF(g ggufMeta, c *Config) error {
 	a := g.arch + "."
 	window, err := g.int(a+"attention.sliding_window", 0, false)
@@ -161,11 +162,13 @@ func swaFromGGUF(g ggufMeta, c *Config) error {
 	}
 	switch g.arch {
 	case "gemma2", "gemma3", "gpt-oss":
-	default:
+	case "llama", "mistral":
 		if window > 0 {
 			c.Ext = &SWAConfig{Window: window, Sliding: slidingPattern(c.Layers, 1, true)}
 		}
 		return nil
+	default:
+		return nil // Qwen's windows are off in their configs (use_sliding_window)
 	}
 	s := &SWAConfig{Window: window}
 	period := 2
@@ -284,7 +287,7 @@ type yesOrNull bool
 
 func (y *yesOrNull) UnmarshalJSON(b []byte) error { *y = string(b) != "null"; return nil }
 
-// swaFromHF fills c.SWA from config.json's raw bytes for the architectures
+// swaFromHF fills c.Ext from config.json's raw bytes for the architectures
 // that slide (hfArch is architectures[0]).
 func swaFromHF(raw []byte, hfArch string, c *Config, path string) error {
 	var f hfSWAFields

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/kvhost/kvhost/host/device"
@@ -273,14 +272,14 @@ func tokenizerFromGGUF(f *gguf.File) (tokenizer.Tokenizer, error) {
 	}
 }
 
-// ggufSource reads tensors from a GGUF file. Every tensor type the kernels
-// run (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k–q6_k, iq4_nl,
-// iq4_xs) is kept as stored: no expansion, so device weight memory is the
-// file's bytes. fd is the file the header was parsed from, so a device that
-// maps files serves the tensors from it in place.
+// ggufSource reads tensors from a GGUF model (one file or a split model's
+// shards, gguf.OpenModel). Every tensor type the kernels run (f32, f16,
+// bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k–q6_k, iq4_nl, iq4_xs) is kept as
+// stored: no expansion, so device weight memory is the files' bytes. The
+// files the headers were parsed from stay open while loading, so a device
+// that maps files serves each tensor from its own shard in place.
 type ggufSource struct {
-	f  *gguf.File
-	fd *os.File
+	f *gguf.File
 }
 
 var (
@@ -311,7 +310,7 @@ func (s ggufSource) tensor(name string) ([]byte, device.DType, []int, bool, erro
 	dims := make([]int, len(ti.Dims))
 	for i, d := range ti.Dims {
 		if d > 1<<31 {
-			return nil, 0, nil, false, fmt.Errorf("model: %s: tensor %s dimension %d is absurd", s.f.Path, name, d)
+			return nil, 0, nil, false, fmt.Errorf("model: %s: tensor %s dimension %d is absurd", s.f.PathOf(ti), name, d)
 		}
 		dims[i] = int(d)
 	}
@@ -323,24 +322,23 @@ func (s ggufSource) tensor(name string) ([]byte, device.DType, []int, bool, erro
 			n *= d
 		}
 		if raw, err = decodeMXFP4(raw, n); err != nil {
-			return nil, 0, nil, false, fmt.Errorf("model: %s: tensor %s: %w", s.f.Path, name, err)
+			return nil, 0, nil, false, fmt.Errorf("model: %s: tensor %s: %w", s.f.PathOf(ti), name, err)
 		}
 		return raw, device.BF16, dims, true, nil
 	}
 	typ, ok := ti.Type.DType()
 	if !ok {
-		return nil, 0, nil, false, fmt.Errorf("model: %s: tensor %s has type %s; supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs", s.f.Path, name, ti.Type)
+		return nil, 0, nil, false, fmt.Errorf("model: %s: tensor %s has type %s; supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs", s.f.PathOf(ti), name, ti.Type)
 	}
 	return raw, device.DType(typ), dims, true, nil
 }
 
-// fileRange is where a tensor's bytes lie in the file.
+// fileRange is where a tensor's bytes lie: its shard's file and offset.
 func (s ggufSource) fileRange(name string) (*os.File, int64, bool) {
-	ti, ok := s.find(name)
-	if !ok || s.fd == nil || ti.Type == gguf.TypeMXFP4 { // MXFP4 is decoded, not served in place
-		return nil, 0, false
+	if ti, ok := s.find(name); ok && ti.Type == gguf.TypeMXFP4 {
+		return nil, 0, false // MXFP4 is decoded, never served in place
 	}
-	return s.fd, s.f.DataOffset + int64(ti.Offset), true
+	return s.f.TensorFile(name)
 }
 
 func (s ggufSource) find(name string) (gguf.TensorInfo, bool) {
@@ -368,16 +366,11 @@ func LoadGGUF(path string, o Options) (*Model, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	fd, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("model: %w", err)
-	}
-	defer fd.Close() // mappings of its tensors outlive it
-	f, err := gguf.Map(fd)
+	f, err := gguf.OpenModel(path) // one file, or every shard of a split model
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer f.Close() // mappings of its tensors outlive it
 	cfg, err := ConfigFromGGUF(f)
 	if err != nil {
 		return nil, err
@@ -391,11 +384,11 @@ func LoadGGUF(path string, o Options) (*Model, error) {
 	}
 	name := ggufMeta{f: f}.str("general.name")
 	if name == "" {
-		name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+		name = gguf.BaseName(path)
 	}
 	m := &Model{Name: name, Path: path, Config: cfg, Tokenizer: tok, ChatTemplate: ggufMeta{f: f}.str("tokenizer.chat_template")}
 	m.BOSText, m.EOSText = tok.TokenText(tok.BOS()), tok.TokenText(tok.EOS())
-	if err := m.build(ggufSource{f: f, fd: fd}, o); err != nil {
+	if err := m.build(ggufSource{f: f}, o); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -112,7 +112,7 @@ func configJSON(raw []byte, cfgPath string) (model.Config, []Tensor, error) {
 }
 
 func loadGGUF(path string) (string, model.Config, []Tensor, error) {
-	f, err := gguf.Open(path)
+	f, err := gguf.OpenModel(path) // one file, or a split model's shards
 	if err != nil {
 		return "", model.Config{}, nil, err
 	}
@@ -131,6 +131,10 @@ func loadGGUF(path string) (string, model.Config, []Tensor, error) {
 		if s, ok := v.String(); ok && s != "" {
 			name = s
 		}
+	}
+	gn, _ := f.Get("general.name")
+	if s, _ := gn.String(); s == "" {
+		name = gguf.BaseName(path) // without general.name, a shard names its split model
 	}
 	return name, c, ts, err
 }

@@ -6,17 +6,35 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
+	"github.com/kvhost/kvhost/host/model/gguf"
 	"github.com/kvhost/kvhost/host/model/synth"
 )
 
-func genModel(args []string, stdout, stderr io.Writer) error {
+func genModel(args []string, stdout, stderr io.Writer) (err error) {
 	fs := newFlagSet("gen-model", stderr)
 	arch := fs.String("arch", "llama", "architecture: llama | mistral | gemma2 | gemma3 | gpt-oss (the last four with a sliding window of 16/64/128 tokens on tiny/small/medium)")
 	size := fs.String("size", "small", "tiny | small (≈15M params) | medium (≈110M params)")
+	var lim gguf.SplitLimits
+	fs.Func("split-max-tensors", "write llama.cpp gguf-split shards OUT-00001-of-0000N.gguf of at most N tensors each (default 0: one file)", func(s string) error {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return fmt.Errorf("%q is out of range: 0 (one file) or more", s)
+		}
+		lim.MaxTensors = n
+		return nil
+	})
+	fs.Var((*byteSize)(&lim.MaxBytes), "split-max-size", "write gguf-split shards of at most this much tensor data each, e.g. 2G (0: one file)")
 	dtype := fs.String("dtype", "f32", "file type: f32 | f16 | bf16 | q8_0 | q4_0 | q4_1 | q5_0 | q5_1 | q2_k | q3_k_m | q4_k_s | q4_k_m | q5_k_s | q5_k_m | q6_k | iq4_nl | iq4_xs (quantized types mixed per tensor as llama-quantize mixes them)")
 	out := fs.String("out", "", "output GGUF file (required)")
+	defer func() {
+		// Whichever architecture wrote --out, the split rewrites it.
+		if err == nil && lim != (gguf.SplitLimits{}) {
+			err = splitGenerated(*out, lim, stdout)
+		}
+	}()
 	tok := fs.String("tokenizer", "spm", "spm (SentencePiece, Llama-2 chat template) | bpe (byte-level BPE, ChatML template with tools)")
 	vocab := fs.Int("vocab", 0, "vocabulary size (0: the preset's; bpe needs at least 512)")
 	if err := fs.Parse(args); err != nil {

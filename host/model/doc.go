@@ -16,9 +16,11 @@
 // and a feed-forward FFN (parts.go), either absent where the architecture
 // has none, each adding its branch to the residual stream through a Step
 // (step.go) that serves both the eager forward and the captured decode
-// step. How to add one: /work/coord/SEAM.md and
-// ../shared/design/ARCHITECTURE.md §2 (host/model: architectures written
-// against the kernel set).
+// step. Adding an architecture is adding files: arch_<name>.go with its
+// entry and Layers, part_<what>.go for a new mixer or feed-forward part;
+// the loaders, the forward, the decode graphs and host/plan pick it up
+// from the registry (../shared/design/ARCHITECTURE.md §2: architectures
+// written against the kernel set).
 //
 // Invariants:
 //   - One forward. The eager Forward and the captured decode step run the

@@ -94,7 +94,7 @@ func (m *Model) Forward(pools *kv.Set, seqs []Seq, logits []float32) error {
 // over pools, its activations in category cat; end releases what is left.
 func (m *Model) begin(pools *kv.Set, rows int, positions []int32, cat alloc.Category) *Step {
 	st := &m.step
-	*st = Step{K: m.k, C: &m.Config, Rows: rows, Positions: positions, Pools: pools,
+	*st = Step{K: m.k, C: &m.Config, Rows: rows, Positions: positions, Pools: pools, m: m,
 		sc: scope{a: m.act, cat: cat}, scratch: m.attnScratch}
 	return st
 }

@@ -22,6 +22,7 @@ type decodeInputs struct {
 	positions []int32
 	tables    [][][]int32
 	slots     [][]int32
+	starts    []int32 // 0, 1, …, maxBS: row i is sequence i (Step.StateBatch)
 }
 
 // decodeStep runs one token for each of rows sequences. Every per-step value
@@ -111,6 +112,10 @@ func (m *Model) CaptureDecodeGraphs(pools *kv.Set, buckets []int) (g *DecodeGrap
 	}
 	for p := range g.in.slots {
 		g.in.slots[p] = make([]int32, maxBS)
+	}
+	g.in.starts = make([]int32, maxBS+1)
+	for i := range g.in.starts {
+		g.in.starts[i] = int32(i)
 	}
 	g.fillPadding(0)
 	p, err := m.act.AllocIn(g.poolID, int64(maxBS)*int64(c.Vocab)*4, alloc.Graph)

@@ -59,6 +59,10 @@ type Model struct {
 
 	// host-side scratch reused by every forward (one goroutine owns the model)
 	ids, positions, lastRows []int32
+	// starts and stateSlots back an eager Step's StateBatch, one row of
+	// slots per state pool
+	starts     []int32
+	stateSlots [][]int32
 }
 
 // DefaultLogitsChunk is SGLang's logprob chunk (spec §4).

@@ -81,6 +81,7 @@ type Step struct {
 	// rows are theirs in order, len(Tokens) each.
 	Seqs []Seq
 
+	m       *Model
 	dec     *decodeInputs // the captured step's inputs (nil: eager)
 	sc      scope
 	scratch device.Buf // the attention workspace
@@ -142,4 +143,30 @@ func (s *Step) Attend(out, q, k, v device.Buf, heads int, o device.AttnOpts) err
 		off += n
 	}
 	return nil
+}
+
+// StateBatch is the batch a recurrent mixer (device.MambaBatch) runs over
+// state pool p: starts[q]..starts[q+1] are sequence q's rows and slots[q]
+// its slot. Eager, one entry per sequence (Seq.Slots[p]); decode, one row
+// per sequence with the replay's slots (Slots(p)). The slices are the
+// model's, reused by every forward (and, decoding, fixed for the captured
+// graph): pass them to kernels, never keep them.
+func (s *Step) StateBatch(p int) (starts, slots []int32) {
+	if s.dec != nil {
+		return s.dec.starts[:s.Rows+1], s.dec.slots[p][:s.Rows]
+	}
+	m := s.m
+	m.starts = append(m.starts[:0], 0)
+	for len(m.stateSlots) <= p {
+		m.stateSlots = append(m.stateSlots, nil)
+	}
+	slots = m.stateSlots[p][:0]
+	off := int32(0)
+	for _, sq := range s.Seqs {
+		off += int32(len(sq.Tokens))
+		m.starts = append(m.starts, off)
+		slots = append(slots, sq.Slots[p])
+	}
+	m.stateSlots[p] = slots
+	return m.starts, slots
 }

@@ -15,20 +15,15 @@ import (
 	"github.com/kvhost/kvhost/host/model/synth"
 )
 
-// genArchs are the architectures gen-model writes: llama, synth's other
-// presets, and the hybrid Mamba-2 writers.
+// genArchs are the architectures gen-model writes: synth's, and the hybrid
+// Mamba-2 writers.
 func genArchs() []string {
-	out := []string{"llama"}
-	for a := range synth.ArchSizes {
-		out = append(out, a)
-	}
-	slices.Sort(out[1:])
-	return append(out, "nemotron_h", "granitehybrid")
+	return append(slices.Clone(synth.Architectures), "nemotron_h", "granitehybrid")
 }
 
 func genModel(args []string, stdout, stderr io.Writer) (err error) {
 	fs := newFlagSet("gen-model", stderr)
-	arch := fs.String("arch", "llama", "architecture: llama | qwen3moe (GQA + routed experts) | deepseek2 (V2-Lite shape: MLA, softmax group-limited routing, shared experts) | deepseek3 (a deepseek2 file with V3's q_lora and sigmoid routing) | nemotron_h | granitehybrid (hybrid Mamba-2: f32, f16 or bf16)")
+	arch := fs.String("arch", "llama", "architecture: llama | mistral | gemma2 | gemma3 | gpt-oss (sliding window of 16/64/128 tokens on tiny/small/medium) | qwen3moe (GQA + routed experts) | deepseek2 (V2-Lite shape: MLA, softmax group-limited routing, shared experts) | deepseek3 (a deepseek2 file with V3's q_lora and sigmoid routing) | nemotron_h | granitehybrid (hybrid Mamba-2: f32, f16 or bf16)")
 	size := fs.String("size", "small", "tiny | small (≈15M params) | medium (≈110M params)")
 	var lim gguf.SplitLimits
 	fs.Func("split-max-tensors", "write llama.cpp gguf-split shards OUT-00001-of-0000N.gguf of at most N tensors each (default 0: one file)", func(s string) error {
@@ -63,7 +58,7 @@ func genModel(args []string, stdout, stderr io.Writer) (err error) {
 	if *arch == "nemotron_h" || *arch == "granitehybrid" {
 		return genHybrid(*arch, *size, *dtype, *out, *vocab, *experts, stdout)
 	}
-	if _, ok := synth.ArchSizes[*arch]; !ok && *arch != "llama" {
+	if !slices.Contains(synth.Architectures, *arch) {
 		return fmt.Errorf("gen-model: architecture %q is not supported (%s)", *arch, strings.Join(genArchs(), ", "))
 	}
 	spec, err := synth.ArchPreset(*arch, *size, *dtype)

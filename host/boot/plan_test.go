@@ -138,6 +138,19 @@ func TestPlanMatchesServe(t *testing.T) {
 			return c
 		}})
 	}
+	// The sliding-window family: a full and a window pool (Mistral: the
+	// window pool alone), plan's peaks from the same forward.
+	for _, arch := range []string{"mistral", "gemma2", "gemma3", "gpt-oss"} {
+		spec, err := synth.ArchPreset(arch, "tiny", "f32")
+		if err != nil {
+			t.Fatal(err)
+		}
+		model := writeSpec(t, spec)
+		cases = append(cases, struct {
+			name string
+			cfg  func(t *testing.T) Config
+		}{arch + " graphs", func(t *testing.T) Config { c := baseConfig(model, 256<<20); c.GraphMaxBS = 4; return c }})
+	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := tc.cfg(t)

@@ -33,6 +33,10 @@ type Arch struct {
 	// HFTensor maps a canonical (GGUF) tensor name to its Hugging Face
 	// name; the loader asks for tensors by canonical name only.
 	HFTensor func(canon string) string
+	// HFRead, when set, reads a tensor by canonical name instead of the
+	// plain HFTensor lookup: for checkpoints whose tensors the converter
+	// transforms (Gemma's 1 + w norms, gpt-oss's MXFP4 expert blocks).
+	HFRead func(s hfSource, canon string) ([]byte, device.DType, []int, bool, error)
 	// ConfigJSON adds the architecture's own fields to the config.json
 	// equivalent of a GGUF model that a KV configurator reads (nil: the
 	// common fields say everything).

@@ -2,7 +2,6 @@ package model
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/kvhost/kvhost/host/device"
 	"github.com/kvhost/kvhost/host/kv"
@@ -39,18 +38,25 @@ func (t llamaTraits) arch(name, hfClass string) *Arch {
 		FromGGUF: func(g ggufMeta) (Config, error) {
 			c, err := g.common(t.neox)
 			c.QKVBias, c.QKNorm = t.bias, t.qkNorm
+			if err == nil {
+				err = swaFromGGUF(g, &c) // a window key makes every layer slide (arch_swa.go)
+			}
 			return c, err
 		},
-		FromHF: func(hc hf.Config, _ []byte, path string) (Config, error) {
+		FromHF: func(hc hf.Config, raw []byte, path string) (Config, error) {
 			c, err := hfCommon(hc, path)
 			c.QKVBias = c.QKVBias || t.bias
 			c.QKNorm = t.qkNorm
+			if err == nil {
+				err = swaFromHF(raw, hfClass, &c, path) // Mistral's sliding_window
+			}
 			return c, err
 		},
-		HFTensor: hfName,
-		Layers:   llamaLayers,
-		KVNeeds:  llamaKVNeeds,
-		Params:   llamaParams,
+		HFTensor:   hfName,
+		ConfigJSON: swaConfigJSON, // a Mistral's window, if any
+		Layers:     llamaLayers,
+		KVNeeds:    llamaKVNeeds,
+		Params:     llamaParams,
 	}
 }
 
@@ -67,7 +73,7 @@ func llamaLayers(b *Builder) ([]Layer, error) {
 	for i := range out {
 		p := fmt.Sprintf("blk.%d.", i)
 		a := &attention{rope: rope, heads: c.Heads, kvHeads: c.KVHeads, headDim: c.HeadDim, vHeadDim: c.HeadDim, eps: c.RMSEps,
-			opts: device.AttnOpts{Scale: float32(1 / math.Sqrt(float64(c.HeadDim)))}}
+			opts: c.AttnOpts(i)}
 		f := &denseFFN{inter: c.Intermediate, eps: c.RMSEps}
 		steps := []struct {
 			dst        *device.Weight
@@ -109,11 +115,11 @@ func llamaLayers(b *Builder) ([]Layer, error) {
 }
 
 // llamaKVNeeds: every layer keeps K and V rows of KVHeads × HeadDim for
-// every past position.
+// every past position (its window's when it slides: Mistral).
 func llamaKVNeeds(c Config) []kv.LayerNeed {
 	out := make([]kv.LayerNeed, c.Layers)
 	for i := range out {
-		out[i] = kv.LayerNeed{KVHeads: c.KVHeads, HeadDim: c.HeadDim, VHeadDim: c.HeadDim}
+		out[i] = kv.LayerNeed{KVHeads: c.KVHeads, HeadDim: c.HeadDim, VHeadDim: c.HeadDim, Window: c.LayerWindow(i)}
 	}
 	return out
 }

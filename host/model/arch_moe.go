@@ -466,10 +466,10 @@ func ggufYarn(g ggufMeta, a string, s *device.RopeSpec) error {
 	if s.OriginalMaxPos, err = g.int(a+"rope.scaling.original_context_length", 0, true); err != nil {
 		return err
 	}
-	if s.BetaFast, err = g.float(a+"rope.scaling.yarn_beta_fast", 0); err != nil {
+	if s.BetaFast, err = g.float(a+"rope.scaling.yarn_beta_fast", 32); err != nil {
 		return err
 	}
-	if s.BetaSlow, err = g.float(a+"rope.scaling.yarn_beta_slow", 0); err != nil {
+	if s.BetaSlow, err = g.float(a+"rope.scaling.yarn_beta_slow", 1); err != nil {
 		return err
 	}
 	if g.arch == "deepseek2" {

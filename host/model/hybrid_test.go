@@ -171,16 +171,6 @@ func hybridRig(t testing.TB, path string) *rig {
 	return r
 }
 
-// relErr is max |got − want| over the largest |want|.
-func relErr(got []float32, want []float64) float64 {
-	var d, scale float64
-	for i := range want {
-		d = math.Max(d, math.Abs(float64(got[i])-want[i]))
-		scale = math.Max(scale, math.Abs(want[i]))
-	}
-	return d / scale
-}
-
 // TestHybridMatchesFloat64Reference: both hybrid architectures' logits, for
 // a prefill in chunks of odd sizes and 200 decode steps, match the float64
 // reference forward (internal/mambaref's sequential recurrence for the

@@ -57,14 +57,12 @@ func hfCommon(hc hf.Config, path string) (Config, error) {
 	if rs := hc.RopeScaling; rs != nil {
 		switch rs.Type {
 		case "", "default":
-		case "linear", "llama3":
+		case "linear", "llama3", "yarn":
 			c.Rope.Scaling, c.Rope.Factor = rs.Type, rs.Factor
 			c.Rope.LowFreqFactor, c.Rope.HighFreqFactor = rs.LowFreqFactor, rs.HighFreqFactor
 			c.Rope.OriginalMaxPos = rs.OriginalMaxPositionEmbeddings
-		case "yarn":
-			c.Rope.Scaling, c.Rope.Factor, c.Rope.OriginalMaxPos = rs.Type, rs.Factor, rs.OriginalMaxPositionEmbeddings
 		default:
-			return Config{}, fmt.Errorf("model: %s: rope_scaling type %q is not supported (linear, llama3)", path, rs.Type)
+			return Config{}, fmt.Errorf("model: %s: rope_scaling type %q is not supported (linear, llama3, yarn)", path, rs.Type)
 		}
 	}
 	return c, nil
@@ -99,7 +97,8 @@ func hfName(canon string) string {
 type hfSource struct {
 	set  *safetensors.Set
 	path string
-	name func(canon string) string // Arch.HFTensor
+	name func(canon string) string                                                 // Arch.HFTensor
+	read func(s hfSource, canon string) ([]byte, device.DType, []int, bool, error) // Arch.HFRead
 }
 
 var stTypes = map[safetensors.DType]device.DType{
@@ -107,10 +106,17 @@ var stTypes = map[safetensors.DType]device.DType{
 }
 
 func (s hfSource) tensor(canon string) ([]byte, device.DType, []int, bool, error) {
+	if s.read != nil {
+		return s.read(s, canon)
+	}
 	if strings.HasSuffix(canon, "_exps.weight") {
 		return s.experts(canon) // arch_moe.go: per-expert tensors stacked
 	}
-	name := s.name(canon)
+	return s.named(s.name(canon))
+}
+
+// named reads the HF tensor name, ok=false when absent.
+func (s hfSource) named(name string) ([]byte, device.DType, []int, bool, error) {
 	if _, ok := s.set.Info(name); !ok {
 		return nil, 0, nil, false, nil
 	}
@@ -213,7 +219,7 @@ func LoadHF(dir string, o Options) (*Model, error) {
 	if eos := tok.EOS(); eos >= 0 {
 		m.EOSText = tok.TokenText(eos)
 	}
-	if err := m.build(hfSource{set: set, path: dir, name: a.HFTensor}, o); err != nil {
+	if err := m.build(hfSource{set: set, path: dir, name: a.HFTensor, read: a.HFRead}, o); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -29,6 +29,8 @@ type attention struct {
 	vHeadDim       int // v per head
 	eps            float32
 	opts           device.AttnOpts // Scale, and Window/SoftCap/Sinks where the layer has them
+	bo             device.Weight   // output bias (gpt-oss); zero when none
+	post           device.Weight   // post-attention RMSNorm of the branch (Gemma); zero when none
 }
 
 // Mix allocates q, k, v and the attention output after the caller's h, in
@@ -92,6 +94,16 @@ func (a *attention) Mix(s *Step, x, h device.Buf) error {
 		return err
 	}
 	s.Free(att)
+	if a.bo.Ptr != 0 {
+		if err := k.AddBias(h, a.bo, rows); err != nil {
+			return err
+		}
+	}
+	if a.post.Ptr != 0 {
+		if err := k.RMSNorm(h, h, a.post, rows, hidden, a.eps); err != nil {
+			return err
+		}
+	}
 	return k.Add(x, x, h)
 }
 
@@ -101,6 +113,8 @@ type denseFFN struct {
 	norm, gate, up, down device.Weight
 	inter                int
 	eps                  float32
+	geglu                device.Elementwise // set: GELU-tanh(gate) × up (Gemma) instead of SiLU
+	post                 device.Weight      // post-MLP RMSNorm of the branch (Gemma); zero when none
 }
 
 // Forward allocates gate then up after the caller's h and frees them.
@@ -123,7 +137,12 @@ func (f *denseFFN) Forward(s *Step, x, h device.Buf) error {
 	if err := k.MatMul(u, h, rows, f.up); err != nil {
 		return err
 	}
-	if err := k.SiLUMul(g, g, u); err != nil {
+	if f.geglu != nil {
+		err = f.geglu.GeGLUTanh(g, g, u)
+	} else {
+		err = k.SiLUMul(g, g, u)
+	}
+	if err != nil {
 		return err
 	}
 	s.Free(u)
@@ -131,5 +150,10 @@ func (f *denseFFN) Forward(s *Step, x, h device.Buf) error {
 		return err
 	}
 	s.Free(g)
+	if f.post.Ptr != 0 {
+		if err := k.RMSNorm(h, h, f.post, rows, s.C.Hidden, f.eps); err != nil {
+			return err
+		}
+	}
 	return k.Add(x, x, h)
 }

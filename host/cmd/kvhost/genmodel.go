@@ -6,16 +6,24 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/kvhost/kvhost/host/model/gguf"
 	"github.com/kvhost/kvhost/host/model/synth"
 )
 
+// genArchs are the architectures gen-model writes: synth's, and the hybrid
+// Mamba-2 writers.
+func genArchs() []string {
+	return append(slices.Clone(synth.Architectures), "nemotron_h", "granitehybrid")
+}
+
 func genModel(args []string, stdout, stderr io.Writer) (err error) {
 	fs := newFlagSet("gen-model", stderr)
-	arch := fs.String("arch", "llama", "architecture: llama | qwen3moe (GQA + routed experts) | deepseek2 (V2-Lite shape: MLA, softmax group-limited routing, shared experts) | deepseek3 (a deepseek2 file with V3's q_lora and sigmoid routing) | nemotron_h | granitehybrid (hybrid Mamba-2: f32, f16 or bf16)")
+	arch := fs.String("arch", "llama", "architecture: llama | mistral | gemma2 | gemma3 | gpt-oss (sliding window of 16/64/128 tokens on tiny/small/medium) | qwen3moe (GQA + routed experts) | deepseek2 (V2-Lite shape: MLA, softmax group-limited routing, shared experts) | deepseek3 (a deepseek2 file with V3's q_lora and sigmoid routing) | nemotron_h | granitehybrid (hybrid Mamba-2: f32, f16 or bf16)")
 	size := fs.String("size", "small", "tiny | small (≈15M params) | medium (≈110M params)")
 	var lim gguf.SplitLimits
 	fs.Func("split-max-tensors", "write llama.cpp gguf-split shards OUT-00001-of-0000N.gguf of at most N tensors each (default 0: one file)", func(s string) error {
@@ -49,6 +57,9 @@ func genModel(args []string, stdout, stderr io.Writer) (err error) {
 	}
 	if *arch == "nemotron_h" || *arch == "granitehybrid" {
 		return genHybrid(*arch, *size, *dtype, *out, *vocab, *experts, stdout)
+	}
+	if !slices.Contains(synth.Architectures, *arch) {
+		return fmt.Errorf("gen-model: architecture %q is not supported (%s)", *arch, strings.Join(genArchs(), ", "))
 	}
 	spec, err := synth.ArchPreset(*arch, *size, *dtype)
 	if err != nil {

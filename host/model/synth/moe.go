@@ -3,6 +3,7 @@ package synth
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/kvhost/kvhost/host/model/gguf"
 )
@@ -58,14 +59,27 @@ var ArchSizes = map[string]map[string]Spec{
 	},
 }
 
-// ArchPreset is Preset for arch (llama, qwen3moe, deepseek2, deepseek3).
+// Architectures are what ArchPreset (and gen-model --arch) writes, as
+// llama.cpp's converter writes them (docs/architectures/*.md): llama; the
+// sliding-window family (swa.go): mistral (Llama tensors and a window on
+// every layer), gemma2 (1:1 local/global, soft-caps, sandwich norms, tied
+// output), gemma3 (5:1 with q/k norms and a local rope base), gpt-oss (1:1,
+// sinks, biases, MXFP4 experts, YaRN); the expert family (this file):
+// qwen3moe, deepseek2 (V2-Lite's form) and deepseek3 (V3's q_lora and
+// sigmoid routing in a deepseek2 file).
+var Architectures = []string{"llama", "mistral", "gemma2", "gemma3", "gpt-oss", "qwen3moe", "deepseek2", "deepseek3"}
+
+// ArchPreset is Preset for arch, one of Architectures.
 func ArchPreset(arch, size, dtype string) (Spec, error) {
 	if arch == "" || arch == "llama" {
 		return Preset(size, dtype)
 	}
+	if swaArch(arch) {
+		return swaPreset(arch, size, dtype)
+	}
 	sizes, ok := ArchSizes[arch]
 	if !ok {
-		return Spec{}, fmt.Errorf("synth: unknown architecture %q (llama, qwen3moe, deepseek2, deepseek3)", arch)
+		return Spec{}, fmt.Errorf("synth: unknown architecture %q (%s)", arch, strings.Join(Architectures, ", "))
 	}
 	s, ok := sizes[size]
 	if !ok {

@@ -36,6 +36,9 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		(*h).ServeHTTP(w, r)
 		return
 	}
+	// The same id rule as the served routes (requestIDs), so a client or a
+	// gateway that correlates by id can follow its 503s too.
+	w.Header().Set(RequestIDHeader, incomingID(r))
 	w.Header().Set("Retry-After", "5")
 	writeAPIError(w, http.StatusServiceUnavailable, apiError{
 		Message: fmt.Sprintf("the server is starting (%s); retry shortly", *g.phase.Load()),

@@ -67,14 +67,19 @@ func newRequestID() string {
 	return hex.EncodeToString(b[:])
 }
 
+// incomingID is the client's id when usable, else a fresh one.
+func incomingID(r *http.Request) string {
+	if id := r.Header.Get(RequestIDHeader); validRequestID(id) {
+		return id
+	}
+	return newRequestID()
+}
+
 // requestIDs gives every request an id and a logger carrying it, and sets
 // the response header before anything is written.
 func (s *server) requestIDs(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := r.Header.Get(RequestIDHeader)
-		if !validRequestID(id) {
-			id = newRequestID()
-		}
+		id := incomingID(r)
 		w.Header().Set(RequestIDHeader, id)
 		m := &requestMeta{id: id, log: s.log.With("request_id", id)}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestMetaKey{}, m)))

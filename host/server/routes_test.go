@@ -342,6 +342,14 @@ func TestGateAnswersWhileLoading(t *testing.T) {
 		if rec.Code != 503 || e.Error.Code == nil || *e.Error.Code != "loading" || !strings.Contains(e.Error.Message, "loading model") || rec.Header().Get("Retry-After") == "" {
 			t.Errorf("%s while loading: %d %s", path, rec.Code, rec.Body)
 		}
+		if id := rec.Header().Get(RequestIDHeader); !validRequestID(id) {
+			t.Errorf("%s while loading: request id %q", path, id)
+		}
+	}
+	req := httptest.NewRequest("GET", "/health", nil)
+	req.Header.Set(RequestIDHeader, "gw-42")
+	if id := serve(g, req).Header().Get(RequestIDHeader); id != "gw-42" {
+		t.Errorf("a client's request id while loading came back as %q", id)
 	}
 	env := newEnv(t)
 	g.Open(env.h)

@@ -139,8 +139,15 @@ func TestSamplerSwapUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	duration := time.Duration(seconds) * time.Second
-	ctx, cancel := context.WithTimeout(context.Background(), duration)
+	// The clients stream until the churn has made all its swaps (at least
+	// duration); the churn's own deadline is generous, since an upload's
+	// compile on a loaded machine can take seconds (the swaps' timing is
+	// not what this test checks).
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	churnCtx, churnCancel := context.WithTimeout(context.Background(), 6*duration)
+	defer churnCancel()
+	start := time.Now()
 
 	type swap struct {
 		at      time.Time
@@ -176,17 +183,21 @@ func TestSamplerSwapUnderLoad(t *testing.T) {
 		}
 		return nil
 	}
-	rep, err := samplertest.Churn(ctx, samplertest.Plan{Name: "standard", Base: base, Swaps: 10, Broken: 2,
+	rep, err := samplertest.Churn(churnCtx, samplertest.Plan{Name: "standard", Base: base, Swaps: 10, Broken: 2,
 		Interval: duration / 12, Swap: put,
 		OnSwap: func(v string) {
 			mu.Lock()
 			swaps = append(swaps, swap{time.Now(), "standard@" + v})
 			mu.Unlock()
 		}})
+	if rest := duration - time.Since(start); err == nil && rest > 0 {
+		time.Sleep(rest)
+	}
+	cancel()
+	wg.Wait()
 	if err != nil {
 		t.Fatal(err)
 	}
-	wg.Wait()
 	if len(rep.Versions) != 10 || len(rep.Refused) != 2 {
 		t.Fatalf("churn: %d swaps, %d refused", len(rep.Versions), len(rep.Refused))
 	}

@@ -42,6 +42,9 @@ func TestReplayServesMissedBatches(t *testing.T) {
 	for pub.Sent() < 4 {
 		time.Sleep(time.Millisecond)
 	}
+	// zmq4's PUB queues a send and its own goroutine hands it to the
+	// peers connected then (none): give it time to drain.
+	time.Sleep(300 * time.Millisecond)
 
 	sub := zmq4.NewSub(ctx)
 	defer sub.Close()
@@ -78,9 +81,13 @@ func TestReplayServesMissedBatches(t *testing.T) {
 	}
 	got := binary.BigEndian.Uint64(first.Frames[1])
 	if got == 0 {
-		t.Fatal("the late subscriber missed nothing")
+		t.Fatalf("the late subscriber missed nothing: first batch %q, %d sent before it subscribed", first.Frames, 4)
 	}
-	published := int64(steps + 1)
+	// More batches than the buffer keeps.
+	for steps++; steps < keep+4; steps++ {
+		step(steps)
+	}
+	published := int64(steps)
 	for pub.Sent() < published {
 		time.Sleep(time.Millisecond)
 	}

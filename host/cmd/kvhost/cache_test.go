@@ -95,6 +95,11 @@ func TestResetPrefixCacheRoute(t *testing.T) {
 			t.Fatalf("reset with key %q: %d, want 401", key, code)
 		}
 	}
+	for _, path := range []string{"/admin", "/admin/nothing"} {
+		if code := post(path, "admin-k"); code != http.StatusNotFound {
+			t.Fatalf("POST %s: %d, want 404", path, code)
+		}
+	}
 	req, _ := http.NewRequest(http.MethodGet, ts.URL+"/admin/reset_prefix_cache", nil)
 	req.Header.Set("Authorization", "Bearer admin-k")
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusMethodNotAllowed {

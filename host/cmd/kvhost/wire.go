@@ -31,11 +31,13 @@ var _ server.SamplerCompiler = (*sampling.Registry)(nil)
 func adminRoutes(key string, samplers http.Handler, cache server.PrefixCacheResetter) http.Handler {
 	mux := http.NewServeMux()
 	guard := admin.RequireKey(key)
-	mux.Handle("/admin/", guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	none := guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusNotFound)
 		_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": "no admin route " + r.Method + " " + r.URL.Path, "code": http.StatusNotFound}})
-	})))
+	}))
+	mux.Handle("/admin", none)
+	mux.Handle("/admin/", none)
 	if samplers != nil {
 		mux.Handle("/admin/samplers", samplers)
 		mux.Handle("/admin/samplers/", samplers)

@@ -173,7 +173,7 @@ func openPage(t *testing.T, setup ...func(*fakeHost)) *page {
 		chromedp.ExecPath(bin), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
 		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-dev-shm-usage", true), chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-dev-shm-usage", true), chromedp.UserDataDir(profileDir(t)),
 		chromedp.WindowSize(1400, 1000))
 	ctx, cancel := chromedp.NewContext(actx)
 	t.Cleanup(func() { cancel(); cancelA() })
@@ -483,4 +483,25 @@ func jsString(s string) string {
 func itoa(n int) string {
 	b, _ := json.Marshal(n)
 	return string(b)
+}
+
+// profileDir is a browser profile folder removed after the test. Chromium's
+// helper processes can still be writing into it for a moment after the
+// browser is cancelled (seen on a loaded machine: t.TempDir's cleanup failed
+// with "directory not empty"), so removal is retried for a while.
+func profileDir(t *testing.T) string {
+	dir, err := os.MkdirTemp("", "kvhost-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		var err error
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			if err = os.RemoveAll(dir); err == nil {
+				return
+			}
+		}
+		t.Logf("browser profile %s not removed: %v", dir, err)
+	})
+	return dir
 }

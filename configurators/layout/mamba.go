@@ -23,7 +23,7 @@ var _ guest.Configurator = Mamba{}
 func (Mamba) Describe() sdk.Descriptor {
 	return sdk.Descriptor{
 		Name: "mamba", Version: "2.0.0", Kind: sdk.KindConfigurator, ABI: sdk.ABIVersion,
-		Architectures: []string{"Qwen3NextForCausalLM", "NemotronHForCausalLM", "FalconH1ForCausalLM"},
+		Architectures: []string{"Qwen3NextForCausalLM", "NemotronHForCausalLM", "FalconH1ForCausalLM", "GraniteMoeHybridForCausalLM"},
 		KVDTypes:      []string{sdk.KVFP32, sdk.KVBF16, sdk.KVFP16, sdk.KVFP8E4M3, sdk.KVFP8E5M2},
 	}
 }
@@ -63,12 +63,12 @@ func HybridLayersOf(m *Model, layers int64) (HybridLayers, error) {
 		}
 		for i, t := range types {
 			switch t {
-			case "full_attention":
+			case "full_attention", "attention": // Granite-4.0-H: mamba / attention
 				h.Attention = append(h.Attention, int64(i))
 			case "linear_attention", "mamba":
 				h.State = append(h.State, int64(i))
 			default:
-				return h, fmt.Errorf("layout: model config layer_types[%d] = %q: want full_attention or linear_attention", i, t)
+				return h, fmt.Errorf("layout: model config layer_types[%d] = %q: want full_attention, attention, linear_attention or mamba", i, t)
 			}
 		}
 	case pattern != "":
@@ -164,8 +164,22 @@ func StateShapesOf(m *Model, tp int64) (StateShapes, error) {
 	if err != nil {
 		return StateShapes{}, err
 	}
-	hd, err := m.Positive("mamba_head_dim", "mamba_d_head", "mamba_headdim")
-	if err != nil {
+	var hd int64
+	if auto, _ := m.String("mamba_d_head"); auto == "auto" {
+		// Granite-4.0-H: mamba_expand · hidden_size / mamba_n_heads.
+		hidden, err := m.Positive("hidden_size")
+		if err != nil {
+			return StateShapes{}, err
+		}
+		expand, err := m.OptionalPositive(2, "mamba_expand")
+		if err != nil {
+			return StateShapes{}, err
+		}
+		if expand*hidden%heads != 0 {
+			return StateShapes{}, fmt.Errorf("layout: mamba configurator: mamba_d_head auto: mamba_expand × hidden_size = %d is not a multiple of mamba_n_heads %d", expand*hidden, heads)
+		}
+		hd = expand * hidden / heads
+	} else if hd, err = m.Positive("mamba_head_dim", "mamba_d_head", "mamba_headdim"); err != nil {
 		return StateShapes{}, err
 	}
 	state, err := m.Positive("ssm_state_size", "mamba_d_state", "state_size")

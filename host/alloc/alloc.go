@@ -228,6 +228,7 @@ func (a *Allocator) AllocIn(pool PoolID, size int64, cat Category) (device.Ptr, 
 	if a.st.Allocated > a.st.PeakAllocated {
 		a.st.PeakAllocated = a.st.Allocated
 	}
+	a.st.PeakRequest = max(a.st.PeakRequest, size)
 	return b.ptr, nil
 }
 

@@ -153,13 +153,18 @@ func TestEmptyCacheAndPeak(t *testing.T) {
 		t.Fatalf("after EmptyCache the driver holds %d, want the live small segment only", f.used)
 	}
 	st := a.Stats()
-	if st.PeakAllocated != 30<<20+1024 || st.Allocated != 1024 || st.ByCategory[Metadata] != 1024 {
+	if st.PeakAllocated != 30<<20+1024 || st.Allocated != 1024 || st.ByCategory[Metadata] != 1024 || st.PeakRequest != 30<<20 {
 		t.Fatalf("stats %+v", st)
 	}
 	a.ResetPeak()
-	if a.Stats().PeakAllocated != 1024 {
-		t.Fatal("ResetPeak did not reset")
+	if st := a.Stats(); st.PeakAllocated != 1024 || st.PeakRequest != 0 {
+		t.Fatalf("ResetPeak did not reset: %+v", st)
 	}
+	r, _ := a.Alloc(5000, Activations)
+	if got := a.Stats().PeakRequest; got != 5000 {
+		t.Fatalf("peak request after ResetPeak and a 5000-byte request: %d", got)
+	}
+	_ = a.Free(r)
 	_ = a.Free(q)
 	mustCheck(t, a)
 }

@@ -4,11 +4,14 @@ import "github.com/kvhost/kvhost/host/device"
 
 // Stats are the allocator's counters (bytes unless named otherwise).
 type Stats struct {
-	Allocated       int64 `json:"allocated_bytes"` // Σ allocated block sizes
-	Requested       int64 `json:"requested_bytes"` // Σ sizes callers asked for
-	Reserved        int64 `json:"reserved_bytes"`  // Σ segment sizes
-	PeakAllocated   int64 `json:"peak_allocated_bytes"`
-	PeakReserved    int64 `json:"peak_reserved_bytes"`
+	Allocated     int64 `json:"allocated_bytes"` // Σ allocated block sizes
+	Requested     int64 `json:"requested_bytes"` // Σ sizes callers asked for
+	Reserved      int64 `json:"reserved_bytes"`  // Σ segment sizes
+	PeakAllocated int64 `json:"peak_allocated_bytes"`
+	PeakReserved  int64 `json:"peak_reserved_bytes"`
+	// PeakRequest is the largest single request since the last ResetPeak
+	// (what a fragmentation allowance of one more segment is sized by).
+	PeakRequest     int64 `json:"peak_request_bytes"`
 	Segments        int   `json:"segments"`
 	NumAllocs       int64 `json:"num_allocs"`
 	NumFrees        int64 `json:"num_frees"`
@@ -36,6 +39,7 @@ func (a *Allocator) ResetPeak() {
 	defer a.mu.Unlock()
 	a.st.PeakAllocated = a.st.Allocated
 	a.st.PeakReserved = a.st.Reserved
+	a.st.PeakRequest = 0
 }
 
 // BlockInfo describes one block in a snapshot.

@@ -219,6 +219,9 @@ func Build(f Config, log *slog.Logger, stdout io.Writer) (*Stack, error) {
 		f.ChunkedPrefill = c.ContextLen
 	}
 	log.Info("model loaded", "name", m.Name, "arch", c.Arch, "params", c.Params(), "weight_bytes", m.WeightBytes(), "mapped_from_file_bytes", m.MappedBytes, "context", c.ContextLen)
+	for _, n := range c.Notes() {
+		log.Info(n)
+	}
 	_ = s.Act.EmptyCache()
 	A := L.Phase(PhaseWeights).FreeAfter
 
@@ -453,7 +456,7 @@ func (s *Stack) sizeKVHost(f Config, b *plan.Budget) error {
 	if err != nil {
 		return err
 	}
-	simPeak, largest, err := plan.ActivationPeak(c, batches, b.Threads, f.LogprobChunk)
+	simPeak, largest, err := plan.ActivationPeak(c, l, batches, b.Threads, f.LogprobChunk)
 	if err != nil {
 		return err
 	}

@@ -83,6 +83,35 @@ func TestPlanMatchesServe(t *testing.T) {
 			return c
 		}},
 		{"stories260K", func(t *testing.T) Config { c := baseConfig(sharedModel(t), 64<<20); c.GraphMaxBS = -1; return c }},
+		// A gguf-split model, opened from its last shard: every tensor is
+		// served from its own shard file.
+		{"tiny q4_0 split", func(t *testing.T) Config { return baseConfig(splitModel(t, tinyQ4, false), 192<<20) }},
+		{"stories260K split", func(t *testing.T) Config {
+			c := baseConfig(splitModel(t, sharedModel(t), true), 64<<20)
+			c.GraphMaxBS = -1
+			return c
+		}},
+	}
+	// The expert and latent-attention architectures (gen-model's tiny
+	// presets): routed experts, the mla configurator's latent pool, decode
+	// graphs of both.
+	for _, arch := range []string{"qwen3moe", "deepseek2", "deepseek3"} {
+		spec, err := synth.ArchPreset(arch, "tiny", "f32")
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := writeSpec(t, spec)
+		cases = append(cases, struct {
+			name string
+			cfg  func(t *testing.T) Config
+		}{arch + " kvhost graphs", func(t *testing.T) Config { c := baseConfig(path, 192<<20); c.GraphMaxBS = -1; return c }}, struct {
+			name string
+			cfg  func(t *testing.T) Config
+		}{arch + " compat", func(t *testing.T) Config {
+			c := baseConfig(path, 192<<20)
+			c.SGLangCompat, c.MemFractionStatic = true, 0.7
+			return c
+		}})
 	}
 	// Every KV encoding: the configurator declares the pool in it, serve
 	// allocates and profiles it, plan predicts it (mxfp8 needs head dims
@@ -108,6 +137,19 @@ func TestPlanMatchesServe(t *testing.T) {
 			c.KVCacheDType, c.SGLangCompat, c.MemFractionStatic = dt, true, 0.7
 			return c
 		}})
+	}
+	// The sliding-window family: a full and a window pool (Mistral: the
+	// window pool alone), plan's peaks from the same forward.
+	for _, arch := range []string{"mistral", "gemma2", "gemma3", "gpt-oss"} {
+		spec, err := synth.ArchPreset(arch, "tiny", "f32")
+		if err != nil {
+			t.Fatal(err)
+		}
+		model := writeSpec(t, spec)
+		cases = append(cases, struct {
+			name string
+			cfg  func(t *testing.T) Config
+		}{arch + " graphs", func(t *testing.T) Config { c := baseConfig(model, 256<<20); c.GraphMaxBS = 4; return c }})
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -163,6 +205,50 @@ func TestPlanMatchesServe(t *testing.T) {
 				t.Errorf("pools hold %d bytes, the ledger's kv_cache category %d", cells, got.ByCategory["kv_cache"])
 			}
 		})
+	}
+}
+
+// splitModel writes src as gguf-split shards of five tensors and returns
+// the first shard's path, or the last's.
+func splitModel(t *testing.T, src string, first bool) string {
+	t.Helper()
+	shards, err := gguf.SplitFile(src, filepath.Join(t.TempDir(), "split"), gguf.SplitLimits{MaxTensors: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(shards) < 3 {
+		t.Fatalf("%d shards", len(shards))
+	}
+	if first {
+		return shards[0]
+	}
+	return shards[len(shards)-1]
+}
+
+// TestSplitLedgerMatchesMerged: serving a model from gguf-split shards
+// accounts exactly what serving the merged file does: every phase, category
+// and allocator of the ledger, and the budget.
+func TestSplitLedgerMatchesMerged(t *testing.T) {
+	merged := quantizeModel(t, writeModel(t, "tiny"))
+	build := func(path string) (ledger.Snapshot, plan.Report) {
+		cfg := baseConfig(path, 192<<20)
+		s, err := Build(cfg, nil, os.Stdout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close(context.Background())
+		return s.Ledger.Snapshot(), planFor(t, cfg)
+	}
+	mg, mp := build(merged)
+	sg, sp := build(splitModel(t, merged, true))
+	if mg.ByCategory["weights"] == 0 {
+		t.Fatalf("no weights category in %v", mg.ByCategory)
+	}
+	if !reflect.DeepEqual(sg.Phases, mg.Phases) || !reflect.DeepEqual(sg.ByCategory, mg.ByCategory) || !reflect.DeepEqual(sg.Allocators, mg.Allocators) {
+		t.Errorf("serve's ledger differs:\nsplit  %+v %+v\nmerged %+v %+v", sg.Phases, sg.ByCategory, mg.Phases, mg.ByCategory)
+	}
+	if !reflect.DeepEqual(sp.Budget, mp.Budget) || !reflect.DeepEqual(sp.Ledger.Phases, mp.Ledger.Phases) {
+		t.Errorf("plan differs:\nsplit  %+v\nmerged %+v", sp.Budget, mp.Budget)
 	}
 }
 

@@ -183,6 +183,9 @@ func TestPrefixCacheEqualsRecompute(t *testing.T) {
 		{"gen-model tiny", tinyModel(t), 100, 36, FCFS},
 		{"gen-model tiny, lpm", tinyModel(t), 100, 26, LPM},
 		{"stories260K", testmodels.MustStories260K(t), 3, 36, FCFS},
+		// MLA's latent pool (one row per token) and routed experts
+		{"gen-model deepseek3 tiny, latent pool", archModel(t, "deepseek3"), 100, 36, FCFS},
+		{"gen-model qwen3moe tiny", archModel(t, "qwen3moe"), 100, 36, LPM},
 	}
 	for _, mc := range models {
 		t.Run(mc.name, func(t *testing.T) {

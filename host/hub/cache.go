@@ -160,6 +160,8 @@ type Snapshot struct {
 	Commit string   `json:"commit"`
 	Dir    string   `json:"dir"`
 	Files  []string `json:"files"`
+	// Models are its GGUF models, a split model's shards as one.
+	Models []GGUFModel `json:"models,omitempty"`
 }
 
 // List reports every model repository in the cache, sorted by id. A missing
@@ -226,7 +228,7 @@ func (c Cache) describe(repo string) (CachedRepo, error) {
 			return r, err
 		}
 		info, _ := s.Info()
-		r.Snapshots = append(r.Snapshots, Snapshot{Commit: s.Name(), Dir: c.snapshotDir(repo, s.Name()), Files: files})
+		r.Snapshots = append(r.Snapshots, Snapshot{Commit: s.Name(), Dir: c.snapshotDir(repo, s.Name()), Files: files, Models: GGUFModels(files)})
 		if info != nil && info.ModTime().After(r.Modified) {
 			r.Modified = info.ModTime()
 		}

@@ -21,6 +21,10 @@
 //     partial file and is an error, never a cached file.
 //   - A snapshot link exists only for a complete, verified blob, and a ref is
 //     written only once every file of the pull is in place.
+//   - A split GGUF (llama.cpp's gguf-split shards NAME-00001-of-0000N.gguf,
+//     grouped by GGUFModels) is one model: selected by its first shard's
+//     name, pulled shard by shard (each under the rules above), refused
+//     naming the shard when one is missing; Result.Model is its first shard.
 //   - Offline mode (Options.Offline, HF_HUB_OFFLINE=1) sends no request: it
 //     resolves refs and snapshots on disk or fails naming what is missing.
 //   - The token (HF_TOKEN) is sent to the hub's own host only: a redirect to

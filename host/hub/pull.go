@@ -62,7 +62,7 @@ func (c *Client) Pull(ctx context.Context, ref Ref) (*Result, error) {
 		}
 	}
 	res := &Result{Ref: ref, Commit: mi.SHA, Dir: c.cache.snapshotDir(ref.Repo, mi.SHA)}
-	want, err := c.selectFiles(ref, names)
+	want, err := c.selectFiles(ref, names, "the repository")
 	if err != nil {
 		return nil, err
 	}
@@ -105,26 +105,25 @@ func (c *Client) Pull(ctx context.Context, ref Ref) (*Result, error) {
 }
 
 // selectFiles decides what a reference means among the repository's files:
-// one file (a FILE, a QUANT, or the only GGUF), or nil for a safetensors
-// repository pulled whole.
-func (c *Client) selectFiles(ref Ref, names []string) ([]string, error) {
+// one GGUF model (a FILE, a QUANT, or the only GGUF; a split model's every
+// shard), or nil for a safetensors repository pulled whole. where names
+// what the files are ("the repository", "the cache") for errors.
+func (c *Client) selectFiles(ref Ref, names []string, where string) ([]string, error) {
 	if ref.File != "" {
 		if !slices.Contains(names, ref.File) {
 			return nil, &ChoiceError{Repo: ref.Repo, Problem: fmt.Sprintf("has no file %q; its model files are", ref.File), Files: modelFiles(names)}
 		}
-		if ggufSplit.MatchString(ref.File) {
-			return nil, fmt.Errorf("hub: %s: %s is one shard of a split GGUF; kvhost loads single-file GGUF models (merge the shards with llama.cpp's llama-gguf-split --merge)", ref.Repo, ref.File)
+		if m, ok := modelOf(names, ref.File); ok {
+			// A shard names its whole split model.
+			return m.Files(), m.complete(ref.Repo, where)
 		}
 		return []string{ref.File}, nil
 	}
 	g, err := selectGGUF(ref.Repo, names, ref.Quant)
-	if err != nil || g == "" {
+	if err != nil || g.File == "" {
 		return nil, err
 	}
-	if ggufSplit.MatchString(g) {
-		return nil, fmt.Errorf("hub: %s: %s is one shard of a split GGUF; kvhost loads single-file GGUF models (merge the shards with llama.cpp's llama-gguf-split --merge)", ref.Repo, g)
-	}
-	return []string{g}, nil
+	return g.Files(), g.complete(ref.Repo, where)
 }
 
 // modelFiles are the GGUF and safetensors files among names, or all of them
@@ -201,7 +200,7 @@ func (c *Client) pullOffline(ref Ref) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s at %s: %v", ErrOffline, ref.Repo, commit, err)
 	}
-	want, err := c.selectFiles(ref, files)
+	want, err := c.selectFiles(ref, files, "the cache (offline mode)")
 	if err != nil {
 		var ce *ChoiceError
 		if errors.As(err, &ce) {
@@ -236,8 +235,9 @@ func (c *Client) pullOffline(ref Ref) (*Result, error) {
 func (r *Result) finish(files []string) *Result {
 	r.Files = files
 	r.Model = r.Dir
-	if len(files) == 1 && strings.HasSuffix(strings.ToLower(files[0]), ".gguf") {
-		r.Model = filepath.Join(r.Dir, filepath.FromSlash(files[0]))
+	if ms := GGUFModels(files); len(ms) == 1 && len(ms[0].Files()) == len(files) {
+		// One GGUF file, or a split model's shards: the first is the model.
+		r.Model = filepath.Join(r.Dir, filepath.FromSlash(ms[0].File))
 	}
 	return r
 }

@@ -147,7 +147,7 @@ func TestPullAmbiguousListsChoices(t *testing.T) {
 		ref  string
 		want []string
 	}{
-		{"org/tiny-GGUF", []string{"holds 3 GGUF files", "org/tiny-GGUF:Q4_K_M\t(tiny-Q4_K_M.gguf)", "org/tiny-GGUF:Q8_0", "org/tiny-GGUF:Q4_K_S"}},
+		{"org/tiny-GGUF", []string{"holds 3 GGUF models", "org/tiny-GGUF:Q4_K_M\t(tiny-Q4_K_M.gguf)", "org/tiny-GGUF:Q8_0", "org/tiny-GGUF:Q4_K_S"}},
 		{"org/tiny-GGUF:Q5_K_M", []string{`no GGUF file for quantization "Q5_K_M"`, "org/tiny-GGUF:Q4_K_M"}},
 		{"org/tiny-GGUF:nope.gguf", []string{`has no file "nope.gguf"`, "tiny-Q8_0.gguf"}},
 	} {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"path"
 	"regexp"
-	"slices"
 	"strings"
 )
 
@@ -103,46 +102,45 @@ func LooksLikeRef(s string) bool {
 	return err == nil
 }
 
-// quantToken splits a file's base name into the tokens a quantization name
+// quantToken splits a file's path into the tokens a quantization name
 // is matched against: "Llama-3.2-1B-Instruct-Q4_K_M.gguf" gives Llama, 3, 2,
-// 1B, Instruct, Q4_K_M.
+// 1B, Instruct, Q4_K_M. Folder names come first ("Q4_K_M/big-00001-of-00002.gguf"
+// gives Q4_K_M, big, 00001, of, 00002: split models are often filed in a
+// folder named after their quantization).
 func quantTokens(file string) []string {
-	base := strings.TrimSuffix(path.Base(file), ".gguf")
-	return strings.FieldsFunc(base, func(r rune) bool { return r == '-' || r == '.' || r == ' ' })
+	p := strings.TrimSuffix(file, ".gguf")
+	return strings.FieldsFunc(p, func(r rune) bool { return r == '-' || r == '.' || r == ' ' || r == '/' })
 }
 
-// ggufSplit matches the shard suffix of a split GGUF ("-00001-of-00003").
-var ggufSplit = regexp.MustCompile(`-\d{5}-of-\d{5}\.gguf$`)
-
-// selectGGUF picks the GGUF file of files matching quant ("" when the repo
-// must hold exactly one GGUF). Its errors list the choices.
-func selectGGUF(repo string, files []string, quant string) (string, error) {
-	var ggufs []string
-	for _, f := range files {
-		if strings.HasSuffix(strings.ToLower(f), ".gguf") {
-			ggufs = append(ggufs, f)
-		}
+// selectGGUF picks the GGUF model of files matching quant (none when quant
+// is "" and the repo holds no GGUF; the only one when it holds one). A
+// split model counts as one model, matched by its first shard's name. Its
+// errors list the choices.
+func selectGGUF(repo string, files []string, quant string) (GGUFModel, error) {
+	models := GGUFModels(files)
+	names := make([]string, len(models))
+	for i, m := range models {
+		names[i] = m.File
 	}
-	slices.Sort(ggufs)
 	if quant == "" {
-		switch len(ggufs) {
+		switch len(models) {
 		case 0:
-			return "", nil
+			return GGUFModel{}, nil
 		case 1:
-			return ggufs[0], nil
+			return models[0], nil
 		}
-		return "", &ChoiceError{Repo: repo, Problem: fmt.Sprintf("holds %d GGUF files; pick one by quantization or file name", len(ggufs)), Files: ggufs}
+		return GGUFModel{}, &ChoiceError{Repo: repo, Problem: fmt.Sprintf("holds %d GGUF models; pick one by quantization or file name", len(models)), Files: names}
 	}
-	var exact, loose []string
-	for _, f := range ggufs {
-		for _, t := range quantTokens(f) {
+	var exact, loose []GGUFModel
+	for _, m := range models {
+		for _, t := range quantTokens(m.File) {
 			if strings.EqualFold(t, quant) {
-				exact = append(exact, f)
+				exact = append(exact, m)
 				break
 			}
 		}
-		if strings.Contains(strings.ToUpper(path.Base(f)), strings.ToUpper(quant)) {
-			loose = append(loose, f)
+		if strings.Contains(strings.ToUpper(path.Base(m.File)), strings.ToUpper(quant)) {
+			loose = append(loose, m)
 		}
 	}
 	match := exact
@@ -152,17 +150,21 @@ func selectGGUF(repo string, files []string, quant string) (string, error) {
 	switch {
 	case len(match) == 1:
 		return match[0], nil
-	case len(match) == 0 && len(ggufs) == 0:
-		return "", fmt.Errorf("hub: %s holds no GGUF file, so quantization %q cannot be chosen (a safetensors repository is pulled whole: drop the :%s)", repo, quant, quant)
+	case len(match) == 0 && len(models) == 0:
+		return GGUFModel{}, fmt.Errorf("hub: %s holds no GGUF file, so quantization %q cannot be chosen (a safetensors repository is pulled whole: drop the :%s)", repo, quant, quant)
 	case len(match) == 0:
-		return "", &ChoiceError{Repo: repo, Problem: fmt.Sprintf("has no GGUF file for quantization %q", quant), Files: ggufs}
+		return GGUFModel{}, &ChoiceError{Repo: repo, Problem: fmt.Sprintf("has no GGUF file for quantization %q", quant), Files: names}
 	}
-	return "", &ChoiceError{Repo: repo, Problem: fmt.Sprintf("has %d GGUF files matching %q; name the file", len(match), quant), Files: match}
+	var matched []string
+	for _, m := range match {
+		matched = append(matched, m.File)
+	}
+	return GGUFModel{}, &ChoiceError{Repo: repo, Problem: fmt.Sprintf("has %d GGUF models matching %q; name the file", len(match), quant), Files: matched}
 }
 
 // ChoiceError is a selection the repository's files do not settle: Files
-// are the candidates, listed in the message with the quantization each
-// names, so the user can pick one.
+// are the candidates (a split model by its first shard), listed in the
+// message with the quantization each names, so the user can pick one.
 type ChoiceError struct {
 	Repo    string
 	Problem string
@@ -175,9 +177,9 @@ func (e *ChoiceError) Error() string {
 	for _, f := range e.Files {
 		q := quantOf(f)
 		if q != "" {
-			fmt.Fprintf(&b, "\n  %s:%s\t(%s)", e.Repo, q, f)
+			fmt.Fprintf(&b, "\n  %s:%s\t(%s%s)", e.Repo, q, f, shardNote(f))
 		} else {
-			fmt.Fprintf(&b, "\n  %s:%s", e.Repo, f)
+			fmt.Fprintf(&b, "\n  %s:%s%s", e.Repo, f, shardNote(f))
 		}
 	}
 	return b.String()

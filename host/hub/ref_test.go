@@ -71,12 +71,12 @@ func TestSelectGGUF(t *testing.T) {
 		"Q8_0":   "Llama-3.2-1B-Instruct-Q8_0.gguf",
 	} {
 		got, err := selectGGUF("r", files, quant)
-		if err != nil || got != want {
+		if err != nil || got.File != want || got.Shards != nil {
 			t.Errorf("%s: %q, %v; want %q", quant, got, err, want)
 		}
 	}
 	// Q4_K is a prefix of two names and the exact token of none.
-	if _, err := selectGGUF("r", files, "Q4_K"); err == nil || !strings.Contains(err.Error(), "2 GGUF files matching") {
+	if _, err := selectGGUF("r", files, "Q4_K"); err == nil || !strings.Contains(err.Error(), "2 GGUF models matching") {
 		t.Errorf("Q4_K: %v, want an ambiguity listing two files", err)
 	}
 	if got := quantOf("Llama-3.2-1B-Instruct-IQ4_XS.gguf"); got != "IQ4_XS" {

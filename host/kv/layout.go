@@ -33,6 +33,8 @@ type BufferLayout struct {
 	Role      sdk.Role `json:"role"`
 	Layer     int      `json:"layer"`
 	UnitBytes int64    `json:"unit_bytes"` // per token or slot
+	// DType is the declared element type (sdk spelling: fp32, bf16, ...).
+	DType string `json:"dtype,omitempty"`
 }
 
 // PoolLayout is one declared pool, verified.
@@ -103,7 +105,7 @@ func NewLayout(decl []sdk.Pool, needs []LayerNeed) (*Layout, error) {
 		var layers []int
 		for _, b := range p.Buffers {
 			n, _ := b.Bytes()
-			pl.Buffers = append(pl.Buffers, BufferLayout{Name: b.Name, Role: b.Role, Layer: int(b.Layer), UnitBytes: n})
+			pl.Buffers = append(pl.Buffers, BufferLayout{Name: b.Name, Role: b.Role, Layer: int(b.Layer), UnitBytes: n, DType: b.DType})
 			// Copy-on-write copies pages (and forks copy state slots) as
 			// 32-bit words; a page of one token is never shared partly.
 			if b.Role != sdk.RoleWorkspace && (pl.PageSize > 1 || p.Kind == sdk.RecurrentState) && int64(pl.PageSize)*n%4 != 0 {
@@ -291,8 +293,28 @@ func (l *Layout) placeState(pi int, p PoolLayout, layer int, lb layerBufs) error
 			return fmt.Errorf("kv: pool %s layer %d: no %s buffer", p.Name, layer, r)
 		}
 	}
+	if _, err := StateDType(lb[sdk.RoleConv].DType); err != nil {
+		return fmt.Errorf("kv: pool %s layer %d conv state: %w", p.Name, layer, err)
+	}
+	if d := lb[sdk.RoleSSM].DType; d != "fp32" {
+		return fmt.Errorf("kv: pool %s layer %d: ssm state dtype %q, want fp32", p.Name, layer, d)
+	}
 	l.state[layer] = pi
 	return nil
+}
+
+// StateDType is the device type of a declared conv-state dtype: fp32,
+// fp16 or bf16 (the state kernels' ConvState types).
+func StateDType(d string) (device.DType, error) {
+	switch d {
+	case "fp32":
+		return device.F32, nil
+	case "fp16":
+		return device.F16, nil
+	case "bf16":
+		return device.BF16, nil
+	}
+	return 0, fmt.Errorf("dtype %q: want fp32, fp16 or bf16", d)
 }
 
 // Layers is the number of model layers the layout was verified for.

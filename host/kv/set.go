@@ -33,6 +33,7 @@ type State struct {
 	Pool                int // index in SlotPools
 	Conv, SSM           device.Span
 	ConvBytes, SSMBytes int64
+	ConvType            device.DType // F32, F16 or BF16, as declared
 }
 
 // SpanFunc supplies buffer b of layout pool p, at least bytes long.
@@ -112,6 +113,7 @@ func (s *Set) build(l *Layout, units []int, span SpanFunc) error {
 				case b.Layer != layer:
 				case b.Role == sdk.RoleConv:
 					st.Conv, st.ConvBytes = spans[pi][bi].span, b.UnitBytes
+					st.ConvType, _ = StateDType(b.DType) // checked by placeState
 				case b.Role == sdk.RoleSSM:
 					st.SSM, st.SSMBytes = spans[pi][bi].span, b.UnitBytes
 				}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/kvhost/kvhost/host/device"
+	"github.com/kvhost/kvhost/host/kv"
 )
 
 // Config is an architecture's hyper-parameters, whatever file they came from.
@@ -22,6 +23,17 @@ type Config struct {
 	QKVBias      bool            `json:"qkv_bias"`
 	QKNorm       bool            `json:"qk_norm"`
 	Tied         bool            `json:"tied_embeddings"`
+	// Ext is the architecture's own parameters beyond these (a window
+	// pattern, MLA ranks, experts, a Mamba layout), owned by its
+	// arch_<name>.go; nil for the Llama family.
+	Ext ArchParams `json:"ext,omitempty"`
+}
+
+// ArchParams is an architecture-owned sub-configuration (Config.Ext).
+type ArchParams interface {
+	// Validate names the first field that cannot describe a working
+	// model of c's shape.
+	Validate(c Config) error
 }
 
 // maxDim bounds every dimension so a lying header cannot request absurd
@@ -48,6 +60,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("model: num_layers = %d is out of range [1, 1024]", c.Layers)
 	case c.Heads%c.KVHeads != 0:
 		return fmt.Errorf("model: num_heads %d is not a multiple of num_kv_heads %d", c.Heads, c.KVHeads)
+	case noRope(c):
+		// no rotary embedding to check (Nemotron-H, Granite-4.0-H)
 	case c.HeadDim%2 != 0:
 		return fmt.Errorf("model: head_dim %d must be even for rotary embeddings", c.HeadDim)
 	case c.Rope.RotDim <= 0 || c.Rope.RotDim > c.HeadDim || c.Rope.RotDim%2 != 0:
@@ -57,7 +71,17 @@ func (c Config) Validate() error {
 	case !(c.RMSEps > 0 && c.RMSEps < 1):
 		return fmt.Errorf("model: rms_norm_eps %v out of range (0, 1)", c.RMSEps)
 	}
+	if c.Ext != nil {
+		return c.Ext.Validate(c)
+	}
 	return nil
+}
+
+// noRope reports an architecture without rotary embeddings (its Ext says
+// NoRope), whose Rope is unset and not checked.
+func noRope(c Config) bool {
+	n, ok := c.Ext.(interface{ NoRope() bool })
+	return ok && n.NoRope()
 }
 
 // KVRow is the number of floats one token occupies in one layer's K (or V).
@@ -71,19 +95,22 @@ func (c Config) AttnShape() device.AttnShape {
 // QRow is the width of the query projection.
 func (c Config) QRow() int { return c.Heads * c.HeadDim }
 
-// Params counts the parameters the architecture implies.
+// KVNeeds is what each layer keeps between forwards (Arch.KVNeeds), the
+// need a configurator's declaration must meet (kv.NewLayout). A Config of
+// no registered architecture (built by hand in a test) is read as the
+// Llama family.
+func (c Config) KVNeeds() []kv.LayerNeed {
+	if a, err := c.arch(); err == nil {
+		return a.KVNeeds(c)
+	}
+	return llamaKVNeeds(c)
+}
+
+// Params counts the parameters the architecture implies (Arch.Params); a
+// Config of no registered architecture is read as the Llama family.
 func (c Config) Params() int64 {
-	h, q, kv, i := int64(c.Hidden), int64(c.QRow()), int64(c.KVRow()), int64(c.Intermediate)
-	per := h + h*q + 2*h*kv + q*h + h + 3*h*i
-	if c.QKVBias {
-		per += q + 2*kv
+	if a, err := c.arch(); err == nil {
+		return a.Params(c)
 	}
-	if c.QKNorm {
-		per += 2 * int64(c.HeadDim)
-	}
-	n := int64(c.Layers)*per + int64(c.Vocab)*h + h
-	if !c.Tied {
-		n += int64(c.Vocab) * h
-	}
-	return n
+	return llamaParams(c)
 }

@@ -2,21 +2,11 @@ package model
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/kvhost/kvhost/host/alloc"
 	"github.com/kvhost/kvhost/host/device"
 	"github.com/kvhost/kvhost/host/kv"
 )
-
-// layer holds one decoder block's weights. Biases and q/k norms are zero
-// Weights when the architecture has none.
-type layer struct {
-	attnNorm, wq, wk, wv, wo device.Weight
-	bq, bk, bv               device.Weight
-	qNorm, kNorm             device.Weight
-	ffnNorm, gate, up, down  device.Weight
-}
 
 // Seq is one sequence's part of a forward: Tokens new tokens at positions
 // Start.., written into its pages. Pages holds one page table per token
@@ -36,18 +26,6 @@ type Seq struct {
 	Hidden []float32
 }
 
-// KVNeeds is what each layer keeps between forwards, the need a
-// configurator's declaration must meet (kv.NewLayout): the Llama family's
-// layers each keep K and V rows of KVHeads × HeadDim for every past
-// position.
-func (c Config) KVNeeds() []kv.LayerNeed {
-	out := make([]kv.LayerNeed, c.Layers)
-	for i := range out {
-		out[i] = kv.LayerNeed{KVHeads: c.KVHeads, HeadDim: c.HeadDim, VHeadDim: c.HeadDim}
-	}
-	return out
-}
-
 // checkPools verifies that seqs carry a page table for every token pool of
 // pools and a slot for every state pool.
 func checkPools(pools *kv.Set, seqs []Seq) error {
@@ -58,50 +36,6 @@ func checkPools(pools *kv.Set, seqs []Seq) error {
 		}
 	}
 	return nil
-}
-
-// scope tracks the activations of one forward so an error anywhere frees
-// them all; it holds no Go-heap allocations of its own.
-type scope struct {
-	a    *alloc.Allocator
-	cat  alloc.Category
-	live [16]device.Ptr
-	n    int
-}
-
-func (s *scope) buf(floats int) (device.Buf, error) {
-	if floats <= 0 {
-		floats = 1
-	}
-	p, err := s.a.Alloc(int64(floats)*4, s.cat)
-	if err != nil {
-		return device.Buf{}, err
-	}
-	if s.n == len(s.live) {
-		_ = s.a.Free(p)
-		return device.Buf{}, fmt.Errorf("model: more than %d live activations", len(s.live))
-	}
-	s.live[s.n] = p
-	s.n++
-	return device.Buf{Ptr: p, N: floats}, nil
-}
-
-func (s *scope) free(b device.Buf) {
-	for i := s.n - 1; i >= 0; i-- {
-		if s.live[i] == b.Ptr {
-			_ = s.a.Free(b.Ptr)
-			s.n--
-			s.live[i] = s.live[s.n]
-			return
-		}
-	}
-}
-
-func (s *scope) release() {
-	for i := 0; i < s.n; i++ {
-		_ = s.a.Free(s.live[i])
-	}
-	s.n = 0
 }
 
 // Forward runs one batched forward over seqs and writes Σ LogitRows × Vocab
@@ -129,32 +63,110 @@ func (m *Model) Forward(pools *kv.Set, seqs []Seq, logits []float32) error {
 		total += len(s.Tokens)
 		rows += s.LogitRows
 	}
-	if len(logits) < rows*c.Vocab {
+	if len(logits) < rows*c.Vocab && !m.dry {
 		return fmt.Errorf("model: logits buffer holds %d floats, needs %d", len(logits), rows*c.Vocab)
 	}
 	m.prepareHost(seqs, total, rows)
-	sc := scope{a: m.act, cat: alloc.Activations}
-	defer sc.release()
+	st := m.begin(pools, total, m.positions, alloc.Activations)
+	st.Seqs = seqs
+	defer st.end()
 
-	x, err := sc.buf(total * c.Hidden)
+	x, err := st.Buf(total * c.Hidden)
 	if err != nil {
 		return err
 	}
-	if err := m.k.Embedding(x, m.tokEmbd, m.ids); err != nil {
+	if err := m.embed(x, m.ids); err != nil {
 		return err
 	}
-	for l := range m.layers {
-		if err := m.block(&sc, pools, l, seqs, x, total); err != nil {
-			return fmt.Errorf("model: layer %d: %w", l, err)
-		}
+	if err := m.layersForward(st, x); err != nil {
+		return err
 	}
-	if err := m.hiddenOut(&sc, x, seqs, total); err != nil {
+	if err := m.hiddenOut(&st.sc, x, seqs, total); err != nil {
 		return err
 	}
 	if rows == 0 {
 		return nil
 	}
-	return m.head(&sc, x, rows, logits[:rows*c.Vocab])
+	return m.head(&st.sc, x, rows, m.hostLogits(logits, rows))
+}
+
+// begin readies the model's Step for a forward of rows rows at positions
+// over pools, its activations in category cat; end releases what is left.
+func (m *Model) begin(pools *kv.Set, rows int, positions []int32, cat alloc.Category) *Step {
+	st := &m.step
+	*st = Step{K: m.k, C: &m.Config, Rows: rows, Positions: positions, Pools: pools, m: m,
+		sc: scope{a: m.act, cat: cat}, scratch: m.attnScratch}
+	return st
+}
+
+func (st *Step) end() {
+	st.sc.release()
+	st.Seqs, st.dec = nil, nil
+}
+
+// layersForward runs every layer on the residual stream x: the layer's
+// scratch h, then its mixer and its feed-forward part. The eager forward
+// and the captured decode step both come here, so they (and plan's dry
+// run of both) allocate in the same order.
+func (m *Model) layersForward(st *Step, x device.Buf) error {
+	for l := range m.layers {
+		st.Layer = l
+		L := &m.layers[l]
+		h, err := st.Buf(st.Rows * m.Config.Hidden)
+		if err != nil {
+			return fmt.Errorf("model: layer %d: %w", l, err)
+		}
+		if L.Mixer != nil {
+			if err := L.Mixer.Mix(st, x, h); err != nil {
+				return fmt.Errorf("model: layer %d: %w", l, err)
+			}
+		}
+		if L.FFN != nil {
+			if err := L.FFN.Forward(st, x, h); err != nil {
+				return fmt.Errorf("model: layer %d: %w", l, err)
+			}
+		}
+		st.Free(h)
+	}
+	return nil
+}
+
+// embed gathers the rows of ids into x and applies the trunk's embedding
+// scale.
+func (m *Model) embed(x device.Buf, ids []int32) error {
+	if err := m.k.Embedding(x, m.tokEmbd, ids); err != nil {
+		return err
+	}
+	if m.trunk.EmbedScale != 0 {
+		return m.ew.Scale(x, m.trunk.EmbedScale)
+	}
+	return nil
+}
+
+// logits runs the LM head on rows rows of normed x into out and applies
+// the trunk's logit scale and soft cap.
+func (m *Model) logits(out, x device.Buf, rows int) error {
+	if err := m.k.MatMul(out, x, rows, m.output); err != nil {
+		return err
+	}
+	if m.trunk.LogitScale != 0 {
+		if err := m.ew.Scale(out, m.trunk.LogitScale); err != nil {
+			return err
+		}
+	}
+	if m.trunk.LogitSoftCap > 0 {
+		return m.ew.SoftCap(out, m.trunk.LogitSoftCap)
+	}
+	return nil
+}
+
+// hostLogits is the host slice n rows of logits land in; nil on a dry
+// model, whose kernels copy nothing.
+func (m *Model) hostLogits(logits []float32, n int) []float32 {
+	if m.dry {
+		return nil
+	}
+	return logits[:n*m.Config.Vocab]
 }
 
 // prepareHost fills the reusable host-side index arrays.
@@ -173,130 +185,6 @@ func (m *Model) prepareHost(seqs []Seq, total, rows int) {
 		}
 		off += len(s.Tokens)
 	}
-}
-
-func (m *Model) block(sc *scope, pools *kv.Set, l int, seqs []Seq, x device.Buf, total int) error {
-	c, k := m.Config, m.k
-	h, q, kk, vv, att, err := m.attentionIn(sc, l, x, total, m.positions)
-	if err != nil {
-		return err
-	}
-	scale := float32(1 / math.Sqrt(float64(c.HeadDim)))
-	kvl, tp := pools.Layer(l), pools.Table(l)
-	off := 0
-	for _, s := range seqs {
-		n := len(s.Tokens)
-		ks, vs := kk.Slice(off*c.KVRow(), n*c.KVRow()), vv.Slice(off*c.KVRow(), n*c.KVRow())
-		if err := k.WriteKV(kvl, ks, vs, n, s.Pages[tp], s.Start); err != nil {
-			return err
-		}
-		err := k.Attention(att.Slice(off*c.QRow(), n*c.QRow()), q.Slice(off*c.QRow(), n*c.QRow()), n, c.Heads, kvl, s.Pages[tp], s.Start, device.AttnOpts{Scale: scale}, m.attnScratch)
-		if err != nil {
-			return err
-		}
-		off += n
-	}
-	return m.attentionOutAndMLP(sc, l, x, h, q, kk, vv, att, total)
-}
-
-// attentionIn is a layer's first half up to attention: the input norm into
-// h, the q/k/v projections (with biases and q/k norms where the
-// architecture has them) and the rotation at positions, and the attention
-// output buffer. Both the eager forward and the captured decode step use it,
-// so their allocation order — which host/plan replays — is the same.
-func (m *Model) attentionIn(sc *scope, l int, x device.Buf, rows int, positions []int32) (h, q, kk, vv, att device.Buf, err error) {
-	c, k, L := m.Config, m.k, &m.layers[l]
-	if h, err = sc.buf(rows * c.Hidden); err != nil {
-		return
-	}
-	if err = k.RMSNorm(h, x, L.attnNorm, rows, c.Hidden, c.RMSEps); err != nil {
-		return
-	}
-	if q, err = sc.buf(rows * c.QRow()); err != nil {
-		return
-	}
-	if kk, err = sc.buf(rows * c.KVRow()); err != nil {
-		return
-	}
-	if vv, err = sc.buf(rows * c.KVRow()); err != nil {
-		return
-	}
-	for _, p := range []struct {
-		out  device.Buf
-		w, b device.Weight
-	}{{q, L.wq, L.bq}, {kk, L.wk, L.bk}, {vv, L.wv, L.bv}} {
-		if err = k.MatMul(p.out, h, rows, p.w); err != nil {
-			return
-		}
-		if p.b.Ptr != 0 {
-			if err = k.AddBias(p.out, p.b, rows); err != nil {
-				return
-			}
-		}
-	}
-	if c.QKNorm {
-		if err = k.RMSNorm(q, q, L.qNorm, rows*c.Heads, c.HeadDim, c.RMSEps); err != nil {
-			return
-		}
-		if err = k.RMSNorm(kk, kk, L.kNorm, rows*c.KVHeads, c.HeadDim, c.RMSEps); err != nil {
-			return
-		}
-	}
-	if err = k.ApplyRope(m.rope, q, rows, c.Heads, positions); err != nil {
-		return
-	}
-	if err = k.ApplyRope(m.rope, kk, rows, c.KVHeads, positions); err != nil {
-		return
-	}
-	att, err = sc.buf(rows * c.QRow())
-	return
-}
-
-// attentionOutAndMLP is a layer's second half: the output projection and
-// residual, the post-attention norm, SwiGLU MLP and residual. It frees
-// every temporary of the layer.
-func (m *Model) attentionOutAndMLP(sc *scope, l int, x, h, q, kk, vv, att device.Buf, rows int) error {
-	c, k, L := m.Config, m.k, &m.layers[l]
-	sc.free(q)
-	sc.free(kk)
-	sc.free(vv)
-	if err := k.MatMul(h, att, rows, L.wo); err != nil {
-		return err
-	}
-	sc.free(att)
-	if err := k.Add(x, x, h); err != nil {
-		return err
-	}
-	if err := k.RMSNorm(h, x, L.ffnNorm, rows, c.Hidden, c.RMSEps); err != nil {
-		return err
-	}
-	g, err := sc.buf(rows * c.Intermediate)
-	if err != nil {
-		return err
-	}
-	u, err := sc.buf(rows * c.Intermediate)
-	if err != nil {
-		return err
-	}
-	if err := k.MatMul(g, h, rows, L.gate); err != nil {
-		return err
-	}
-	if err := k.MatMul(u, h, rows, L.up); err != nil {
-		return err
-	}
-	if err := k.SiLUMul(g, g, u); err != nil {
-		return err
-	}
-	sc.free(u)
-	if err := k.MatMul(h, g, rows, L.down); err != nil {
-		return err
-	}
-	sc.free(g)
-	if err := k.Add(x, x, h); err != nil {
-		return err
-	}
-	sc.free(h)
-	return nil
 }
 
 // hiddenOut copies the output-normed hidden state of every row of the
@@ -360,10 +248,14 @@ func (m *Model) head(sc *scope, x device.Buf, rows int, logits []float32) error 
 		if err != nil {
 			return err
 		}
-		if err := k.MatMul(out, xl.Slice(r0*c.Hidden, n*c.Hidden), n, m.output); err != nil {
+		if err := m.logits(out, xl.Slice(r0*c.Hidden, n*c.Hidden), n); err != nil {
 			return err
 		}
-		if err := k.CopyToHost(logits[r0*c.Vocab:(r0+n)*c.Vocab], out); err != nil {
+		var dst []float32
+		if logits != nil {
+			dst = logits[r0*c.Vocab : (r0+n)*c.Vocab]
+		}
+		if err := k.CopyToHost(dst, out); err != nil {
 			return err
 		}
 		sc.free(out)

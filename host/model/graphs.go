@@ -3,7 +3,6 @@ package model
 import (
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"sync/atomic"
 
@@ -23,50 +22,39 @@ type decodeInputs struct {
 	positions []int32
 	tables    [][][]int32
 	slots     [][]int32
+	starts    []int32 // 0, 1, …, maxBS: row i is sequence i (Step.StateBatch)
 }
 
 // decodeStep runs one token for each of rows sequences. Every per-step value
 // is read from in's slices when the kernels run, so the same launches can be
 // captured once and replayed (spec §4: fixed buffers, graph-shared logits).
-func (m *Model) decodeStep(sc *scope, pools *kv.Set, in *decodeInputs, rows int, logitsBuf device.Buf, logits []float32) error {
+// The layers run through layersForward, as the eager forward's do.
+func (m *Model) decodeStep(pools *kv.Set, in *decodeInputs, rows int, logitsBuf device.Buf, logits []float32) error {
 	c, k := m.Config, m.k
-	dk, ok := k.(device.DecodeKernels)
-	if !ok {
+	if _, ok := k.(device.DecodeKernels); !ok {
 		return ErrNoCapture
 	}
-	ids, pos := in.ids[:rows], in.positions[:rows]
-	x, err := sc.buf(rows * c.Hidden)
+	st := m.begin(pools, rows, in.positions[:rows], alloc.Graph)
+	st.dec = in
+	defer st.end()
+	x, err := st.Buf(rows * c.Hidden)
 	if err != nil {
 		return err
 	}
-	if err := k.Embedding(x, m.tokEmbd, ids); err != nil {
+	if err := m.embed(x, in.ids[:rows]); err != nil {
 		return err
 	}
-	scale := float32(1 / math.Sqrt(float64(c.HeadDim)))
-	for l := range m.layers {
-		h, q, kk, vv, att, err := m.attentionIn(sc, l, x, rows, pos)
-		if err != nil {
-			return err
-		}
-		kvl, tables := pools.Layer(l), in.tables[pools.Table(l)][:rows]
-		if err := dk.WriteKVRows(kvl, kk, vv, pos, tables); err != nil {
-			return err
-		}
-		if err := dk.DecodeAttention(att, q, c.Heads, kvl, pos, tables, device.AttnOpts{Scale: scale}, m.attnScratch, c.ContextLen); err != nil {
-			return err
-		}
-		if err := m.attentionOutAndMLP(sc, l, x, h, q, kk, vv, att, rows); err != nil {
-			return err
-		}
+	if err := m.layersForward(st, x); err != nil {
+		return err
 	}
 	if err := k.RMSNorm(x, x, m.outNorm, rows, c.Hidden, c.RMSEps); err != nil {
 		return err
 	}
 	out := logitsBuf.Slice(0, rows*c.Vocab)
-	if err := k.MatMul(out, x, rows, m.output); err != nil {
+	if err := m.logits(out, x, rows); err != nil {
 		return err
 	}
-	return k.CopyToHost(logits[:rows*c.Vocab], out)
+	return k.CopyToHost(m.hostLogits(logits, rows), out)
 }
 
 // DecodeGraphs holds one captured decode step per batch bucket, all in one
@@ -125,13 +113,19 @@ func (m *Model) CaptureDecodeGraphs(pools *kv.Set, buckets []int) (g *DecodeGrap
 	for p := range g.in.slots {
 		g.in.slots[p] = make([]int32, maxBS)
 	}
+	g.in.starts = make([]int32, maxBS+1)
+	for i := range g.in.starts {
+		g.in.starts[i] = int32(i)
+	}
 	g.fillPadding(0)
 	p, err := m.act.AllocIn(g.poolID, int64(maxBS)*int64(c.Vocab)*4, alloc.Graph)
 	if err != nil {
 		return nil, fmt.Errorf("model: graph-shared logits buffer: %w", err)
 	}
 	g.logitsBuf = device.Buf{Ptr: p, N: maxBS * c.Vocab}
-	g.logits = make([]float32, maxBS*c.Vocab)
+	if !m.dry {
+		g.logits = make([]float32, maxBS*c.Vocab)
+	}
 	if err := g.capture(); err != nil {
 		return nil, err
 	}
@@ -151,9 +145,7 @@ func (g *DecodeGraphs) capture() error {
 			m.act.EndCapture()
 			return err
 		}
-		sc := scope{a: m.act, cat: alloc.Graph}
-		err := m.decodeStep(&sc, g.pools, &g.in, bs, g.logitsBuf, g.logits)
-		sc.release()
+		err := m.decodeStep(g.pools, &g.in, bs, g.logitsBuf, g.logits)
 		graph, cerr := capt.EndCapture()
 		m.act.EndCapture()
 		if err != nil {

@@ -6,23 +6,12 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/kvhost/kvhost/host/device"
 	"github.com/kvhost/kvhost/host/model/gguf"
 	"github.com/kvhost/kvhost/host/model/tokenizer"
 )
-
-// ggufArchs maps GGUF general.architecture to how its rope rotates: llama.cpp's
-// converter permutes Llama's q/k weights for adjacent-pair rotation, while
-// Qwen keeps the Hugging Face half-split (NeoX) layout.
-var ggufArchs = map[string]struct{ neox, bias, qkNorm bool }{
-	"llama":   {},
-	"mistral": {},
-	"qwen2":   {neox: true, bias: true},
-	"qwen3":   {neox: true, qkNorm: true},
-}
 
 type ggufMeta struct {
 	f    *gguf.File
@@ -74,18 +63,36 @@ func (g ggufMeta) boolean(key string, def bool) bool {
 }
 
 // ConfigFromGGUF derives the architecture's configuration from a GGUF
-// header; it reads no tensor data.
+// header through its registry entry (Arch.FromGGUF); it reads no tensor
+// data.
 func ConfigFromGGUF(f *gguf.File) (Config, error) {
-	g := ggufMeta{f: f, arch: ""}
+	g := ggufMeta{f: f}
 	g.arch = g.str("general.architecture")
-	traits, ok := ggufArchs[g.arch]
+	a, ok := lookupIn(ggufArch, g.arch)
 	if !ok {
-		return Config{}, fmt.Errorf("model: %s: architecture %q is not supported (supported: llama, mistral, qwen2, qwen3)", f.Path, g.arch)
+		return Config{}, fmt.Errorf("model: %s: architecture %q is not supported (supported: %s)", f.Path, g.arch, supported(ggufArch))
 	}
-	a := g.arch + "."
+	c, err := a.FromGGUF(g)
+	if err != nil {
+		return Config{}, err
+	}
+	c.Arch = a.Name
+	if err := c.Validate(); err != nil {
+		return Config{}, fmt.Errorf("%s: %w", f.Path, err)
+	}
+	return c, nil
+}
+
+// common reads the hyper-parameters llama.cpp writes under the
+// architecture's prefix for every transformer (lengths, heads, rope, norm
+// epsilon, tied output, vocabulary); neox says how its rope rotates
+// (llama.cpp's converter permutes Llama's q/k weights for adjacent-pair
+// rotation, while most others keep the Hugging Face half-split layout).
+// Architecture-specific keys are the caller's.
+func (g ggufMeta) common(neox bool) (Config, error) {
+	f, a := g.f, g.arch+"."
 	var c Config
 	var err error
-	c.Arch = g.arch
 	ints := []struct {
 		dst      *int
 		key      string
@@ -125,7 +132,7 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 		return Config{}, err
 	}
 	c.RMSEps = float32(eps)
-	c.Rope = device.RopeSpec{HeadDim: c.HeadDim, RotDim: rot, Theta: theta, Neox: traits.neox}
+	c.Rope = device.RopeSpec{HeadDim: c.HeadDim, RotDim: rot, Theta: theta, Neox: neox}
 	switch st := g.str(a + "rope.scaling.type"); st {
 	case "", "none":
 	case "linear":
@@ -133,13 +140,16 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 		if c.Rope.Factor, err = g.float(a+"rope.scaling.factor", 1); err != nil {
 			return Config{}, err
 		}
+	case "yarn":
+		if err := ggufYarn(g, a, &c.Rope); err != nil { // arch_moe.go
+			return Config{}, err
+		}
 	default:
-		return Config{}, fmt.Errorf("model: %s: rope scaling %q is not supported (none, linear)", f.Path, st)
+		return Config{}, fmt.Errorf("model: %s: rope scaling %q is not supported (none, linear, yarn)", f.Path, st)
 	}
 	if c.Rope.FreqFactors, err = ropeFreqFactors(f, rot); err != nil {
 		return Config{}, err
 	}
-	c.QKVBias, c.QKNorm = traits.bias, traits.qkNorm
 	if _, _, err := f.Tensor("output.weight"); err != nil {
 		c.Tied = true
 	}
@@ -149,9 +159,6 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	}
 	if ti, _, err := f.Tensor("token_embd.weight"); err == nil && len(ti.Dims) == 2 {
 		c.Vocab = int(min(ti.Dims[1], 1<<31))
-	}
-	if err := c.Validate(); err != nil {
-		return Config{}, fmt.Errorf("%s: %w", f.Path, err)
 	}
 	return c, nil
 }
@@ -265,14 +272,14 @@ func tokenizerFromGGUF(f *gguf.File) (tokenizer.Tokenizer, error) {
 	}
 }
 
-// ggufSource reads tensors from a GGUF file. Every tensor type the kernels
-// run (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k–q6_k, iq4_nl,
-// iq4_xs) is kept as stored: no expansion, so device weight memory is the
-// file's bytes. fd is the file the header was parsed from, so a device that
-// maps files serves the tensors from it in place.
+// ggufSource reads tensors from a GGUF model (one file or a split model's
+// shards, gguf.OpenModel). Every tensor type the kernels run (f32, f16,
+// bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k–q6_k, iq4_nl, iq4_xs) is kept as
+// stored: no expansion, so device weight memory is the files' bytes. The
+// files the headers were parsed from stay open while loading, so a device
+// that maps files serves each tensor from its own shard in place.
 type ggufSource struct {
-	f  *gguf.File
-	fd *os.File
+	f *gguf.File
 }
 
 var (
@@ -281,9 +288,15 @@ var (
 )
 
 // GGUFDeviceBytes is how many bytes a GGUF tensor occupies once loaded:
-// its file bytes, since every type the kernels run stays as stored. Plan
-// uses it to predict the weights phase.
-func GGUFDeviceBytes(ti gguf.TensorInfo) int64 { return int64(ti.Size) }
+// its file bytes, since every type the kernels run stays as stored, except
+// MXFP4 (gpt-oss experts), decoded to bf16 at load. Plan uses it to predict
+// the weights phase.
+func GGUFDeviceBytes(ti gguf.TensorInfo) int64 {
+	if ti.Type == gguf.TypeMXFP4 && strings.HasSuffix(ti.Name, "_exps.weight") { // decoded to bf16 at load
+		return int64(ti.Size) / 17 * 32 * 2
+	}
+	return int64(ti.Size)
+}
 
 func (s ggufSource) tensor(name string) ([]byte, device.DType, []int, bool, error) {
 	ti, raw, err := s.f.Tensor(name)
@@ -297,24 +310,35 @@ func (s ggufSource) tensor(name string) ([]byte, device.DType, []int, bool, erro
 	dims := make([]int, len(ti.Dims))
 	for i, d := range ti.Dims {
 		if d > 1<<31 {
-			return nil, 0, nil, false, fmt.Errorf("model: %s: tensor %s dimension %d is absurd", s.f.Path, name, d)
+			return nil, 0, nil, false, fmt.Errorf("model: %s: tensor %s dimension %d is absurd", s.f.PathOf(ti), name, d)
 		}
 		dims[i] = int(d)
 	}
+	if ti.Type == gguf.TypeMXFP4 && strings.HasSuffix(name, "_exps.weight") {
+		// gpt-oss's experts, the only MXFP4 tensors published: decoded to
+		// bf16 (decodeMXFP4); no kernel runs MXFP4 elsewhere.
+		n := 1
+		for _, d := range dims {
+			n *= d
+		}
+		if raw, err = decodeMXFP4(raw, n); err != nil {
+			return nil, 0, nil, false, fmt.Errorf("model: %s: tensor %s: %w", s.f.PathOf(ti), name, err)
+		}
+		return raw, device.BF16, dims, true, nil
+	}
 	typ, ok := ti.Type.DType()
 	if !ok {
-		return nil, 0, nil, false, fmt.Errorf("model: %s: tensor %s has type %s; supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs", s.f.Path, name, ti.Type)
+		return nil, 0, nil, false, fmt.Errorf("model: %s: tensor %s has type %s; supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs", s.f.PathOf(ti), name, ti.Type)
 	}
 	return raw, device.DType(typ), dims, true, nil
 }
 
-// fileRange is where a tensor's bytes lie in the file.
+// fileRange is where a tensor's bytes lie: its shard's file and offset.
 func (s ggufSource) fileRange(name string) (*os.File, int64, bool) {
-	ti, ok := s.find(name)
-	if !ok || s.fd == nil {
-		return nil, 0, false
+	if ti, ok := s.find(name); ok && ti.Type == gguf.TypeMXFP4 {
+		return nil, 0, false // MXFP4 is decoded, never served in place
 	}
-	return s.fd, s.f.DataOffset + int64(ti.Offset), true
+	return s.f.TensorFile(name)
 }
 
 func (s ggufSource) find(name string) (gguf.TensorInfo, bool) {
@@ -342,16 +366,11 @@ func LoadGGUF(path string, o Options) (*Model, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
-	fd, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("model: %w", err)
-	}
-	defer fd.Close() // mappings of its tensors outlive it
-	f, err := gguf.Map(fd)
+	f, err := gguf.OpenModel(path) // one file, or every shard of a split model
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer f.Close() // mappings of its tensors outlive it
 	cfg, err := ConfigFromGGUF(f)
 	if err != nil {
 		return nil, err
@@ -365,11 +384,11 @@ func LoadGGUF(path string, o Options) (*Model, error) {
 	}
 	name := ggufMeta{f: f}.str("general.name")
 	if name == "" {
-		name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+		name = gguf.BaseName(path)
 	}
 	m := &Model{Name: name, Path: path, Config: cfg, Tokenizer: tok, ChatTemplate: ggufMeta{f: f}.str("tokenizer.chat_template")}
 	m.BOSText, m.EOSText = tok.TokenText(tok.BOS()), tok.TokenText(tok.EOS())
-	if err := m.build(ggufSource{f: f, fd: fd}, o); err != nil {
+	if err := m.build(ggufSource{f: f}, o); err != nil {
 		return nil, err
 	}
 	return m, nil

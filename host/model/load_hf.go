@@ -11,32 +11,40 @@ import (
 	"github.com/kvhost/kvhost/host/model/tokenizer"
 )
 
-// hfArchs maps config.json architectures to kvhost's. Hugging Face keeps
-// q/k in the half-split layout, so every one rotates NeoX-style.
-var hfArchs = map[string]struct {
-	arch         string
-	bias, qkNorm bool
-}{
-	"LlamaForCausalLM":   {arch: "llama"},
-	"MistralForCausalLM": {arch: "mistral"},
-	"Qwen2ForCausalLM":   {arch: "qwen2", bias: true},
-	"Qwen3ForCausalLM":   {arch: "qwen3", qkNorm: true},
-}
-
-// ConfigFromHF derives the configuration from a parsed config.json.
-func ConfigFromHF(hc hf.Config, path string) (Config, error) {
+// ConfigFromHF derives the configuration from config.json's bytes through
+// the registry entry of its first architecture (Arch.FromHF).
+func ConfigFromHF(raw []byte, path string) (Config, error) {
+	hc, err := hf.ParseConfig(raw)
+	if err != nil {
+		return Config{}, fmt.Errorf("model: %s: %w", path, err)
+	}
 	if len(hc.Architectures) == 0 {
 		return Config{}, fmt.Errorf("model: %s: config.json has no architectures", path)
 	}
-	t, ok := hfArchs[hc.Architectures[0]]
+	a, ok := lookupIn(hfArch, hc.Architectures[0])
 	if !ok {
-		return Config{}, fmt.Errorf("model: %s: architecture %q is not supported (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)", path, hc.Architectures[0])
+		return Config{}, fmt.Errorf("model: %s: architecture %q is not supported (%s)", path, hc.Architectures[0], supported(hfArch))
 	}
+	c, err := a.FromHF(hc, raw, path)
+	if err != nil {
+		return Config{}, err
+	}
+	c.Arch = a.Name
+	if err := c.Validate(); err != nil {
+		return Config{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// hfCommon reads the fields every transformer's config.json has in the
+// Llama family's spelling. Hugging Face keeps q/k in the half-split
+// layout, so the rope rotates NeoX-style.
+func hfCommon(hc hf.Config, path string) (Config, error) {
 	c := Config{
-		Arch: t.arch, Hidden: hc.HiddenSize, Layers: hc.NumHiddenLayers, Heads: hc.NumAttentionHeads,
+		Hidden: hc.HiddenSize, Layers: hc.NumHiddenLayers, Heads: hc.NumAttentionHeads,
 		KVHeads: hc.KVHeads(), HeadDim: hc.HeadDimension(), Intermediate: hc.IntermediateSize,
 		Vocab: hc.VocabSize, ContextLen: hc.MaxPositionEmbeddings, RMSEps: float32(hc.RMSNormEps),
-		QKVBias: t.bias || hc.AttentionBias, QKNorm: t.qkNorm, Tied: hc.TieWordEmbeddings,
+		QKVBias: hc.AttentionBias, Tied: hc.TieWordEmbeddings,
 	}
 	if c.RMSEps == 0 {
 		c.RMSEps = 1e-6
@@ -49,16 +57,13 @@ func ConfigFromHF(hc hf.Config, path string) (Config, error) {
 	if rs := hc.RopeScaling; rs != nil {
 		switch rs.Type {
 		case "", "default":
-		case "linear", "llama3":
+		case "linear", "llama3", "yarn":
 			c.Rope.Scaling, c.Rope.Factor = rs.Type, rs.Factor
 			c.Rope.LowFreqFactor, c.Rope.HighFreqFactor = rs.LowFreqFactor, rs.HighFreqFactor
 			c.Rope.OriginalMaxPos = rs.OriginalMaxPositionEmbeddings
 		default:
-			return Config{}, fmt.Errorf("model: %s: rope_scaling type %q is not supported (linear, llama3)", path, rs.Type)
+			return Config{}, fmt.Errorf("model: %s: rope_scaling type %q is not supported (linear, llama3, yarn)", path, rs.Type)
 		}
-	}
-	if err := c.Validate(); err != nil {
-		return Config{}, fmt.Errorf("%s: %w", path, err)
 	}
 	return c, nil
 }
@@ -92,6 +97,8 @@ func hfName(canon string) string {
 type hfSource struct {
 	set  *safetensors.Set
 	path string
+	name func(canon string) string                                                 // Arch.HFTensor
+	read func(s hfSource, canon string) ([]byte, device.DType, []int, bool, error) // Arch.HFRead
 }
 
 var stTypes = map[safetensors.DType]device.DType{
@@ -99,7 +106,17 @@ var stTypes = map[safetensors.DType]device.DType{
 }
 
 func (s hfSource) tensor(canon string) ([]byte, device.DType, []int, bool, error) {
-	name := hfName(canon)
+	if s.read != nil {
+		return s.read(s, canon)
+	}
+	if strings.HasSuffix(canon, "_exps.weight") {
+		return s.experts(canon) // arch_moe.go: per-expert tensors stacked
+	}
+	return s.named(s.name(canon))
+}
+
+// named reads the HF tensor name, ok=false when absent.
+func (s hfSource) named(name string) ([]byte, device.DType, []int, bool, error) {
 	if _, ok := s.set.Info(name); !ok {
 		return nil, 0, nil, false, nil
 	}
@@ -168,7 +185,11 @@ func LoadHF(dir string, o Options) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := ConfigFromHF(hm.Config, filepath.Join(dir, "config.json"))
+	cfg, err := ConfigFromHF(hm.ConfigJSON, filepath.Join(dir, "config.json"))
+	if err != nil {
+		return nil, err
+	}
+	a, err := cfg.arch()
 	if err != nil {
 		return nil, err
 	}
@@ -198,7 +219,7 @@ func LoadHF(dir string, o Options) (*Model, error) {
 	if eos := tok.EOS(); eos >= 0 {
 		m.EOSText = tok.TokenText(eos)
 	}
-	if err := m.build(hfSource{set, dir}, o); err != nil {
+	if err := m.build(hfSource{set: set, path: dir, name: a.HFTensor, read: a.HFRead}, o); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 
 	"github.com/kvhost/kvhost/host/alloc"
 	"github.com/kvhost/kvhost/host/device"
@@ -35,9 +36,22 @@ type Model struct {
 	attnScratch device.Buf
 
 	tokEmbd, outNorm, output device.Weight
-	layers                   []layer
-	rope                     device.Rope
+	layers                   []Layer
 	weightBytes              int64
+	// owned are the weights' allocations (uploads and file mappings),
+	// what Close frees; tensors what the architecture asked for.
+	owned   []device.Ptr
+	tensors []TensorShape
+	// dry marks a model over a dry-run device (NewDry): no host buffers
+	// are filled.
+	dry bool
+	// trunk are the transforms outside the layers (Builder.SetTrunk), run
+	// on ew when set.
+	trunk Trunk
+	ew    device.Elementwise
+	// step is the one Step every forward reuses (no Go-heap allocation
+	// per forward).
+	step Step
 
 	// LogitsChunk bounds the rows of one LM-head matmul (input logprobs ask
 	// for many); 0 means DefaultLogitsChunk.
@@ -45,6 +59,10 @@ type Model struct {
 
 	// host-side scratch reused by every forward (one goroutine owns the model)
 	ids, positions, lastRows []int32
+	// starts and stateSlots back an eager Step's StateBatch, one row of
+	// slots per state pool
+	starts     []int32
+	stateSlots [][]int32
 }
 
 // DefaultLogitsChunk is SGLang's logprob chunk (spec §4).
@@ -80,30 +98,17 @@ func (m *Model) WeightBytes() int64 { return m.weightBytes }
 // Close frees the weights.
 func (m *Model) Close() error {
 	var first error
-	for _, w := range m.allWeights() {
-		if w.Ptr != 0 {
-			if err := m.weights.Free(w.Ptr); err != nil && first == nil {
-				first = err
-			}
+	for _, p := range m.owned {
+		if err := m.weights.Free(p); err != nil && first == nil {
+			first = err
 		}
 	}
-	m.layers = nil
+	m.owned, m.layers = nil, nil
 	if m.attnScratch.Ptr != 0 {
 		m.ws.Close()
 		m.attnScratch = device.Buf{}
 	}
 	return first
-}
-
-func (m *Model) allWeights() []device.Weight {
-	ws := []device.Weight{m.tokEmbd, m.outNorm}
-	if !m.Config.Tied {
-		ws = append(ws, m.output)
-	}
-	for _, l := range m.layers {
-		ws = append(ws, l.attnNorm, l.wq, l.wk, l.wv, l.wo, l.bq, l.bk, l.bv, l.qNorm, l.kNorm, l.ffnNorm, l.gate, l.up, l.down)
-	}
-	return ws
 }
 
 // tensorSource yields raw tensors by canonical (GGUF) name.
@@ -133,6 +138,13 @@ type uploader struct {
 }
 
 func (u *uploader) matrix(name string, rows, cols int, required bool) (device.Weight, error) {
+	return u.shaped(name, []int{cols, rows}, rows, cols, required)
+}
+
+// shaped loads a tensor of the given dims (GGUF order: the row length
+// first) as a matrix of rows × cols: a stack of n [r, cols] matrices
+// (dims {cols, r, n}) is rows = n·r.
+func (u *uploader) shaped(name string, shape []int, rows, cols int, required bool) (device.Weight, error) {
 	raw, typ, dims, ok, err := u.src.tensor(name)
 	if err != nil {
 		return device.Weight{}, err
@@ -143,8 +155,8 @@ func (u *uploader) matrix(name string, rows, cols int, required bool) (device.We
 		}
 		return device.Weight{}, nil
 	}
-	if len(dims) != 2 || dims[0] != cols || dims[1] != rows {
-		return device.Weight{}, fmt.Errorf("model: tensor %s has shape %v, want [%d %d] (row length first)", name, dims, cols, rows)
+	if !slices.Equal(dims, shape) {
+		return device.Weight{}, fmt.Errorf("model: tensor %s has shape %v, want %v (row length first)", name, dims, shape)
 	}
 	want, err := kcpu.DType(typ).RowBytes(cols)
 	if err != nil {
@@ -171,6 +183,7 @@ func (u *uploader) mapFile(name string, f *os.File, off int64, w device.Weight) 
 		return device.Weight{}, fmt.Errorf("model: map %s (%d bytes): %w", name, w.Bytes, err)
 	}
 	w.Ptr = p
+	u.m.owned = append(u.m.owned, p)
 	u.m.weightBytes += w.Bytes
 	u.m.MappedBytes += w.Bytes
 	u.progress(w.Bytes)
@@ -244,86 +257,10 @@ func (u *uploader) put(name string, raw []byte, w device.Weight) (device.Weight,
 		return device.Weight{}, fmt.Errorf("model: upload %s: %w", name, err)
 	}
 	w.Ptr = p
+	u.m.owned = append(u.m.owned, p)
 	u.m.weightBytes += int64(len(raw))
 	u.progress(int64(len(raw)))
 	return w, nil
-}
-
-// build uploads every weight by canonical name and prepares the rope. On
-// error everything uploaded so far is freed.
-func (m *Model) build(src tensorSource, o Options) (err error) {
-	c := m.Config
-	m.dev, m.k, m.act, m.weights = o.Device, o.Device.Kernels(), o.Activations, o.Weights
-	u := &uploader{m: m, src: src, o: o, total: src.progressTotal()}
-	defer func() {
-		if err != nil {
-			_ = m.Close()
-		}
-	}()
-	if m.tokEmbd, err = u.matrix("token_embd.weight", c.Vocab, c.Hidden, true); err != nil {
-		return err
-	}
-	if m.outNorm, err = u.vector("output_norm.weight", c.Hidden, true); err != nil {
-		return err
-	}
-	if c.Tied {
-		m.output = m.tokEmbd
-	} else if m.output, err = u.matrix("output.weight", c.Vocab, c.Hidden, true); err != nil {
-		return err
-	}
-	m.layers = make([]layer, c.Layers)
-	for i := range m.layers {
-		L := &m.layers[i]
-		p := fmt.Sprintf("blk.%d.", i)
-		steps := []struct {
-			dst        *device.Weight
-			name       string
-			rows, cols int
-			vec, need  bool
-		}{
-			{&L.attnNorm, "attn_norm.weight", 1, c.Hidden, true, true},
-			{&L.wq, "attn_q.weight", c.QRow(), c.Hidden, false, true},
-			{&L.wk, "attn_k.weight", c.KVRow(), c.Hidden, false, true},
-			{&L.wv, "attn_v.weight", c.KVRow(), c.Hidden, false, true},
-			{&L.wo, "attn_output.weight", c.Hidden, c.QRow(), false, true},
-			{&L.bq, "attn_q.bias", 1, c.QRow(), true, c.QKVBias},
-			{&L.bk, "attn_k.bias", 1, c.KVRow(), true, c.QKVBias},
-			{&L.bv, "attn_v.bias", 1, c.KVRow(), true, c.QKVBias},
-			{&L.qNorm, "attn_q_norm.weight", 1, c.HeadDim, true, c.QKNorm},
-			{&L.kNorm, "attn_k_norm.weight", 1, c.HeadDim, true, c.QKNorm},
-			{&L.ffnNorm, "ffn_norm.weight", 1, c.Hidden, true, true},
-			{&L.gate, "ffn_gate.weight", c.Intermediate, c.Hidden, false, true},
-			{&L.up, "ffn_up.weight", c.Intermediate, c.Hidden, false, true},
-			{&L.down, "ffn_down.weight", c.Hidden, c.Intermediate, false, true},
-		}
-		for _, s := range steps {
-			if !s.need {
-				continue
-			}
-			if s.vec {
-				*s.dst, err = u.vector(p+s.name, s.cols, true)
-			} else {
-				*s.dst, err = u.matrix(p+s.name, s.rows, s.cols, true)
-			}
-			if err != nil {
-				return err
-			}
-		}
-	}
-	if m.rope, err = m.k.NewRope(c.Rope); err != nil {
-		return err
-	}
-	m.ws = o.Workspaces
-	if m.ws == nil {
-		m.ws = alloc.NewWorkspaces(o.Activations)
-	}
-	floats := m.k.AttentionScratch(c.AttnShape())
-	p, err := m.ws.Get("attention.scratch", int64(floats)*4)
-	if err != nil {
-		return fmt.Errorf("model: %w", err)
-	}
-	m.attnScratch = device.Buf{Ptr: p, N: floats}
-	return nil
 }
 
 // Workspaces is the scratch registry the model's kernels use.

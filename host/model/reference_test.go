@@ -19,6 +19,8 @@ type refModel struct {
 	neox, bias, qkNorm                         bool
 	w                                          map[string][]float64
 	kcache, vcache                             [][][]float64 // layer, pos, kv row
+	// trunk transforms (model.Trunk); zero: off
+	embScale, logitScale, softCap float64
 }
 
 func readF32Tensor(t *testing.T, f *gguf.File, name string) []float64 {
@@ -123,7 +125,16 @@ func (r *refModel) rope(v []float64, nHeads, pos int) {
 
 // step consumes one token at the next position and returns its logits.
 func (r *refModel) step(tok int32) []float64 {
-	return matvec(r.w["output.weight"], r.stepHidden(tok), r.vocab)
+	out := matvec(r.w["output.weight"], r.stepHidden(tok), r.vocab)
+	for i := range out {
+		if r.logitScale != 0 {
+			out[i] *= r.logitScale
+		}
+		if r.softCap > 0 {
+			out[i] = r.softCap * math.Tanh(out[i]/r.softCap)
+		}
+	}
+	return out
 }
 
 // stepHidden consumes one token at the next position and returns its final
@@ -132,6 +143,11 @@ func (r *refModel) stepHidden(tok int32) []float64 {
 	pos := len(r.kcache[0])
 	hd := r.dim / r.heads
 	x := append([]float64(nil), r.w["token_embd.weight"][int(tok)*r.dim:(int(tok)+1)*r.dim]...)
+	for i := range x {
+		if r.embScale != 0 {
+			x[i] *= r.embScale
+		}
+	}
 	for l := 0; l < r.layers; l++ {
 		p := fmt.Sprintf("blk.%d.", l)
 		h := rmsnorm(x, r.w[p+"attn_norm.weight"], r.eps)

@@ -21,26 +21,34 @@ import (
 // and gen-model small (host/model TestKVDTypesAgainstF32).
 const DefaultKVDType = sdk.KVFP16
 
-// hfArchitecture names the Hugging Face architecture a configurator claims
-// for each kvhost architecture.
-var hfArchitecture = map[string]string{
-	"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
-	"qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
+// hfArchitecture is the Hugging Face architecture a configurator claims
+// for a kvhost architecture: its registry entry's first HF class.
+func hfArchitecture(c model.Config) (*model.Arch, string, error) {
+	a, ok := model.LookupArch(c.Arch)
+	if !ok {
+		return nil, "", fmt.Errorf("plan: no Hugging Face architecture for %q (registered: %v)", c.Arch, model.Archs())
+	}
+	return a, a.HF[0], nil
 }
 
 // ConfigJSON is the Hugging Face config.json equivalent of c (what a GGUF
-// header implies), the model half of a configurator's input.
+// header implies), the model half of a configurator's input: the common
+// fields, and the architecture's own (Arch.ConfigJSON).
 func ConfigJSON(c model.Config) (json.RawMessage, error) {
-	arch, ok := hfArchitecture[c.Arch]
-	if !ok {
-		return nil, fmt.Errorf("plan: no Hugging Face architecture for %q", c.Arch)
+	a, class, err := hfArchitecture(c)
+	if err != nil {
+		return nil, err
 	}
-	return json.Marshal(map[string]any{
-		"architectures": []string{arch}, "model_type": c.Arch,
+	out := map[string]any{
+		"architectures": []string{class}, "model_type": c.Arch,
 		"hidden_size": c.Hidden, "num_hidden_layers": c.Layers, "num_attention_heads": c.Heads,
 		"num_key_value_heads": c.KVHeads, "head_dim": c.HeadDim, "intermediate_size": c.Intermediate,
 		"vocab_size": c.Vocab, "max_position_embeddings": c.ContextLen,
-	})
+	}
+	if a.ConfigJSON != nil {
+		a.ConfigJSON(c, out)
+	}
+	return json.Marshal(out)
 }
 
 // KVRequest is what the configurator is asked: the model (its own
@@ -96,9 +104,9 @@ func ConfigureKV(ctx context.Context, reg *plugin.Registry, req KVRequest) (KVCo
 			return KVConfig{}, err
 		}
 	}
-	arch, ok := hfArchitecture[c.Arch]
-	if !ok {
-		return KVConfig{}, fmt.Errorf("plan: no Hugging Face architecture for %q", c.Arch)
+	_, arch, err := hfArchitecture(c)
+	if err != nil {
+		return KVConfig{}, err
 	}
 	dtype := sdk.CanonicalKVDType(req.KVDType)
 	if dtype == "" {
@@ -116,7 +124,9 @@ func ConfigureKV(ctx context.Context, reg *plugin.Registry, req KVRequest) (KVCo
 	}
 	needs := c.KVNeeds()
 	for i := range needs { // KV heads are split over tensor-parallel ranks (spec §3)
-		needs[i].KVHeads = max(1, needs[i].KVHeads/tp)
+		if needs[i].KVHeads > 0 { // layers without attention (Mamba, MLP) keep none
+			needs[i].KVHeads = max(1, needs[i].KVHeads/tp)
+		}
 	}
 	lay, err := kv.NewLayout(l.Pools, needs)
 	if err != nil {

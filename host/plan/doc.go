@@ -21,10 +21,13 @@
 // model's context (CompatUnits).
 //
 // Invariant: on the CPU device, Plan's phases, allocators, pool and budget
-// equal what host/boot measures, to the byte. The profile forward is
-// predicted by replaying host/model's allocation sequence (forwardTrace)
-// through the real caching allocator; host/boot's tests fail if the two
-// drift apart.
+// equal what host/boot measures, to the byte. The profile forward, the
+// attention workspace and the decode-graph pool are not modelled here: a
+// dry run (dryrun.go) builds host/model's own model of the architecture
+// over host/device/dry — weights that are shapes, kernels that compute
+// nothing — and runs its real Forward and CaptureDecodeGraphs through the
+// real caching allocator, so every registered architecture is planned by
+// the code that serves it; host/boot's tests fail if the two differ.
 //
 // GPU plans (PlanGPU, gpu*.go) need only a model's config.json: the
 // configurator plugin that claims its architecture declares the pools

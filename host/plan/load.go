@@ -99,7 +99,7 @@ func configJSON(raw []byte, cfgPath string) (model.Config, []Tensor, error) {
 	if err != nil {
 		return model.Config{}, nil, fmt.Errorf("plan: %s: %w", cfgPath, err)
 	}
-	c, err := model.ConfigFromHF(hc, cfgPath)
+	c, err := model.ConfigFromHF(raw, cfgPath)
 	if err != nil {
 		return model.Config{}, nil, err
 	}
@@ -107,12 +107,12 @@ func configJSON(raw []byte, cfgPath string) (model.Config, []Tensor, error) {
 	if hc.TorchDType == "float32" {
 		elem = 4
 	}
-	ts, err := WeightTensors(c, DenseMatrices(c, elem))
+	ts, err := WeightTensors(c, DenseMatrices(elem))
 	return c, ts, err
 }
 
 func loadGGUF(path string) (string, model.Config, []Tensor, error) {
-	f, err := gguf.Open(path)
+	f, err := gguf.OpenModel(path) // one file, or a split model's shards
 	if err != nil {
 		return "", model.Config{}, nil, err
 	}
@@ -125,12 +125,16 @@ func loadGGUF(path string) (string, model.Config, []Tensor, error) {
 	for _, t := range f.Tensors {
 		sizes[t.Name] = model.GGUFDeviceBytes(t)
 	}
-	ts, err := WeightTensors(c, func(n string) (int64, bool) { v, ok := sizes[n]; return v, ok })
+	ts, err := WeightTensors(c, func(t model.TensorShape) (int64, bool) { v, ok := sizes[t.Name]; return v, ok })
 	name := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
 	if v, ok := f.Get("general.name"); ok {
 		if s, ok := v.String(); ok && s != "" {
 			name = s
 		}
+	}
+	gn, _ := f.Get("general.name")
+	if s, _ := gn.String(); s == "" {
+		name = gguf.BaseName(path) // without general.name, a shard names its split model
 	}
 	return name, c, ts, err
 }

@@ -122,7 +122,10 @@ func planCPU(in Input) (Report, error) {
 	ph := &phaser{free: in.DeviceBytes}
 	start := ph.free
 	P := ph.add("device init", 0)
-	ws := AttentionWorkspace(c, in.Threads)
+	ws, err := AttentionWorkspace(c, in.Threads)
+	if err != nil {
+		return Report{}, err
+	}
 	wsBlock, wsSeg := alloc.RoundSize(ws), alloc.SegmentSize(alloc.RoundSize(ws))
 	if wsSeg-wsBlock <= alloc.SmallSize && wsBlock > alloc.SmallSize {
 		wsBlock = wsSeg // large-pool remainders of 1 MiB or less are not split
@@ -155,7 +158,7 @@ func planCPU(in Input) (Report, error) {
 	b.GraphBuckets = DecodeBuckets(graphMax, in.MaxRunning)
 	var graphRow *ledger.Usage
 	if len(b.GraphBuckets) > 0 {
-		u, err := GraphPool(c, b.GraphBuckets)
+		u, err := GraphPool(c, l, b.GraphBuckets, in.Threads)
 		if err != nil {
 			return Report{}, err
 		}
@@ -190,7 +193,7 @@ func planCPU(in Input) (Report, error) {
 		}
 		ph.add("KV pools", b.PrefixMappedBytes)
 		ph.add("workspaces", 0)
-		peak, largest, err := ActivationPeak(c, ProfileBatches(c.ContextLen, in.ChunkedPrefill, in.MaxRunning), in.Threads, in.LogprobChunk)
+		peak, largest, err := ActivationPeak(c, l, ProfileBatches(c.ContextLen, in.ChunkedPrefill, in.MaxRunning), in.Threads, in.LogprobChunk)
 		if err != nil {
 			return Report{}, err
 		}
@@ -220,7 +223,7 @@ func planCPU(in Input) (Report, error) {
 	}
 	snap := snapshot(device.Info{Name: fmt.Sprintf("CPU (%d threads)", in.Threads), Kind: "cpu", Total: in.DeviceBytes, Threads: in.Threads}, start, ph,
 		append(rows, arena), b)
-	r := Report{Input: in, Budget: b, Ledger: snap, Peaks: cpuPeaks(c, b)}
+	r := Report{Input: in, Budget: b, Ledger: snap, Peaks: cpuPeaks(c, b, ws)}
 	r.Largest = largest(r.Peaks)
 	return r, nil
 }
@@ -276,6 +279,8 @@ func snapshot(info device.Info, start int64, ph *phaser, us []ledger.Usage, b Bu
 				if len(b.GraphBuckets) > 0 && b.Pad == 0 {
 					free-- // the decode graphs' padding page, taken from the pool
 				}
+			} else if len(b.GraphBuckets) > 0 {
+				free-- // the decode graphs' padding slot (model.CaptureDecodeGraphs)
 			}
 			s.KVPools = append(s.KVPools, p.Stat(b.Units[i], free))
 		}
@@ -285,13 +290,13 @@ func snapshot(info device.Info, start int64, ph *phaser, us []ledger.Usage, b Bu
 
 // cpuPeaks are the §4 peaks in F32 (the CPU device's activation dtype) for
 // the CPU forward's shapes, beside the replayed profile.
-func cpuPeaks(c model.Config, b Budget) []Peak {
+func cpuPeaks(c model.Config, b Budget, ws int64) []Peak {
 	k, rows := min(b.ChunkedPrefill, c.ContextLen-1), min(b.MaxRunning, b.ChunkedPrefill)
 	return []Peak{
 		{"profiled forward (caching segments)", b.ProfilePeakBytes},
 		{"dense layer, chunk limit", budget.DenseLayerPeak(k, c.Hidden, c.Intermediate, 4)},
 		{"attention moment, chunk limit", budget.AttentionPeak(k, c.Hidden, c.Heads, c.KVHeads, c.HeadDim, 4)},
-		{"attention scratch", AttentionWorkspace(c, b.Threads)},
+		{"attention scratch", ws},
 		{"LM head, pruned (max batch rows)", int64(rows) * int64(c.Vocab+c.Hidden) * 4},
 		{"LM head, unpruned (chunk rows)", int64(k) * int64(c.Vocab+c.Hidden) * 4},
 	}

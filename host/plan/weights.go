@@ -2,7 +2,6 @@ package plan
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/kvhost/kvhost/host/model"
 )
@@ -14,75 +13,40 @@ type Tensor struct {
 	Bytes int64  `json:"bytes"`
 }
 
-// MatrixBytes returns the stored size of a matrix tensor by canonical name,
-// or ok=false when the file lacks it.
-type MatrixBytes func(name string) (n int64, ok bool)
+// MatrixBytes returns the stored size of a matrix tensor (canonical name
+// and the shape the architecture loads it at), or ok=false when the file
+// lacks it.
+type MatrixBytes func(t model.TensorShape) (n int64, ok bool)
 
 // WeightTensors lists the allocations host/model's loader makes, in load
-// order (host/model/model.go build): matrices at their stored size, vectors
+// order: the tensors the architecture's own Layers code asks for in a dry
+// build (model.Model.Tensors), matrices at their stored size, vectors
 // converted to F32 (4 bytes per element).
 func WeightTensors(c model.Config, matrix MatrixBytes) ([]Tensor, error) {
-	var out []Tensor
-	mat := func(name string) error {
-		n, ok := matrix(name)
-		if !ok {
-			return fmt.Errorf("plan: tensor %s is missing", name)
-		}
-		out = append(out, Tensor{name, n})
-		return nil
-	}
-	vec := func(name string, n int) { out = append(out, Tensor{name, int64(n) * 4}) }
-	if err := mat("token_embd.weight"); err != nil {
+	d, err := newDryRun(c, nil, 0, 1, "weights")
+	if err != nil {
 		return nil, err
 	}
-	vec("output_norm.weight", c.Hidden)
-	if !c.Tied {
-		if err := mat("output.weight"); err != nil {
-			return nil, err
+	var out []Tensor
+	for _, t := range d.m.Tensors() {
+		if t.Vector {
+			out = append(out, Tensor{t.Name, int64(t.Cols) * 4})
+			continue
 		}
-	}
-	for i := range c.Layers {
-		p := fmt.Sprintf("blk.%d.", i)
-		vec(p+"attn_norm.weight", c.Hidden)
-		for _, n := range []string{"attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight"} {
-			if err := mat(p + n); err != nil {
-				return nil, err
-			}
+		n, ok := matrix(t)
+		if !ok {
+			return nil, fmt.Errorf("plan: tensor %s is missing", t.Name)
 		}
-		if c.QKVBias {
-			vec(p+"attn_q.bias", c.QRow())
-			vec(p+"attn_k.bias", c.KVRow())
-			vec(p+"attn_v.bias", c.KVRow())
-		}
-		if c.QKNorm {
-			vec(p+"attn_q_norm.weight", c.HeadDim)
-			vec(p+"attn_k_norm.weight", c.HeadDim)
-		}
-		vec(p+"ffn_norm.weight", c.Hidden)
-		for _, n := range []string{"ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"} {
-			if err := mat(p + n); err != nil {
-				return nil, err
-			}
-		}
+		out = append(out, Tensor{t.Name, n})
 	}
 	return out, nil
 }
 
-// DenseMatrices sizes matrices from the configuration at elemBytes per
-// element, for a config.json without weights.
-func DenseMatrices(c model.Config, elemBytes float64) MatrixBytes {
-	h, q, kv, i, v := int64(c.Hidden), int64(c.QRow()), int64(c.KVRow()), int64(c.Intermediate), int64(c.Vocab)
-	shapes := map[string]int64{
-		"token_embd.weight": v * h, "output.weight": v * h,
-		"attn_q.weight": q * h, "attn_k.weight": kv * h, "attn_v.weight": kv * h, "attn_output.weight": h * q,
-		"ffn_gate.weight": i * h, "ffn_up.weight": i * h, "ffn_down.weight": h * i,
-	}
-	return func(name string) (int64, bool) {
-		if i := strings.LastIndexByte(strings.TrimSuffix(name, ".weight"), '.'); i >= 0 {
-			name = name[i+1:]
-		}
-		n, ok := shapes[name]
-		return int64(float64(n) * elemBytes), ok
+// DenseMatrices sizes matrices from their shapes at elemBytes per element,
+// for a config.json without weights.
+func DenseMatrices(elemBytes float64) MatrixBytes {
+	return func(t model.TensorShape) (int64, bool) {
+		return int64(float64(int64(t.Rows)*int64(t.Cols)) * elemBytes), true
 	}
 }
 

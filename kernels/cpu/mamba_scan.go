@@ -59,9 +59,16 @@ type MambaParams struct {
 // MambaScanScratch is the number of scratch floats MambaScan needs for a
 // batch of at most tokens rows in at most seqs sequences.
 func MambaScanScratch(p *Pool, s Mamba2, tokens, seqs int) int {
+	return MambaScanScratchThreads(p.Threads(), s, tokens, seqs)
+}
+
+// MambaScanScratchThreads is MambaScanScratch for a pool of threads
+// workers, for callers that size the scratch without running the kernels
+// (a plan's dry run).
+func MambaScanScratchThreads(threads int, s Mamba2, tokens, seqs int) int {
 	// Only sequences of ssdMinLen tokens or more have C·B blocks.
 	chunks := tokens/ssdChunk + min(seqs, tokens/ssdMinLen)
-	return chunks*s.Groups*ssdChunk*ssdChunk + p.Threads()*workerScratch(s)
+	return chunks*s.Groups*ssdChunk*ssdChunk + max(1, threads)*workerScratch(s)
 }
 
 // workerScratch is each worker's part of the scan scratch: a chunk's x, B

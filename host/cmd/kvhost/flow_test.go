@@ -30,8 +30,6 @@ const fakeCommit = "5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e"
 // serve answer 503 while it downloads).
 type miniHub struct {
 	srv     *httptest.Server
-	data    []byte
-	sha     string
 	release chan struct{}
 	once    sync.Once
 	mu      sync.Mutex
@@ -43,27 +41,43 @@ func newMiniHub(t *testing.T) *miniHub {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum := sha256.Sum256(data)
-	h := &miniHub{data: data, sha: hex.EncodeToString(sum[:]), release: make(chan struct{})}
+	return newMiniHubFiles(t, map[string][]byte{"stories260K-F32.gguf": data})
+}
+
+// newMiniHubFiles is a miniHub whose org/stories260K-GGUF holds files (LFS
+// files, served by sha256 from the CDN path) and a README.
+func newMiniHubFiles(t *testing.T, files map[string][]byte) *miniHub {
+	h := &miniHub{release: make(chan struct{})}
+	shas := map[string]string{}
+	bySHA := map[string][]byte{}
+	siblings := []any{map[string]any{"rfilename": "README.md"}}
+	for name, data := range files {
+		sum := sha256.Sum256(data)
+		shas[name] = hex.EncodeToString(sum[:])
+		bySHA[shas[name]] = data
+		siblings = append(siblings, map[string]any{"rfilename": name, "size": len(data), "lfs": map[string]any{"sha256": shas[name], "size": len(data)}})
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/models/org/stories260K-GGUF/revision/main", func(w http.ResponseWriter, r *http.Request) {
-		json.NewEncoder(w).Encode(map[string]any{"id": "org/stories260K-GGUF", "sha": fakeCommit, "siblings": []any{
-			map[string]any{"rfilename": "README.md"},
-			map[string]any{"rfilename": "stories260K-F32.gguf", "size": len(data), "lfs": map[string]any{"sha256": h.sha, "size": len(data)}},
-		}})
+		json.NewEncoder(w).Encode(map[string]any{"id": "org/stories260K-GGUF", "sha": fakeCommit, "siblings": siblings})
 	})
-	mux.HandleFunc("/org/stories260K-GGUF/resolve/{rev}/stories260K-F32.gguf", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("/org/stories260K-GGUF/resolve/{rev}/{file...}", func(w http.ResponseWriter, r *http.Request) {
+		sha, ok := shas[r.PathValue("file")]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
 		w.Header().Set("X-Repo-Commit", fakeCommit)
-		w.Header().Set("X-Linked-Etag", `"`+h.sha+`"`)
-		w.Header().Set("X-Linked-Size", fmt.Sprint(len(data)))
-		http.Redirect(w, r, "http://127.0.0.1:"+portOf(h.srv.URL)+"/cdn/"+h.sha, http.StatusFound)
+		w.Header().Set("X-Linked-Etag", `"`+sha+`"`)
+		w.Header().Set("X-Linked-Size", fmt.Sprint(len(bySHA[sha])))
+		http.Redirect(w, r, "http://127.0.0.1:"+portOf(h.srv.URL)+"/cdn/"+sha, http.StatusFound)
 	})
 	mux.HandleFunc("GET /cdn/{sha}", func(w http.ResponseWriter, r *http.Request) {
 		<-h.release
 		h.mu.Lock()
 		h.gets++
 		h.mu.Unlock()
-		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(data))
+		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(bySHA[r.PathValue("sha")]))
 	})
 	h.srv = httptest.NewServer(mux)
 	t.Cleanup(func() { h.open(); h.srv.Close() })

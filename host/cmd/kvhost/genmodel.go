@@ -6,29 +6,62 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/kvhost/kvhost/host/model/gguf"
 	"github.com/kvhost/kvhost/host/model/synth"
 )
 
-func genModel(args []string, stdout, stderr io.Writer) error {
+// genArchs are the architectures gen-model writes: synth's, and the hybrid
+// Mamba-2 writers.
+func genArchs() []string {
+	return append(slices.Clone(synth.Architectures), "nemotron_h", "granitehybrid")
+}
+
+func genModel(args []string, stdout, stderr io.Writer) (err error) {
 	fs := newFlagSet("gen-model", stderr)
-	arch := fs.String("arch", "llama", "architecture (llama)")
+	arch := fs.String("arch", "llama", "architecture: llama | mistral | gemma2 | gemma3 | gpt-oss (sliding window of 16/64/128 tokens on tiny/small/medium) | qwen3moe (GQA + routed experts) | deepseek2 (V2-Lite shape: MLA, softmax group-limited routing, shared experts) | deepseek3 (a deepseek2 file with V3's q_lora and sigmoid routing) | nemotron_h | granitehybrid (hybrid Mamba-2: f32, f16 or bf16)")
 	size := fs.String("size", "small", "tiny | small (≈15M params) | medium (≈110M params)")
+	var lim gguf.SplitLimits
+	fs.Func("split-max-tensors", "write llama.cpp gguf-split shards OUT-00001-of-0000N.gguf of at most N tensors each (default 0: one file)", func(s string) error {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return fmt.Errorf("%q is out of range: 0 (one file) or more", s)
+		}
+		lim.MaxTensors = n
+		return nil
+	})
+	fs.Var((*byteSize)(&lim.MaxBytes), "split-max-size", "write gguf-split shards of at most this much tensor data each, e.g. 2G (0: one file)")
 	dtype := fs.String("dtype", "f32", "file type: f32 | f16 | bf16 | q8_0 | q4_0 | q4_1 | q5_0 | q5_1 | q2_k | q3_k_m | q4_k_s | q4_k_m | q5_k_s | q5_k_m | q6_k | iq4_nl | iq4_xs (quantized types mixed per tensor as llama-quantize mixes them)")
 	out := fs.String("out", "", "output GGUF file (required)")
+	defer func() {
+		// Whichever architecture wrote --out, the split rewrites it.
+		if err == nil && lim != (gguf.SplitLimits{}) {
+			err = splitGenerated(*out, lim, stdout)
+		}
+	}()
 	tok := fs.String("tokenizer", "spm", "spm (SentencePiece, Llama-2 chat template) | bpe (byte-level BPE, ChatML template with tools)")
 	vocab := fs.Int("vocab", 0, "vocabulary size (0: the preset's; bpe needs at least 512)")
+	experts := fs.Int("experts", 0, "granitehybrid: a mixture of N SwiGLU experts (2 per token, half the MLP's width) beside the shared MLP in every layer (0: dense)")
 	if err := fs.Parse(args); err != nil {
 		return err
-	}
-	if *arch != "llama" {
-		return fmt.Errorf("gen-model: architecture %q is not supported (llama)", *arch)
 	}
 	if *out == "" {
 		return fmt.Errorf("gen-model: --out is required")
 	}
-	spec, err := synth.Preset(*size, *dtype)
+	if *experts != 0 && *arch != "granitehybrid" {
+		return fmt.Errorf("gen-model: --experts is for --arch granitehybrid")
+	}
+	if *arch == "nemotron_h" || *arch == "granitehybrid" {
+		return genHybrid(*arch, *size, *dtype, *out, *vocab, *experts, stdout)
+	}
+	if !slices.Contains(synth.Architectures, *arch) {
+		return fmt.Errorf("gen-model: architecture %q is not supported (%s)", *arch, strings.Join(genArchs(), ", "))
+	}
+	spec, err := synth.ArchPreset(*arch, *size, *dtype)
 	if err != nil {
 		return err
 	}
@@ -76,5 +109,54 @@ func genModel(args []string, stdout, stderr io.Writer) error {
 	}
 	st, _ := os.Stat(*out)
 	fmt.Fprintf(stdout, "wrote %s (%.1f MiB) in %s\n", *out, float64(st.Size())/(1<<20), time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// genHybrid writes a hybrid Mamba-2 model (synth.WriteHybrid).
+func genHybrid(arch, size, dtype, out string, vocab, experts int, stdout io.Writer) error {
+	spec, err := synth.HybridPreset(arch, size, dtype)
+	if err != nil {
+		return fmt.Errorf("gen-model: %w", err)
+	}
+	if experts != 0 {
+		if arch != "granitehybrid" || experts < 2 || experts > 256 {
+			return fmt.Errorf("gen-model: --experts %d: granitehybrid only, in [2, 256]", experts)
+		}
+		spec.Experts, spec.ExpertsUsed, spec.ExpertFF = experts, 2, spec.FF/2
+		spec.Name += fmt.Sprintf("-moe%d", experts)
+	}
+	if vocab != 0 {
+		if vocab < 512 || vocab > 1<<20 {
+			return fmt.Errorf("gen-model: --vocab %d out of range [512, %d]", vocab, 1<<20)
+		}
+		spec.Vocab = vocab
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return err
+	}
+	start := time.Now()
+	fmt.Fprintf(stdout, "generating %s (%d parameters, layers %s) ...\n", spec.Name, spec.Params(), spec.Pattern)
+	tmp := out + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	err = synth.WriteHybrid(w, spec)
+	if err == nil {
+		err = w.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, out)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("gen-model: %w", err)
+	}
+	st, _ := os.Stat(out)
+	fmt.Fprintf(stdout, "wrote %s (%.1f MiB) in %s\n", out, float64(st.Size())/(1<<20), time.Since(start).Round(time.Millisecond))
 	return nil
 }

@@ -65,7 +65,8 @@ const pullUsage = `Usage: kvhost pull [--json] ORG/NAME[@REVISION][:QUANT|:FILE]
 
 Downloads a model from the Hugging Face Hub into the Hugging Face cache
 (shared with Python tools): a GGUF file picked by quantization (Q4_K_M, Q8_0,
-...) or by name, or a safetensors repository (config, tokenizer, shards).
+...) or by name (a split GGUF: all its shards), or a safetensors repository
+(config, tokenizer, shards).
 Interrupted downloads resume. Prints the path to give to kvhost serve --model.
 
 Environment: HF_TOKEN (gated or private models), HF_ENDPOINT (a mirror;
@@ -141,15 +142,15 @@ func listCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		} else if len(r.Snapshots) > 0 {
 			rev = r.Snapshots[0].Commit[:min(12, len(r.Snapshots[0].Commit))]
 		}
-		var files []string
+		var snap hub.Snapshot
 		if len(r.Snapshots) > 0 {
-			files = r.Snapshots[0].Files
+			snap = r.Snapshots[0]
 		}
 		size := humanBytes(r.Bytes)
 		if r.Partial > 0 {
 			size += fmt.Sprintf(" (%s partial)", humanBytes(r.Partial))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Repo, size, rev, r.Modified.Format("2006-01-02 15:04"), summarize(files))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Repo, size, rev, r.Modified.Format("2006-01-02 15:04"), summarize(snap))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -158,19 +159,24 @@ func listCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return nil
 }
 
-// summarize names the model files of a snapshot (GGUF files by name, the
-// rest counted).
-func summarize(files []string) string {
-	var ggufs []string
-	for _, f := range files {
-		if strings.HasSuffix(f, ".gguf") {
-			ggufs = append(ggufs, f)
+// summarize names the models of a snapshot (GGUF models by file name, a
+// split model once with its shard count; other files counted).
+func summarize(s hub.Snapshot) string {
+	var names []string
+	for _, m := range s.Models {
+		switch {
+		case len(m.Missing) > 0:
+			names = append(names, fmt.Sprintf("%s (%d of %d shards)", m.File, len(m.Shards), len(m.Shards)+len(m.Missing)))
+		case m.Shards != nil:
+			names = append(names, fmt.Sprintf("%s (%d shards)", m.File, len(m.Shards)))
+		default:
+			names = append(names, m.File)
 		}
 	}
-	if len(ggufs) > 0 {
-		return strings.Join(ggufs, ", ")
+	if len(names) > 0 {
+		return strings.Join(names, ", ")
 	}
-	return fmt.Sprintf("%d files", len(files))
+	return fmt.Sprintf("%d files", len(s.Files))
 }
 
 func rmCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {

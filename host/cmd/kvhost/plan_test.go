@@ -173,6 +173,13 @@ func TestPlanCLIReproducesSpecVectors(t *testing.T) {
 			{"pools.{name=full}.cell_bytes", 24576, 0}, {"pools.{name=swa}.cell_bytes", 24576, 0},
 		}},
 		{"V7 page 64", compat(OSS, with(budget50, "--page-size", "64")...), []want{{"sglang.units.full", 1213568, 0}, {"sglang.units.swa", 970816, 0}}},
+		// Issue 16: gpt-oss-120b (18 full + 18 sliding layers): hybrid cell
+		// 18·2048 + 0.8·18·2048 = 66 355.2 B, floor(50 GiB / cell) = 809 086.
+		{"gpt-oss-120b hybrid", compat(config("gpt-oss-120b"), budget50...), []want{
+			{"sglang.budget_bytes", 53687091200, 0}, {"sglang.units.full", 809086, 0}, {"sglang.units.swa", 647268, 0},
+			{"pools.{name=full}.cell_bytes", 36864, 0}, {"pools.{name=swa}.cell_bytes", 36864, 0},
+		}},
+		{"gpt-oss-120b page 64", compat(config("gpt-oss-120b"), with(budget50, "--page-size", "64")...), []want{{"sglang.units.full", 809024, 0}, {"sglang.units.swa", 647168, 0}}},
 		// V8 Qwen3-Next-80B-A3B, TP4, rest 30 GiB.
 		{"V8 Qwen3-Next", compat(QN, rest30...), []want{
 			{"pools.{name=state}.cell_bytes", 19316736, 0}, {"pools.{name=kv}.cell_bytes", 12288, 0},

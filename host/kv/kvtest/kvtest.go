@@ -99,10 +99,34 @@ func SetSlots(t testing.TB, a *alloc.Direct, decl []sdk.Pool, needs []kv.LayerNe
 	return s
 }
 
-// MHA is Set over DeclareMHA: one full-attention pool of pages pages.
+// DeclareMLA is what the mla configurator declares for an MLA model with
+// needs' latent rows: one latent pool "kv".
+func DeclareMLA(needs []kv.LayerNeed, kvDType string, pageSize int) ([]sdk.Pool, error) {
+	if len(needs) == 0 || !needs[0].Latent {
+		return nil, fmt.Errorf("kvtest: no latent layers")
+	}
+	n := needs[0]
+	cfg, err := json.Marshal(map[string]any{"architectures": []string{"DeepseekV2ForCausalLM"}, "num_hidden_layers": len(needs),
+		"kv_lora_rank": n.VHeadDim, "qk_rope_head_dim": n.HeadDim - n.VHeadDim})
+	if err != nil {
+		return nil, err
+	}
+	p, err := layout.MLA{}.Plan(sdk.ConfigureInput{Model: cfg, Host: sdk.HostFacts{KVDType: kvDType, PageSize: int64(pageSize)}.WithDefaults()})
+	if err != nil {
+		return nil, err
+	}
+	return p.Pools(), nil
+}
+
+// MHA is Set over DeclareMHA: one full-attention pool of pages pages (over
+// DeclareMLA's latent pool when the layers are MLA's).
 func MHA(t testing.TB, a *alloc.Direct, needs []kv.LayerNeed, kvDType string, pageSize, pages int) *kv.Set {
 	t.Helper()
-	decl, err := DeclareMHA(needs, kvDType, pageSize)
+	declare := DeclareMHA
+	if len(needs) > 0 && needs[0].Latent {
+		declare = DeclareMLA
+	}
+	decl, err := declare(needs, kvDType, pageSize)
 	if err != nil {
 		t.Fatal(err)
 	}

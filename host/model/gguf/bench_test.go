@@ -4,6 +4,8 @@ import (
 	"github.com/kvhost/kvhost/internal/testmodels"
 	"io"
 	"os"
+	"path/filepath"
+	"strconv"
 	"testing"
 )
 
@@ -39,5 +41,27 @@ func BenchmarkWriteStories260K(b *testing.B) {
 		if err := Write(io.Discard, f.KVs, specs, f.Alignment); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkOpenModel opens stories260K as one file and as gguf-split shards
+// of 8 tensors (openat, mmap and a header parse per shard).
+func BenchmarkOpenModel(b *testing.B) {
+	path := testmodels.MustStories260K(b)
+	shards, err := SplitFile(path, filepath.Join(b.TempDir(), "s"), SplitLimits{MaxTensors: 8})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct{ name, path string }{{"merged", path}, {"split" + strconv.Itoa(len(shards)), shards[0]}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				f, err := OpenModel(c.path)
+				if err != nil {
+					b.Fatal(err)
+				}
+				f.Close()
+			}
+		})
 	}
 }

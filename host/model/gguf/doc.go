@@ -34,6 +34,27 @@
 // decoders and llama.cpp-style quantizers, the one place each layout is
 // written down.
 //
+// Split models (llama.cpp's gguf-split format, split.go): shards named
+// PREFIX-00001-of-0000N.gguf, each a valid GGUF holding some tensors and the
+// keys split.no, split.count and split.tensors.count, the first also the
+// model's metadata. OpenModel opens one from any shard's path as one File and
+// upholds, naming the offending shard's number and path in a *SplitError:
+//
+//   - every shard the name calls for is present and parses (each under the
+//     invariants above, against its own bytes);
+//   - each shard's split.count is the named count and its split.no its
+//     index; split.tensors.count, where present, is the total;
+//   - tensor names are unique across shards;
+//   - a file whose split.count is above 1 but whose name is not a shard's is
+//     refused (its siblings cannot be found).
+//
+// Each tensor of a split model is a view of its own shard's mapping
+// (TensorInfo.Shard), and TensorFile names that shard's open file and the
+// offset, so a device that maps files serves it in place: a split model
+// costs exactly the memory of the merged file. WriteSplit and SplitFile
+// write shards, grouping tensors as llama-gguf-split --split-max-tensors /
+// --split-max-size do.
+//
 // Write produces version 3 files in the layout llama.cpp and the Python gguf
 // package write and read: KVs, tensor infos, padding, then each tensor's data
 // at an aligned offset.

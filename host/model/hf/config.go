@@ -89,7 +89,7 @@ func (t *TokenIDs) UnmarshalJSON(b []byte) error {
 // ParseConfig parses config.json bytes.
 func ParseConfig(b []byte) (Config, error) {
 	var c Config
-	if err := json.Unmarshal(b, &c); err != nil {
+	if err := json.Unmarshal(PythonJSON(b), &c); err != nil {
 		return Config{}, fmt.Errorf("hf: config.json: %w", err)
 	}
 	return c, nil
@@ -145,4 +145,51 @@ func (c Config) Validate() error {
 		return fmt.Errorf("hf: config.json: %w", err)
 	}
 	return nil
+}
+
+// PythonJSON quotes the bare Infinity, -Infinity and NaN tokens Python's json
+// module writes outside strings (transformers saves config.json with it,
+// so a time_step_limit of (0, inf) reads [0.0, Infinity]), so
+// encoding/json can parse the file; the strings are left to the fields'
+// own parsers.
+func PythonJSON(b []byte) []byte {
+	if !bytes.Contains(b, []byte("Infinity")) && !bytes.Contains(b, []byte("NaN")) {
+		return b
+	}
+	out := make([]byte, 0, len(b)+16)
+	inStr, esc := false, false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if inStr {
+			out = append(out, c)
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inStr = false
+			}
+			continue
+		}
+		if c == '"' {
+			inStr = true
+			out = append(out, c)
+			continue
+		}
+		for _, tok := range []string{"-Infinity", "Infinity", "NaN"} {
+			if bytes.HasPrefix(b[i:], []byte(tok)) {
+				out = append(out, '"')
+				out = append(out, tok...)
+				out = append(out, '"')
+				i += len(tok) - 1
+				c = 0
+				break
+			}
+		}
+		if c != 0 {
+			out = append(out, c)
+		}
+	}
+	return out
 }

@@ -95,6 +95,9 @@ func (mx *mixture) typeOf(p tensorPlan) gguf.TensorType {
 	if !t.Dequantizable() { // f32, f16, bf16: every matrix as is
 		return t
 	}
+	if p.router {
+		return gguf.TypeF32
+	}
 	id := mx.f.id
 	switch name := p.name; {
 	case name == "output.weight":

@@ -20,10 +20,14 @@ const chunkElems = 1 << 20
 const maxHeader = 256 << 20
 
 func (p tensorPlan) dims() []uint64 {
+	d := []uint64{uint64(p.cols), uint64(p.rows)}
 	if p.vec {
-		return []uint64{uint64(p.cols)}
+		d = d[:1]
 	}
-	return []uint64{uint64(p.cols), uint64(p.rows)}
+	if p.depth > 0 {
+		d = append(d, uint64(p.depth))
+	}
+	return d
 }
 
 // stream writes exactly what gguf.Write(w, kvs, tensors, 0) writes for the
@@ -42,7 +46,10 @@ func stream(w io.Writer, s Spec, kvs []gguf.KV, plans []tensorPlan, progress fun
 	var largest, dataLen uint64
 	for i, p := range plans {
 		t := gguf.TensorSpec{Name: p.name, Dims: p.dims(), Type: gguf.TypeF32}
-		if !p.vec {
+		switch {
+		case p.mxfp4:
+			t.Type = gguf.TypeMXFP4
+		case !p.vec:
 			t.Type = mx.typeOf(p)
 		}
 		n, err := t.Type.Bytes(t.Dims)
@@ -125,14 +132,22 @@ func encBytes(t gguf.TensorType, m int) int {
 // tensor writes tensor i of type t and returns its byte count.
 func (g *generator) tensor(i int, p tensorPlan, t gguf.TensorType) (uint64, error) {
 	if p.vec {
-		data := make([]byte, 4*p.cols)
-		for j := 0; j < p.cols; j++ {
-			binary.LittleEndian.PutUint32(data[4*j:], math.Float32bits(1))
+		n := p.cols * max(1, p.depth)
+		data := make([]byte, 4*n)
+		for j := 0; j < n; j++ {
+			v := float32(1) // a norm's weight
+			switch {
+			case p.bias:
+				v = float32(0.1 * g.r.normal())
+			case p.std > 0:
+				v = float32(p.mean + g.r.normal()*p.std)
+			}
+			binary.LittleEndian.PutUint32(data[4*j:], math.Float32bits(v))
 		}
 		_, err := g.w.Write(data)
 		return uint64(len(data)), wrapWrite(err)
 	}
-	n := p.rows * p.cols
+	n := p.rows * p.cols * max(p.depth, 1)
 	chunks := (n + chunkElems - 1) / chunkElems
 	if !g.parallel {
 		buf := make([]byte, encBytes(t, chunkElems))
@@ -221,6 +236,14 @@ func fill(t gguf.TensorType, buf []byte, r *rng, std float64) {
 	case gguf.TypeF32:
 		for j := 0; j < len(buf); j += 4 {
 			binary.LittleEndian.PutUint32(buf[j:], math.Float32bits(float32(r.normal()*std)))
+		}
+	case gguf.TypeMXFP4:
+		vals := make([]float32, 32)
+		for b := 0; b < len(buf); b += 17 {
+			for j := range vals {
+				vals[j] = float32(r.normal() * std)
+			}
+			quantizeMXFP4(buf[b:b+17], vals)
 		}
 	default:
 		vals := make([]float32, len(buf)/int(t.TypeSize())*int(t.BlockSize()))

@@ -25,6 +25,17 @@ type Spec struct {
 	Seed  uint64
 	// RopeTheta is llama.rope.freq_base; 0 means 10000.
 	RopeTheta float32
+	// Arch is the architecture: "" or llama, the sliding-window family
+	// (mistral, gemma2, gemma3, gpt-oss: swa.go, with Window the sliding
+	// window) or the expert family (qwen3moe, deepseek2: moe.go, with its
+	// MoE and MLA shapes); Architectures lists them.
+	Arch   string
+	Window int
+	// Experts and ExpertsUsed are gpt-oss's expert count and top-k;
+	// DenseExperts stores the experts in DType instead of MXFP4 (as the
+	// converter does for a dequantized checkpoint).
+	Experts, ExpertsUsed int
+	DenseExperts         bool
 	// Tokenizer is "spm" (the default: a SentencePiece vocabulary, the
 	// Llama-2 template) or "bpe" (byte-level BPE, NewBPEVocab, the
 	// ChatML template with tools).
@@ -34,6 +45,8 @@ type Spec struct {
 	// cores, for multi-GB models; the bytes differ from the sequential
 	// stream the small presets use.
 	Parallel bool
+	MoE      *MoESpec
+	MLA      *MLASpec
 }
 
 // Sizes are the presets `gen-model --size` offers.
@@ -62,6 +75,12 @@ func Preset(size, dtype string) (Spec, error) {
 
 // Params counts the parameters of the spec (tied embeddings are not used).
 func (s Spec) Params() int64 {
+	if s.MoE != nil {
+		return s.archParams()
+	}
+	if s.Arch != "" && s.Arch != "llama" {
+		return swaParams(s)
+	}
 	h, i, hd := int64(s.Hidden), int64(s.Intermediate), int64(s.Hidden/s.Heads)
 	kv := int64(s.KVHeads) * hd
 	per := 2*h + h*h*2 + 2*h*kv + 3*h*i
@@ -93,7 +112,14 @@ func (r *rng) normal() float64 {
 // chunk at a time is in memory, whatever the model's size. progress, if
 // set, is called with (tensors done, tensors total).
 func Write(w io.Writer, s Spec, progress func(done, total int)) error {
-	kvs, plans, err := layout(s)
+	lay := layout
+	switch {
+	case swaArch(s.Arch):
+		lay = layoutSWA
+	case s.Arch != "" && s.Arch != "llama":
+		lay = archLayout
+	}
+	kvs, plans, err := lay(s)
 	if err != nil {
 		return err
 	}
@@ -107,6 +133,15 @@ type tensorPlan struct {
 	rows, cols int
 	std        float64
 	vec        bool
+	// depth > 0 stacks that many matrices (or vectors) as a third (second)
+	// dimension (experts, heads); router matrices stay F32 in quantized
+	// files (as llama-quantize keeps ffn_gate_inp); a bias vector is drawn
+	// ~ N(0, 0.1²) and a vector with std > 0 ~ N(mean, std²) instead of
+	// ones; mxfp4 stores the matrix as MXFP4.
+	depth        int
+	router, bias bool
+	mean         float64
+	mxfp4        bool
 }
 
 // layout returns the metadata and the tensors, in file order.

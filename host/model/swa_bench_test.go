@@ -1,0 +1,126 @@
+package model
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/kvhost/kvhost/configurators/layout"
+	"github.com/kvhost/kvhost/host/model/synth"
+	"github.com/kvhost/kvhost/sdk"
+)
+
+// swaBenchModel generates (once per temp dir) arch at size in f32.
+func swaBenchModel(b *testing.B, arch, size string) string {
+	b.Helper()
+	path := filepath.Join(os.TempDir(), "kvhost-bench-models", arch+"-"+size+"-f32.gguf")
+	if _, err := os.Stat(path); err == nil {
+		return path
+	}
+	spec, err := synth.ArchPreset(arch, size, "f32")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	f, err := os.Create(path + ".tmp")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := synth.Write(f, spec, nil); err != nil {
+		b.Fatal(err)
+	}
+	f.Close()
+	if err := os.Rename(path+".tmp", path); err != nil {
+		b.Fatal(err)
+	}
+	return path
+}
+
+// BenchmarkSWA reports decode tok/s (one sequence, eager, past the window
+// with its pages released) and prefill tok/s (a 512-token prompt in
+// 256-token chunks) of each sliding-window architecture's small and medium
+// generated model, on the pools the swa configurator declares.
+func BenchmarkSWA(b *testing.B) {
+	for _, a := range swaArchs {
+		for _, size := range []string{"small", "medium"} {
+			b.Run(fmt.Sprintf("%s-%s/decode", a.arch, size), func(b *testing.B) {
+				r := loadSWA(b, swaBenchModel(b, a.arch, size), a.hf, 256)
+				seq := &swaSeq{r: r}
+				defer seq.release()
+				logits := seq.forward(b, []int32{1, 2, 3, 4, 5, 6, 7, 8}, 0, 1)
+				pos := 8
+				b.ReportAllocs()
+				b.ResetTimer()
+				for range b.N {
+					if pos == r.m.Config.ContextLen {
+						b.StopTimer()
+						seq.release()
+						pos = 0
+						b.StartTimer()
+					}
+					logits = seq.forward(b, []int32{int32(argmax32(logits))}, pos, 1)
+					pos++
+				}
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tok/s")
+			})
+			b.Run(fmt.Sprintf("%s-%s/prefill", a.arch, size), func(b *testing.B) {
+				r := loadSWA(b, swaBenchModel(b, a.arch, size), a.hf, 256)
+				toks := make([]int32, 512)
+				for j := range toks {
+					toks[j] = int32(1 + j*97%31000)
+				}
+				b.ResetTimer()
+				for range b.N {
+					seq := &swaSeq{r: r}
+					for s := 0; s < len(toks); s += 256 {
+						seq.forward(b, toks[s:s+256], s, 1)
+					}
+					seq.release()
+				}
+				b.ReportMetric(float64(b.N*len(toks))/b.Elapsed().Seconds(), "tok/s")
+			})
+		}
+	}
+}
+
+// TestSWASequencesPerGiB: how many 8,192-token sequences a KV budget of
+// f16 holds (1 GiB for gpt-oss-20b; 8 GiB for Gemma-2-9B, of which one
+// such sequence takes 2.1 GB) with the window pool (a sequence keeps every token of the full
+// layers, at most window + 2 pages of each sliding layer: what the engine's
+// trimming leaves, TestSWAMatchesFloat64Reference's bound) against the same
+// model served as full attention, for the published Gemma-2-9B and
+// gpt-oss-20b configs with the swa configurator's cells.
+func TestSWASequencesPerGiB(t *testing.T) {
+	const gib, ctx, page = 1 << 30, 8192, 16
+	for _, tc := range []struct {
+		name       string
+		budget     int64
+		window, sw int64 // sliding window; sequences with the window pool
+		full       int64 // as full attention
+	}{
+		{"gemma-2-9b-it", 8 * gib, 4096, 4, 3}, {"gpt-oss-20b", gib, 128, 5, 2},
+	} {
+		plan, err := layout.SWA{}.Plan(sdk.ConfigureInput{Model: readConfig(t, tc.name), Host: sdk.HostFacts{KVDType: sdk.KVFP16, PageSize: page}.WithDefaults()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var full, swa int64
+		for _, p := range plan.Pools() {
+			if p.Kind == sdk.SlidingWindow {
+				swa = p.BytesPerUnit
+			} else {
+				full = p.BytesPerUnit
+			}
+		}
+		perSeq := ctx*full + min(ctx, (tc.window/page+2)*page)*swa
+		withWindow, asFull := tc.budget/perSeq, tc.budget/(ctx*(full+swa))
+		t.Logf("%s: %d B/token full layers, %d B/token sliding layers: %d sequences of 8k tokens in %d GiB with the window pool, %d as full attention",
+			tc.name, full, swa, withWindow, tc.budget/gib, asFull)
+		if withWindow != tc.sw || asFull != tc.full {
+			t.Errorf("%s: %d with the window, %d as full attention; want %d and %d", tc.name, withWindow, asFull, tc.sw, tc.full)
+		}
+	}
+}

@@ -20,7 +20,7 @@ FUZZTIME ?= 10s
 
 SOAK_SECONDS ?= 300
 
-.PHONY: all build run run-demo test test-deploy test-short bench bench-compare check plugins clean fuzz web soak kernels build-cuda check-cuda gpu-check static release shared-note
+.PHONY: all build run run-demo test test-deploy test-short bench bench-compare bench-prefix check plugins clean fuzz web soak kernels build-cuda check-cuda gpu-check static release shared-note
 
 all: build
 
@@ -98,6 +98,15 @@ bench: plugins
 COMPAREFLAGS ?=
 bench-compare: plugins
 	$(GO) run ./bench/compare $(COMPAREFLAGS)
+
+# Issue 18's prefix-cache benchmark: a concurrent multi-turn chat replay
+# on gen-model medium, the cache off and on in alternating rounds, printing
+# prompt tokens computed, TTFT p50/p95 and total time (medians, ranges,
+# on/off). A benchmark, never part of CI; ~10 minutes on 2 vCPUs. Flags:
+# PREFIXFLAGS='-rounds 5 -size small' (go run ./bench/prefix -h).
+PREFIXFLAGS ?=
+bench-prefix:
+	$(GO) run ./bench/prefix $(PREFIXFLAGS)
 
 # Issue 7's soak: 64 clients for SOAK_SECONDS (default 5 minutes) with
 # disconnects, cancellations, sampler swaps and hostile uploads.

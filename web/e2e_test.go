@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -223,8 +224,9 @@ func TestE2EDashboard(t *testing.T) {
 				t.Errorf("KV pool table lacks %q:\n%s", want, kvTable)
 			}
 		}
-		if n := eval[float64](p, `Chart.getChart(document.getElementById('mem-kv-live')).data.datasets.length`); n != 3 {
-			t.Errorf("live KV chart has %v pools, want 3", n)
+		// Three pools, and the cached share of each token pool (dashed).
+		if n := eval[float64](p, `Chart.getChart(document.getElementById('mem-kv-live')).data.datasets.length`); n != 5 {
+			t.Errorf("live KV chart has %v lines, want 5 (3 pools, 2 token pools' cached share)", n)
 		}
 		if errs := p.log.errors(nil); len(errs) > 0 {
 			t.Fatalf("console errors on load: %v", errs)
@@ -233,6 +235,32 @@ func TestE2EDashboard(t *testing.T) {
 			t.Fatalf("title %q", title)
 		}
 		p.shot("01-memory")
+	})
+
+	t.Run("prefix cache hit rate and cached share", func(t *testing.T) {
+		p.t = t
+		// The fake's work: 3,300 of 4,000 looked-up tokens hit; 512 of
+		// 4,096 and 256 of 1,024 pages held by the cache alone.
+		p.waitJS("prefix line", `document.getElementById('mem-prefix').dataset.hitRate === '82.5'`)
+		if got := eval[string](p, `document.getElementById('mem-prefix').dataset.cachedShare`); got != "15.0" {
+			t.Errorf("cached share %q, want 15.0 (768 of 5,120 pages)", got)
+		}
+		line := eval[string](p, `document.getElementById('mem-prefix').textContent`)
+		for _, want := range []string{"hit rate 82.5%", "3,300 of 4,000 prompt tokens", "cached 12,288 tokens, 15.0%"} {
+			if !strings.Contains(line, want) {
+				t.Errorf("prefix line lacks %q: %s", want, line)
+			}
+		}
+		// The dashed line of the full pool is its cached share, 12.5%.
+		last := eval[float64](p, `(() => { const d = Chart.getChart(document.getElementById('mem-kv-live')).data.datasets.find((x) => x.label === 'full (full) cached'); return d.data[d.data.length - 1]; })()`)
+		if last != 12.5 {
+			t.Errorf("cached share of the full pool charted %v%%, want 12.5", last)
+		}
+		// /v1/memory's table: 200 of the full pool's 4,096 pages cached.
+		cells := eval[[]string](p, `[...document.querySelectorAll('#mem-kv-table td.cached')].map((e) => e.textContent)`)
+		if fmt.Sprint(cells) != "[3,200 tokens (4.9%) 0 tokens (0.0%) —]" {
+			t.Errorf("KV table's prefix cache column %q", cells)
+		}
 	})
 
 	t.Run("ledger chart totals match /v1/memory", func(t *testing.T) {
@@ -266,6 +294,9 @@ func TestE2EDashboard(t *testing.T) {
 		p.waitJS("two work samples", `(Chart.getChart(document.getElementById('work-rate'))?.data.labels.length ?? 0) >= 2 && Number(document.querySelector('#work-tiles [data-key="tokens/s in"] .v').textContent) > 0`)
 		if got := eval[string](p, `document.querySelector('#work-tiles [data-key="running"] .v').textContent`); got != "3" {
 			t.Fatalf("running tile %q", got)
+		}
+		if got := eval[string](p, `document.querySelector('#work-tiles [data-key="prefix cache hits"] .v').textContent`); got != "82.5%" {
+			t.Fatalf("prefix cache tile %q, want 82.5%%", got)
 		}
 		if got := eval[string](p, `document.querySelector('#work-errors tbody td:last-child').textContent`); got != "queue_full" {
 			t.Fatalf("recent error kind %q", got)

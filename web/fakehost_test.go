@@ -155,13 +155,15 @@ func (f *fakeHost) work(ctx context.Context) (any, error) {
 		"time": time.Now(), "running": 3, "waiting": 1, "preemptions": 2, "steps": int(el * 50),
 		"graph_steps": int(el * 40), "eager_decode_steps": 3, "kv_usage": float64(used) / 4096,
 		"kv_pools": []map[string]any{
-			{"name": "full", "kind": "full", "unit": "token", "page_size": 16, "pages": 4096, "free_pages": 4096 - used, "capacity_tokens": 65536, "used_tokens": used * 16},
-			{"name": "swa", "kind": "window", "unit": "token", "window": 4096, "page_size": 16, "pages": 1024, "free_pages": 200, "capacity_tokens": 16384, "used_tokens": 824 * 16},
+			{"name": "full", "kind": "full", "unit": "token", "page_size": 16, "pages": 4096, "free_pages": 4096 - used, "cached_pages": 512, "cached_tokens": 512 * 16, "capacity_tokens": 65536, "used_tokens": (used - 512) * 16},
+			{"name": "swa", "kind": "window", "unit": "token", "window": 4096, "page_size": 16, "pages": 1024, "free_pages": 200, "cached_pages": 256, "cached_tokens": 256 * 16, "capacity_tokens": 16384, "used_tokens": (824 - 256) * 16},
 			{"name": "state", "kind": "state", "unit": "request", "page_size": 1, "pages": 64, "free_pages": 61, "slots": 64, "used_slots": 3},
 		},
 		"requests": 41, "errors": 1, "tokens_in": int(el * 300), "tokens_out": int(el*120) + int(f.tokensOut),
 		"recent_errors": []map[string]any{{"time": time.Now().Add(-time.Minute), "route": "/v1/completions", "kind": "queue_full",
 			"status": 429, "message": "the request queue is full; retry later", "request_id": "4f1c2a9e8b7d6c5e4f1c2a9e8b7d6c5e"}},
+		"prefix_cache": map[string]any{"queries_tokens": 4000, "hits_tokens": 3300, "block_tokens": 16, "nodes": 9, "tokens": 12288,
+			"evictable_tokens": 12288, "pages": []int{512, 256}, "evictable": []int{512, 256}},
 	}, nil
 }
 

@@ -68,10 +68,11 @@ func (e *Engine) forward(batch []model.Seq, owners []*seq) error {
 		s := owners[i]
 		first := b.Start + len(b.Tokens) - b.LogitRows
 		s.cached += len(b.Tokens)
-		if !s.prefilled && s.cached == len(s.tokens) {
-			// The prefill is complete: cache its blocks now, before the
-			// forks share them, so concurrent requests can hit them.
-			s.prefilled = true
+		if !s.prefilled {
+			// Cache the prefill's whole blocks as they are computed (at
+			// the latest before the forks share them), so concurrent
+			// requests with the same prefix hit them.
+			s.prefilled = s.cached == len(s.tokens)
 			e.cachePrefix(s)
 		}
 		if s.req.Embed && s.cached == len(s.tokens) {

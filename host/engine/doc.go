@@ -22,9 +22,12 @@
 // admission matches a request's tokens but the last in the tree, shares
 // the hit pages into its tables, locks the path and starts its prefill
 // after them (an embedding, or prompt logprobs before the first wanted
-// position, limits the match); a completed prefill inserts its whole
-// blocks at once, so concurrent requests with the same prefix share them,
-// and moves the lock onto them; n > 1 forks relock their parent's prefix;
+// position, limits the match); a prefill inserts its whole blocks after
+// every chunk, so concurrent requests with the same prefix share them, and
+// moves the lock onto them; a request that shares a prefix an earlier
+// running request is still prefilling waits for it instead of computing
+// the same blocks beside it, and before its first chunk joins the longest
+// prefix cached by then; n > 1 forks relock their parent's prefix;
 // a finished or preempted sequence inserts what it computed and unlocks
 // (preemption drops references, never cached pages). When a pool is short
 // the unlocked least recently used cached leaves are evicted before any

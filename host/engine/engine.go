@@ -143,6 +143,11 @@ type seq struct {
 	prefilled bool
 	hit       int
 	score     int
+	// fresh: admitted and nothing computed since past the cached prefix
+	// (it may wait for another's prefill and join the prefix that cached,
+	// awaitPrefix); firstRun: this is its first admission (hit is
+	// recorded then).
+	fresh, firstRun bool
 }
 
 // Stats is a snapshot for /health and metrics.

@@ -104,6 +104,7 @@ func (e *Engine) attachPrefix(s *seq) {
 	if e.cache == nil {
 		return
 	}
+	s.fresh = true
 	e.cache.Match(s.tokens[:matchable(s)], &e.match)
 	if e.match.Tokens == 0 {
 		return
@@ -136,17 +137,84 @@ func (e *Engine) countAdmission(s *seq) {
 	}
 	e.prefixQueries.Add(int64(len(s.tokens)))
 	e.prefixHits.Add(int64(s.cached))
-	if s.scheduled.IsZero() {
+	s.firstRun = s.scheduled.IsZero()
+	if s.firstRun {
+		s.hit = min(s.cached, s.prompt)
+	}
+}
+
+// awaitPrefix reports whether s, the i-th running sequence, which has
+// computed nothing past its cached prefix since admission, waits this step
+// for an earlier running sequence still prefilling a longer prefix s
+// shares (whole blocks s may match): that sequence caches its blocks chunk
+// by chunk (cachePrefix), and s takes them (joinPrefix) once it has passed
+// them or stopped prefilling, instead of computing the same prefix beside
+// it. A sequence that does not wait joins whatever the tree caches now
+// (once: its first chunk ends its freshness). Only earlier sequences are
+// waited for, and they get the step's budget first, so the oldest of a
+// group always runs: nobody waits in a cycle. A waiting sequence holds no
+// pages past its cached prefix, and preemption may still take it.
+func (e *Engine) awaitPrefix(s *seq, i int) bool {
+	if e.cache == nil || !s.fresh {
+		return false
+	}
+	want := s.tokens[:matchable(s)]
+	blk := e.cache.Block()
+	for _, o := range e.running[:i] {
+		if o.done || o.prefilled {
+			continue
+		}
+		c := commonPrefix(want, o.tokens) / blk * blk
+		if c > s.cached && o.cached < c {
+			return true
+		}
+	}
+	e.joinPrefix(s)
+	return false
+}
+
+// commonPrefix is the length of the longest common prefix of a and b.
+func commonPrefix(a, b []int32) int {
+	n := min(len(a), len(b))
+	for i := range n {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
+}
+
+// joinPrefix moves s, which has computed nothing since admission, onto
+// the longest cached prefix now in the tree (longer than at admission when
+// another sequence cached its prefill meanwhile): its tables share the new prefix's pages in place of the old
+// (and of any page a failed reserve left), its lock moves, and the extra
+// tokens count as prefix-cache hits.
+func (e *Engine) joinPrefix(s *seq) {
+	e.cache.Match(s.tokens[:matchable(s)], &e.match)
+	if e.match.Tokens <= s.cached {
+		return
+	}
+	for i, p := range e.pools.TokenPools() {
+		p.Release(s.kv.tables[i])
+		s.kv.tables[i] = p.Share(e.match.Pages[i])
+	}
+	old := s.lock
+	s.lock = e.cache.Lock(&e.match)
+	e.cache.Unlock(old)
+	e.prefixHits.Add(int64(e.match.Tokens - s.cached))
+	s.cached = e.match.Tokens
+	if s.firstRun {
 		s.hit = min(s.cached, s.prompt)
 	}
 }
 
 // cachePrefix inserts the whole blocks s has computed into the tree and
 // moves s's lock to the prefix the insert ends at (which covers the pages
-// the tree adopted from s): at the end of a prefill, so that requests with
-// the same prefix share it while s still runs.
+// the tree adopted from s): after every chunk of a prefill, so that
+// requests with the same prefix share it while s still runs (and those
+// waiting for it, awaitPrefix, take it as soon as s has passed it).
 func (e *Engine) cachePrefix(s *seq) {
-	if e.cache == nil || s.cached < e.cache.Block() {
+	if e.cache == nil || s.cached < e.cache.Block() || s.cached/e.cache.Block()*e.cache.Block() <= s.lock.Tokens() {
 		return
 	}
 	h := e.cache.Insert(s.tokens[:s.cached], s.kv.tables, nil)

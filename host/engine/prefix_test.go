@@ -181,7 +181,7 @@ func TestPrefixCacheEqualsRecompute(t *testing.T) {
 		policy Policy
 	}{
 		{"gen-model tiny", tinyModel(t), 100, 36, FCFS},
-		{"gen-model tiny, lpm", tinyModel(t), 100, 36, LPM},
+		{"gen-model tiny, lpm", tinyModel(t), 100, 26, LPM},
 		{"stories260K", testmodels.MustStories260K(t), 3, 36, FCFS},
 		// MLA's latent pool (one row per token) and routed experts
 		{"gen-model deepseek3 tiny, latent pool", archModel(t, "deepseek3"), 100, 36, FCFS},

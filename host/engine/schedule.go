@@ -172,9 +172,10 @@ func (e *Engine) step() {
 	for i := 0; i < len(e.running) && budget > 0; i++ {
 		s := e.running[i]
 		rest := len(s.tokens) - s.cached
-		if s.done || rest <= 1 && s.cached > 0 || e.inBatch(s) {
+		if s.done || rest <= 1 && s.cached > 0 || e.inBatch(s) || e.awaitPrefix(s, i) {
 			continue
 		}
+		rest = len(s.tokens) - s.cached // joinPrefix may have grown the hit
 		n := min(rest, budget)
 		if !chunking {
 			// Whole prompts only: one that does not fit the budget waits,
@@ -245,6 +246,7 @@ func (e *Engine) preemptOther(s *seq) bool {
 }
 
 func (e *Engine) add(s *seq, n int) {
+	s.fresh = false
 	rows := 0
 	if s.cached+n == len(s.tokens) {
 		rows = 1

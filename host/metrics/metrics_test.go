@@ -352,6 +352,13 @@ func TestWork(t *testing.T) {
 		w.Requests != 1 || w.Errors != 1 || len(w.RecentErrors) != 1 || w.RecentErrors[0].Message != "internal server error" || len(w.KVPools) != 2 || w.KVUsage == nil || *w.KVUsage != 0.5 {
 		t.Fatalf("work = %+v", w)
 	}
+	if w.PrefixCache != nil {
+		t.Fatalf("no prefix cache, yet work reports %+v", w.PrefixCache)
+	}
+	h.load.Prefix = &radix.Usage{Queries: 40, Hits: 30, Block: 16}
+	if w := m.Work(); w.PrefixCache == nil || w.PrefixCache.Queries != 40 || w.PrefixCache.Hits != 30 {
+		t.Fatalf("prefix cache in work: %+v", w.PrefixCache)
+	}
 }
 
 func TestConcurrentObserverAndScrape(t *testing.T) {

@@ -3,6 +3,7 @@ package metrics
 import (
 	"time"
 
+	"github.com/kvhost/kvhost/host/kv/radix"
 	"github.com/kvhost/kvhost/host/ledger"
 )
 
@@ -25,6 +26,9 @@ type Work struct {
 	TokensIn         int64           `json:"tokens_in"`
 	TokensOut        int64           `json:"tokens_out"`
 	RecentErrors     []ErrorEvent    `json:"recent_errors"`
+	// PrefixCache is the prefix cache's hit counters (tokens) and
+	// contents, null when it is off: the dashboard's hit rate.
+	PrefixCache *radix.Usage `json:"prefix_cache"`
 }
 
 // Work reads the sources and counters once (the JSON behind the
@@ -37,6 +41,7 @@ func (m *Metrics) Work() Work {
 		st = m.src.Engine()
 		w.Running, w.Waiting, w.Preemptions, w.Steps = st.Running, st.Waiting, st.Preemptions, st.Steps
 		w.GraphSteps, w.EagerDecodeSteps = st.GraphSteps, st.EagerDecodeSteps
+		w.PrefixCache = st.Prefix
 	}
 	if m.src.Ledger != nil {
 		if p := m.src.Ledger.Snapshot().KVPools; p != nil {

@@ -17,6 +17,7 @@
 //	POST /v1/chat/completions  messages rendered by Backend.Chat()
 //	POST /generate             SGLang's native API (see native.go for the shape)
 //	GET  /v1/memory, GET /metrics, /admin/..., GET /* (Web)   Options mount points
+//	POST /admin/reset_prefix_cache, /admin/flush_cache  ResetPrefixCacheHandler (cache.go), mounted under Admin
 //
 // # Request rules
 //

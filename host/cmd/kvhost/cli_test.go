@@ -119,11 +119,11 @@ device-memory: 2GiB
 		}
 	}
 	for args, want := range map[string]string{
-		"--schedule-policy lifo":                                                           `--schedule-policy "lifo": use fcfs or lpm`,
-		"--schedule-policy lpm --disable-radix-cache":                                      "cannot be used with --disable-radix-cache",
-		`--kv-events-config {"enable_kv_cache_events":true} --disable-radix-cache`:         "cannot be enabled with --disable-radix-cache",
-		`--kv-events-config {"enable_kv_cache_events":true,"hwm":0.5}`:                     "--kv-events-config",
-		`--kv-events-config {"enable_kv_cache_events":true,"replay_endpoint":"tcp://*:1"}`: "does not serve replay yet",
+		"--schedule-policy lifo":                                                   `--schedule-policy "lifo": use fcfs or lpm`,
+		"--schedule-policy lpm --disable-radix-cache":                              "cannot be used with --disable-radix-cache",
+		`--kv-events-config {"enable_kv_cache_events":true} --disable-radix-cache`: "cannot be enabled with --disable-radix-cache",
+		`--kv-events-config {"enable_kv_cache_events":true,"hwm":0.5}`:             "--kv-events-config",
+		`--kv-events-config {"enable_kv_cache_events":true,"buffer_steps":5}`:      "only replay_endpoint serves",
 	} {
 		_, _, _, err := parseServeFlags(append(strings.Fields(args), "--model", "m"), &bytes.Buffer{}, func(string) string { return "" })
 		if err == nil || !strings.Contains(err.Error(), want) {

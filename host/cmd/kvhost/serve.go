@@ -468,12 +468,14 @@ func assemble(f serveFlags, s *boot.Stack, sreg *sampling.Registry, apiKeys, adm
 	// Without sampling policy plugins (none built, none in --plugins) the
 	// sampler extension and the admin routes are absent: a request naming a
 	// policy gets a 400 and the host's sampler serves the rest.
+	var samplers http.Handler
 	if sreg != nil {
 		opts.Sampler = sreg
-		opts.Admin = swapObserver(m, admin.Handler(sreg, adminKey, 0))
+		samplers = swapObserver(m, admin.Handler(sreg, adminKey, 0))
 		wo.DefaultSampler = sreg.Default()
 		wo.Admin = adminKey != ""
 	}
+	opts.Admin = adminRoutes(adminKey, samplers, s.Engine)
 	opts.Web = web.Handler(wo)
 	h := server.New(backend{s}, opts)
 	if adminKey == "" {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"sort"
@@ -13,6 +14,7 @@ import (
 	"github.com/kvhost/kvhost/host/plugin"
 	"github.com/kvhost/kvhost/host/plugin/allowlist"
 	"github.com/kvhost/kvhost/host/sampling"
+	"github.com/kvhost/kvhost/host/sampling/admin"
 	"github.com/kvhost/kvhost/host/server"
 	"github.com/kvhost/kvhost/sdk"
 	"github.com/kvhost/kvhost/web"
@@ -22,6 +24,30 @@ import (
 // from request fields to policy parameters (sampling.Registry.Compile),
 // which the engine also uses for requests that reach it uncompiled.
 var _ server.SamplerCompiler = (*sampling.Registry)(nil)
+
+// adminRoutes are the /admin routes, every one behind the admin key: the
+// sampler administration (samplers, nil without policy plugins) and the
+// prefix cache's reset (vLLM's and SGLang's names).
+func adminRoutes(key string, samplers http.Handler, cache server.PrefixCacheResetter) http.Handler {
+	mux := http.NewServeMux()
+	guard := admin.RequireKey(key)
+	none := guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": "no admin route " + r.Method + " " + r.URL.Path, "code": http.StatusNotFound}})
+	}))
+	mux.Handle("/admin", none)
+	mux.Handle("/admin/", none)
+	if samplers != nil {
+		mux.Handle("/admin/samplers", samplers)
+		mux.Handle("/admin/samplers/", samplers)
+	}
+	reset := guard(server.ResetPrefixCacheHandler(cache))
+	for _, p := range server.ResetRoutes {
+		mux.Handle(p, reset)
+	}
+	return mux
+}
 
 // swapObserver records sampler uploads and removals in the metrics.
 func swapObserver(m *metrics.Metrics, next http.Handler) http.Handler {

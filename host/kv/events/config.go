@@ -18,9 +18,10 @@ type Config struct {
 	// ipc:// or inproc:// (tcp://*:5557, the default), else connected to a
 	// subscriber that binds (tcp://router:5557).
 	Endpoint string `json:"endpoint,omitempty"`
-	// ReplayEndpoint is vLLM's ROUTER socket where a subscriber that
-	// missed batches asks for them again, and BufferSteps how many it
-	// keeps: kvhost does not serve replay yet and refuses both (Validate).
+	// ReplayEndpoint is vLLM's ROUTER socket, always bound, where a
+	// subscriber that missed batches asks for them again from a sequence
+	// number (replay.go); BufferSteps is how many of the last batches it
+	// keeps (10,000, vLLM's default; it needs ReplayEndpoint).
 	ReplayEndpoint string `json:"replay_endpoint,omitempty"`
 	BufferSteps    int    `json:"buffer_steps,omitempty"`
 	// HWM is the PUB socket's high-water mark: batches beyond it, queued
@@ -42,6 +43,7 @@ const (
 	DefaultEndpoint     = "tcp://*:5557"
 	DefaultHWM          = 100_000
 	DefaultMaxQueueSize = 100_000
+	DefaultBufferSteps  = 10_000
 )
 
 // ParseConfig reads --kv-events-config's JSON; an unknown key, a bad value
@@ -80,6 +82,9 @@ func (c Config) WithDefaults() Config {
 	if c.MaxQueueSize == 0 {
 		c.MaxQueueSize = DefaultMaxQueueSize
 	}
+	if c.BufferSteps == 0 && c.ReplayEndpoint != "" {
+		c.BufferSteps = DefaultBufferSteps
+	}
 	if c.Encoding == "" {
 		c.Encoding = Array
 	}
@@ -93,11 +98,8 @@ func (c Config) Enabled() bool {
 
 // Validate names the first field out of range.
 func (c Config) Validate() error {
-	switch {
-	case c.ReplayEndpoint != "":
-		return fmt.Errorf("events: replay_endpoint %q: kvhost does not serve replay yet; a subscriber that sees a gap in the sequence numbers resynchronises by reconnecting", c.ReplayEndpoint)
-	case c.BufferSteps != 0:
-		return fmt.Errorf("events: buffer_steps %d sizes the replay buffer, which kvhost does not serve yet; leave it unset", c.BufferSteps)
+	if c.BufferSteps != 0 && c.ReplayEndpoint == "" {
+		return fmt.Errorf("events: buffer_steps %d sizes the replay buffer, which only replay_endpoint serves: set replay_endpoint too, or leave buffer_steps unset", c.BufferSteps)
 	}
 	c = c.WithDefaults()
 	switch {
@@ -111,9 +113,16 @@ func (c Config) Validate() error {
 		return fmt.Errorf("events: max_queue_size %d, want 1..100000000 batches", c.MaxQueueSize)
 	case c.Encoding != Array && c.Encoding != Map:
 		return fmt.Errorf("events: encoding %q, want %q or %q", c.Encoding, Array, Map)
+	case c.ReplayEndpoint != "" && (c.BufferSteps < 1 || c.BufferSteps > 10_000_000):
+		return fmt.Errorf("events: buffer_steps %d, want 1..10000000 batches", c.BufferSteps)
+	case c.ReplayEndpoint != "" && c.ReplayEndpoint == c.Endpoint:
+		return fmt.Errorf("events: replay_endpoint %q is also the endpoint; the two sockets need their own", c.ReplayEndpoint)
 	}
 	if err := checkEndpoint("endpoint", c.Endpoint); err != nil {
 		return err
+	}
+	if c.ReplayEndpoint != "" {
+		return checkEndpoint("replay_endpoint", c.ReplayEndpoint)
 	}
 	return nil
 }

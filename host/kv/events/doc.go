@@ -15,6 +15,8 @@
 //     removed (or cleared) are the blocks the prefix cache holds.
 //   - Publishing never blocks the engine: batches beyond max_queue_size
 //     are dropped and counted; a subscriber detects the gap by the
-//     sequence numbers. Replay (vLLM's replay_endpoint) is not served and
-//     its settings are refused.
+//     sequence numbers and, with replay_endpoint, asks a ROUTER socket for
+//     the batches from the first it missed (the last buffer_steps are kept;
+//     replay.go). A replayed batch is byte for byte the one published under
+//     that sequence number.
 package events

@@ -64,21 +64,27 @@ func TestHasherMatchesCBORReference(t *testing.T) {
 
 func TestConfigRefusals(t *testing.T) {
 	for js, want := range map[string]string{
-		`{"enable_kv_cache_events":true,"replay_endpoint":"tcp://*:5558"}`: "does not serve replay yet",
-		`{"enable_kv_cache_events":true,"buffer_steps":10}`:                "buffer_steps 10 sizes the replay buffer",
-		`{"enable_kv_cache_events":true,"endpoint":"udp://x"}`:             `endpoint "udp://x"`,
-		`{"enable_kv_cache_events":true,"hwm":-1}`:                         "hwm -1",
-		`{"enable_kv_cache_events":true,"encoding":"json"}`:                `encoding "json"`,
-		`{"publisher":"zmq"}`:                                              "enable_kv_cache_events false",
-		`{"enable_kv_cache_events":true,"colour":1}`:                       "colour",
+		`{"enable_kv_cache_events":true,"buffer_steps":10}`:                                  "buffer_steps 10 sizes the replay buffer",
+		`{"enable_kv_cache_events":true,"replay_endpoint":"udp://x"}`:                        `replay_endpoint "udp://x"`,
+		`{"enable_kv_cache_events":true,"replay_endpoint":"tcp://*:5557"}`:                   "is also the endpoint",
+		`{"enable_kv_cache_events":true,"replay_endpoint":"tcp://*:5558","buffer_steps":-1}`: "buffer_steps -1, want 1..10000000",
+		`{"enable_kv_cache_events":true,"endpoint":"udp://x"}`:                               `endpoint "udp://x"`,
+		`{"enable_kv_cache_events":true,"hwm":-1}`:                                           "hwm -1",
+		`{"enable_kv_cache_events":true,"encoding":"json"}`:                                  `encoding "json"`,
+		`{"publisher":"zmq"}`:                        "enable_kv_cache_events false",
+		`{"enable_kv_cache_events":true,"colour":1}`: "colour",
 	} {
 		if _, err := ParseConfig(js); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", js, err, want)
 		}
 	}
 	c, err := ParseConfig(`{"enable_kv_cache_events":true,"topic":"kv@pod@m"}`)
-	if err != nil || !c.Enabled() || c.WithDefaults().Endpoint != DefaultEndpoint {
+	if err != nil || !c.Enabled() || c.WithDefaults().Endpoint != DefaultEndpoint || c.WithDefaults().BufferSteps != 0 {
 		t.Fatalf("%+v %v", c, err)
+	}
+	c, err = ParseConfig(`{"enable_kv_cache_events":true,"replay_endpoint":"tcp://*:5558"}`)
+	if err != nil || c.WithDefaults().BufferSteps != DefaultBufferSteps {
+		t.Fatalf("replay: %+v %v", c, err)
 	}
 }
 

@@ -21,11 +21,14 @@ import (
 // batch. The engine goroutine calls the Observer methods and EndStep; a
 // goroutine of the publisher's own encodes and sends, so a slow network
 // never stalls a step: past MaxQueueSize waiting batches a batch is dropped
-// and counted (Dropped), as vLLM drops them.
+// and counted (Dropped), as vLLM drops them. With ReplayEndpoint it also
+// keeps the last BufferSteps batches and serves them again to subscribers
+// that missed some (replay.go).
 type Publisher struct {
-	cfg  Config
-	hash *Hasher
-	sock zmq4.Socket
+	cfg    Config
+	hash   *Hasher
+	sock   zmq4.Socket
+	replay *replayer // nil without ReplayEndpoint
 
 	pending []Event
 	queue   chan Batch
@@ -63,6 +66,12 @@ func NewPublisher(ctx context.Context, cfg Config, hash *Hasher) (*Publisher, er
 		return nil, fmt.Errorf("events: endpoint %s: %w", cfg.Endpoint, err)
 	}
 	p := &Publisher{cfg: cfg, hash: hash, sock: sock, queue: make(chan Batch, cfg.MaxQueueSize), done: make(chan struct{}), now: time.Now}
+	if cfg.ReplayEndpoint != "" {
+		if p.replay, err = newReplayer(ctx, cfg.ReplayEndpoint, cfg.BufferSteps); err != nil {
+			sock.Close()
+			return nil, err
+		}
+	}
 	go p.send()
 	return p, nil
 }
@@ -121,6 +130,10 @@ func (p *Publisher) send() {
 			panic(err)
 		}
 		binary.BigEndian.PutUint64(seq[:], n)
+		if p.replay != nil {
+			// Kept whether or not the send succeeds: a replay recovers it.
+			p.replay.keep(n, payload)
+		}
 		if err := p.sock.SendMulti(zmq4.NewMsgFrom([]byte(p.cfg.Topic), slices.Clone(seq[:]), payload)); err != nil {
 			p.dropped.Add(1)
 			continue
@@ -129,12 +142,18 @@ func (p *Publisher) send() {
 	}
 }
 
-// Close publishes what is queued, then closes the socket. EndStep must not
-// be called after it.
+// Close publishes what is queued, then closes the sockets. EndStep must
+// not be called after it.
 func (p *Publisher) Close() error {
 	close(p.queue)
 	<-p.done
-	return p.sock.Close()
+	err := p.sock.Close()
+	if p.replay != nil {
+		if e := p.replay.close(); err == nil {
+			err = e
+		}
+	}
+	return err
 }
 
 func external(ds []radix.Digest) []uint64 {

@@ -53,7 +53,7 @@ func Handler(reg Registry, key string, maxBytes int64) http.Handler {
 		maxBytes = DefaultMaxBytes
 	}
 	r := chi.NewRouter()
-	r.Use(auth(key))
+	r.Use(RequireKey(key))
 	r.Get("/admin/samplers", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, reg.List())
 	})
@@ -112,9 +112,10 @@ func Handler(reg Registry, key string, maxBytes int64) http.Handler {
 	return r
 }
 
-// auth requires the bearer key; without a configured key every request is
-// refused as if the routes did not exist.
-func auth(key string) func(http.Handler) http.Handler {
+// RequireKey requires the admin bearer key; without a configured key
+// every request is refused as if the routes did not exist. The other admin
+// routes (the prefix cache's reset) are guarded by it too.
+func RequireKey(key string) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 			if key == "" {

@@ -178,6 +178,8 @@ function renderSlack(prefix, snap) {
 // renderKVTable lists every pool the configurator declared: its kind
 // (full, window with its window, latent, state), encoding, the layers it
 // serves, capacity and use in tokens (pages) or request slots, and bytes.
+// The live ledger (not a plan) adds what the prefix cache alone holds of
+// each token pool: evictable pages, counted free in the use.
 function renderKVTable(prefix, snap) {
   const pools = snap.kv_pools ?? [];
   const table = document.getElementById(`${prefix}-kv-table`);
@@ -185,7 +187,8 @@ function renderKVTable(prefix, snap) {
     table.replaceChildren();
     return;
   }
-  const head = el('tr', {}, ...['KV pool', 'kind', 'encoding', 'layers', 'capacity', 'in use', 'free pages', 'bytes/unit', 'pool bytes']
+  const live = prefix === 'mem';
+  const head = el('tr', {}, ...['KV pool', 'kind', 'encoding', 'layers', 'capacity', 'in use', 'free pages', ...(live ? ['prefix cache'] : []), 'bytes/unit', 'pool bytes']
     .map((h) => el('th', { text: h })));
   const rows = pools.map((p) => {
     const slots = p.unit === 'request';
@@ -195,10 +198,20 @@ function renderKVTable(prefix, snap) {
     const pct = p.pages > 0 ? ` (${((100 * (p.pages - p.free_pages)) / p.pages).toFixed(1)}%)` : '';
     return el('tr', {}, el('td', { text: p.name }), el('td', { text: kind }), el('td', { text: p.kv_dtype || '—' }),
       el('td', { text: int(p.layers ?? 0) }), el('td', { text: capacity }), el('td', { text: used + pct }),
-      el('td', { text: int(p.free_pages) }), el('td', { text: `${int(p.cell_bytes)} B/${slots ? 'slot' : 'token'}` }),
+      el('td', { text: int(p.free_pages) }),
+      live ? el('td', { class: 'cached', 'data-pages': slots ? '' : String(p.cached_pages ?? 0), text: slots ? '—' : cachedText(p) }) : null,
+      el('td', { text: `${int(p.cell_bytes)} B/${slots ? 'slot' : 'token'}` }),
       el('td', { text: bytes(p.bytes) }));
   });
   table.replaceChildren(el('thead', {}, head), el('tbody', {}, ...rows));
+}
+
+// cachedText is a token pool's pages only the prefix cache holds, in
+// tokens and as a share of the pool.
+export function cachedText(p) {
+  const pages = p.cached_pages ?? 0;
+  const pct = p.pages > 0 ? (100 * pages) / p.pages : 0;
+  return `${int(p.cached_tokens ?? pages * (p.page_size ?? 0))} tokens (${pct.toFixed(1)}%)`;
 }
 
 // renderLedger draws snap into the elements whose ids start with prefix.

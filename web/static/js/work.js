@@ -30,6 +30,13 @@ function push(chart, label, values) {
   chart.update('none');
 }
 
+// prefixRate is the share of looked-up prompt tokens the prefix cache
+// served since start ('off' without a cache).
+function prefixRate(pc) {
+  if (pc === null || pc === undefined) return 'off';
+  return pc.queries_tokens > 0 ? `${((100 * pc.hits_tokens) / pc.queries_tokens).toFixed(1)}%` : '–';
+}
+
 export function renderWork(w) {
   const t = Date.parse(w.time) / 1000;
   let rin = 0;
@@ -46,6 +53,7 @@ export function renderWork(w) {
     ['KV in use', w.kv_usage === null || w.kv_usage === undefined ? '–' : `${(100 * w.kv_usage).toFixed(1)}%`],
     ['preemptions', int(w.preemptions)], ['requests', int(w.requests)], ['errors', int(w.errors)],
     ['graph / eager decode steps', `${int(w.graph_steps)} / ${int(w.eager_decode_steps)}`],
+    ['prefix cache hits', prefixRate(w.prefix_cache)],
   ];
   document.getElementById('work-tiles').replaceChildren(...tiles.map(([k, v]) => el('div', { class: 'tile', 'data-key': k }, el('div', { class: 'v', text: v }), el('div', { class: 'k', text: k }))));
   rateChart ??= lineChart('work-rate', [['in', '#2f6fed'], ['out', '#e8853d']]);

@@ -287,8 +287,11 @@ func (o *options) llamaLaunch(model string) probe {
 	}
 }
 
-// serveRSS is kvhost serve's resident set (VmRSS) after /health and one
-// 32-token completion.
+// serveRSS is kvhost serve's peak resident set (VmHWM) over its start,
+// /health and one 32-token completion: a peak, as llamaRSS's ru_maxrss is,
+// so the two compare like for like (the current VmRSS right after the
+// request could catch or miss a background load, such as the constraint
+// plugin's).
 func (o *options) serveRSS(model string) probe {
 	return func(ctx context.Context) (float64, error) {
 		c, addr, _, err := o.serve(ctx, model, filepath.Join(o.work, "cache-warm"))
@@ -307,9 +310,9 @@ func (o *options) serveRSS(model string) probe {
 		if err != nil {
 			return 0, err
 		}
-		m := regexp.MustCompile(`VmRSS:\s+(\d+) kB`).FindSubmatch(st)
+		m := regexp.MustCompile(`VmHWM:\s+(\d+) kB`).FindSubmatch(st)
 		if m == nil {
-			return 0, fmt.Errorf("no VmRSS in /proc/%d/status", c.Process.Pid)
+			return 0, fmt.Errorf("no VmHWM in /proc/%d/status", c.Process.Pid)
 		}
 		kb, err := strconv.ParseFloat(string(m[1]), 64)
 		return kb / 1024, err

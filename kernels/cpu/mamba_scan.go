@@ -32,9 +32,10 @@ import (
 //
 // Measured (BenchmarkMambaScan, d_inner 2048, state 128, 2-vCPU AMD EPYC
 // with AVX-512, a shared machine, several runs): the two forms are even —
-// SSD 34–66k, recurrence 34–75k tokens per CPU-second, no consistent winner;
-// the recurrence runs near its multiply+FMA+FMA+store bound,
-// the SSD's FMA-only inner loops lose their margin to its setup (C·B, the
+// SSD 34–73k, recurrence 34–75k tokens per CPU-second, no consistent winner,
+// both about eleven times a plain scalar loop over positions (plainScan,
+// 5.7–5.9k); the recurrence runs near its multiply+FMA+FMA+store bound, the
+// SSD's FMA-only inner loops lose their margin to its setup (C·B, the
 // rows of M, one exp per token). Prefill takes the SSD (its inner loops are
 // pure FMA streams over data in L1/L2, no stores of S per token; other cores
 // were not measured), decode and sequences below ssdMinLen tokens the

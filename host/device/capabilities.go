@@ -68,8 +68,9 @@ func (g ExpertGroups) Validate(n int) error {
 		name string
 		s    Span
 		n    int
-	}{{"offsets", g.Offsets, g.Experts + 1}, {"tokens", g.Tokens, n * g.K}, {"slots", g.Slots, n * g.K}} {
-		if err := NeedInts("expert groups "+a.name, a.s, a.n); err != nil {
+	}{{"expert groups offsets", g.Offsets, g.Experts + 1}, {"expert groups tokens", g.Tokens, n * g.K}, {"expert groups slots", g.Slots, n * g.K}} {
+		// Whole names: a concatenation here would allocate on every call.
+		if err := NeedInts(a.name, a.s, a.n); err != nil {
 			return err
 		}
 	}

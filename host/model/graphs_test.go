@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/kvhost/kvhost/host/alloc"
+	"github.com/kvhost/kvhost/host/kv"
 )
 
 // TestDecodeGraphsEqualEager: for every bucket size (and sizes that pad to
@@ -181,30 +182,90 @@ func TestDecodeStepsDoNotAllocate(t *testing.T) {
 				}
 				seqs[i] = Seq{Tokens: []int32{int32(5 + i)}, Start: 10 + i, Pages: one(pages), LogitRows: 1}
 			}
-			logits := make([]float32, len(seqs)*r.m.Config.Vocab)
-			step := func() {
-				if err := r.m.Forward(r.pools, seqs, logits); err != nil {
-					t.Fatal(err)
-				}
-			}
-			step()
-			if n := testing.AllocsPerRun(10, step); n != 0 {
-				t.Errorf("eager decode step: %v allocations", n)
-			}
-			g, err := r.m.CaptureDecodeGraphs(r.pools, []int{len(seqs)})
+			assertDecodeAllocFree(t, r.m, r.pools, seqs)
+		})
+	}
+}
+
+// TestArchDecodeStepsDoNotAllocate is TestDecodeStepsDoNotAllocate for the
+// other architectures' tiny generated models: sliding windows and sinks
+// (Gemma 2/3, gpt-oss's experts), grouped experts (qwen3moe), latent
+// attention (deepseek2/3) and the hybrids' recurrent state (nemotron_h,
+// granitehybrid with and without experts).
+func TestArchDecodeStepsDoNotAllocate(t *testing.T) {
+	for _, a := range swaArchs {
+		t.Run(a.arch, func(t *testing.T) {
+			r := loadSWA(t, writeSWA(t, a.arch, "tiny"), a.hf, 64)
+			assertDecodeAllocFree(t, r.m, r.pools, decodeBatch(t, r.pools, 3))
+		})
+	}
+	for _, arch := range []string{"qwen3moe", "deepseek2", "deepseek3"} {
+		t.Run(arch, func(t *testing.T) {
+			r := load(t, writeArch(t, arch, "tiny", 0), 64)
+			assertDecodeAllocFree(t, r.m, r.pools, decodeBatch(t, r.pools, 3))
+		})
+	}
+	for _, arch := range hybridArchs {
+		t.Run(arch, func(t *testing.T) {
+			r := hybridRig(t, writeHybrid(t, arch, "tiny"))
+			pools := hybridPools(t, r, 4, 32, false)
+			assertDecodeAllocFree(t, r.m, pools, decodeBatch(t, pools, 3))
+		})
+	}
+}
+
+// decodeBatch is n one-token sequences at positions 10.., each holding
+// pages for 64 tokens in every token pool and a slot in every state pool.
+func decodeBatch(t *testing.T, pools *kv.Set, n int) []Seq {
+	t.Helper()
+	seqs := make([]Seq, n)
+	for i := range seqs {
+		seqs[i] = Seq{Tokens: []int32{int32(5 + i)}, Start: 10 + i, LogitRows: 1}
+		for _, p := range pools.TokenPools() {
+			pages, err := p.Grow(nil, 64)
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer g.Close()
-			replay := func() {
-				if ok, err := g.Run(seqs, logits); !ok || err != nil {
-					t.Fatal(ok, err)
-				}
+			seqs[i].Pages = append(seqs[i].Pages, pages)
+		}
+		for _, p := range pools.SlotPools() {
+			slot, err := p.Acquire()
+			if err != nil {
+				t.Fatal(err)
 			}
-			replay()
-			if n := testing.AllocsPerRun(10, replay); n != 0 {
-				t.Errorf("graph step: %v allocations", n)
-			}
-		})
+			seqs[i].Slots = append(seqs[i].Slots, slot)
+		}
+	}
+	return seqs
+}
+
+// assertDecodeAllocFree checks that, once warm, an eager decode step of
+// seqs through Forward and a replay of the captured graph allocate nothing
+// on the Go heap.
+func assertDecodeAllocFree(t *testing.T, m *Model, pools *kv.Set, seqs []Seq) {
+	t.Helper()
+	logits := make([]float32, len(seqs)*m.Config.Vocab)
+	step := func() {
+		if err := m.Forward(pools, seqs, logits); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step()
+	if n := testing.AllocsPerRun(10, step); n != 0 {
+		t.Errorf("eager decode step: %v allocations", n)
+	}
+	g, err := m.CaptureDecodeGraphs(pools, []int{len(seqs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	replay := func() {
+		if ok, err := g.Run(seqs, logits); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+	}
+	replay()
+	if n := testing.AllocsPerRun(10, replay); n != 0 {
+		t.Errorf("graph step: %v allocations", n)
 	}
 }

@@ -131,8 +131,8 @@ func (f *ossMoE) Forward(s *Step, x, h device.Buf) error {
 	if err != nil {
 		return err
 	}
-	for len(f.zeros) < n {
-		f.zeros = append(f.zeros, 0)
+	if len(f.zeros) < n {
+		f.zeros = make([]int32, n)
 	}
 	if err := k.Embedding(ones, f.ones, f.zeros[:n]); err != nil {
 		return err

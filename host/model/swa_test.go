@@ -102,6 +102,16 @@ type swaSeq struct {
 
 func (s *swaSeq) forward(t testing.TB, tokens []int32, start, logitRows int) []float32 {
 	t.Helper()
+	logits := make([]float32, logitRows*s.r.m.Config.Vocab)
+	s.forwardInto(t, make([]Seq, 1), tokens, start, logits)
+	return logits
+}
+
+// forwardInto is forward into logits (len(logits)/Vocab rows), with batch,
+// of length 1, as the forward's sequence list: a benchmark reusing both
+// allocates nothing per step of its own.
+func (s *swaSeq) forwardInto(t testing.TB, batch []Seq, tokens []int32, start int, logits []float32) {
+	t.Helper()
 	pools := s.r.pools.TokenPools()
 	if s.tables == nil {
 		s.tables = make([][]int32, len(pools))
@@ -113,11 +123,10 @@ func (s *swaSeq) forward(t testing.TB, tokens []int32, start, logitRows int) []f
 			t.Fatal(err)
 		}
 	}
-	logits := make([]float32, logitRows*s.r.m.Config.Vocab)
-	if err := s.r.m.Forward(s.r.pools, []Seq{{Tokens: tokens, Start: start, Pages: s.tables, LogitRows: logitRows}}, logits); err != nil {
+	batch[0] = Seq{Tokens: tokens, Start: start, Pages: s.tables, LogitRows: len(logits) / s.r.m.Config.Vocab}
+	if err := s.r.m.Forward(s.r.pools, batch, logits); err != nil {
 		t.Fatal(err)
 	}
-	return logits
 }
 
 // held counts pool i's pages the sequence still holds.

@@ -38,18 +38,7 @@ func sameLen(name string, out device.Buf, in ...device.Buf) error {
 }
 
 func (k *kernels) gated(name string, out, gate, up device.Buf, f func(o, g, u []float32)) error {
-	if err := sameLen(name, out, gate, up); err != nil {
-		return err
-	}
-	o, err := k.f32(out)
-	if err != nil {
-		return err
-	}
-	g, err := k.f32(gate)
-	if err != nil {
-		return err
-	}
-	u, err := k.f32(up)
+	o, g, u, err := k.gatedArgs(name, out, gate, up)
 	if err != nil {
 		return err
 	}
@@ -60,6 +49,23 @@ func (k *kernels) gated(name string, out, gate, up device.Buf, f func(o, g, u []
 	return nil
 }
 
+// gatedArgs checks and maps a gated activation's buffers.
+func (k *kernels) gatedArgs(name string, out, gate, up device.Buf) (o, g, u []float32, err error) {
+	if err = sameLen(name, out, gate, up); err != nil {
+		return nil, nil, nil, err
+	}
+	if o, err = k.f32(out); err != nil {
+		return nil, nil, nil, err
+	}
+	if g, err = k.f32(gate); err != nil {
+		return nil, nil, nil, err
+	}
+	if u, err = k.f32(up); err != nil {
+		return nil, nil, nil, err
+	}
+	return o, g, u, nil
+}
+
 func (k *kernels) GeGLUTanh(out, gate, up device.Buf) error {
 	return k.gated("geglu", out, gate, up, kcpu.GeGLUTanh)
 }
@@ -68,7 +74,17 @@ func (k *kernels) SwiGLUOAI(out, gate, up device.Buf, alpha, limit float32) erro
 	if !(limit > 0) || alpha != alpha {
 		return fmt.Errorf("cpu device: swiglu-oai limit %v must be positive and alpha %v a number", limit, alpha)
 	}
-	return k.gated("swiglu-oai", out, gate, up, func(o, g, u []float32) { kcpu.SwiGLUOAI(o, g, u, alpha, limit) })
+	o, g, u, err := k.gatedArgs("swiglu-oai", out, gate, up)
+	if err != nil {
+		return err
+	}
+	// The closure over alpha and limit is built only when recording: built
+	// eagerly (gated's f), it would allocate on every call.
+	if k.d.capturing {
+		return k.record(func() { kcpu.SwiGLUOAI(o, g, u, alpha, limit) })
+	}
+	kcpu.SwiGLUOAI(o, g, u, alpha, limit)
+	return nil
 }
 
 func (k *kernels) ReLUSquare(out, x device.Buf) error {

@@ -152,15 +152,18 @@ func (k *kernels) MambaScan(s device.Mamba2, y, xbc, dt device.Buf, p device.Mam
 	if err != nil {
 		return err
 	}
+	// Fields set one by one, no pointers into prm: the recording closure
+	// captures it, and an address taken would move it to the heap on every
+	// call, eager ones included.
 	var prm kcpu.MambaParams
-	for _, v := range []struct {
-		name string
-		w    device.Weight
-		dst  *[]float32
-	}{{"mamba A", p.A, &prm.A}, {"mamba D", p.D, &prm.D}, {"mamba dt bias", p.DtBias, &prm.DtBias}} {
-		if *v.dst, err = k.f32Weight(v.name, v.w, H); err != nil {
-			return err
-		}
+	if prm.A, err = k.f32Weight("mamba A", p.A, H); err != nil {
+		return err
+	}
+	if prm.D, err = k.f32Weight("mamba D", p.D, H); err != nil {
+		return err
+	}
+	if prm.DtBias, err = k.f32Weight("mamba dt bias", p.DtBias, H); err != nil {
+		return err
 	}
 	if !k.d.capturing {
 		seqs, err := k.seqs(s, ms, b)

@@ -173,12 +173,7 @@ func swaLayers(b *Builder) ([]Layer, error) {
 			rope = local
 		}
 		a := &attention{rope: rope, heads: c.Heads, kvHeads: c.KVHeads, headDim: c.HeadDim, vHeadDim: c.HeadDim, eps: c.RMSEps, opts: c.AttnOpts(i)}
-		steps := []struct {
-			dst        *device.Weight
-			name       string
-			rows, cols int
-			vec, need  bool
-		}{
+		steps := []weightStep{
 			{&a.norm, "attn_norm.weight", 1, c.Hidden, true, true},
 			{&a.wq, "attn_q.weight", c.QRow(), c.Hidden, false, true},
 			{&a.wk, "attn_k.weight", c.KVRow(), c.Hidden, false, true},
@@ -205,12 +200,7 @@ func swaLayers(b *Builder) ([]Layer, error) {
 			continue
 		}
 		f := &denseFFN{inter: c.Intermediate, eps: c.RMSEps, geglu: ew}
-		if err := b.load(p, []struct {
-			dst        *device.Weight
-			name       string
-			rows, cols int
-			vec, need  bool
-		}{
+		if err := b.load(p, []weightStep{
 			{&f.norm, "ffn_norm.weight", 1, c.Hidden, true, true},
 			{&f.gate, "ffn_gate.weight", c.Intermediate, c.Hidden, false, true},
 			{&f.up, "ffn_up.weight", c.Intermediate, c.Hidden, false, true},
@@ -224,14 +214,18 @@ func swaLayers(b *Builder) ([]Layer, error) {
 	return out, nil
 }
 
-// load reads each needed weight of layer prefix p: a vector (converted to
-// F32) or a matrix (as stored).
-func (b *Builder) load(p string, steps []struct {
+// weightStep is one weight of a layer to load: into dst, named name under
+// the layer's prefix, a vector of cols values (converted to F32) or a
+// rows×cols matrix (as stored), loaded only when need is set.
+type weightStep struct {
 	dst        *device.Weight
 	name       string
 	rows, cols int
 	vec, need  bool
-}) error {
+}
+
+// load reads each needed weight of layer prefix p, in order.
+func (b *Builder) load(p string, steps []weightStep) error {
 	for _, s := range steps {
 		if !s.need {
 			continue

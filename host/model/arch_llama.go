@@ -3,7 +3,6 @@ package model
 import (
 	"fmt"
 
-	"github.com/kvhost/kvhost/host/device"
 	"github.com/kvhost/kvhost/host/kv"
 	"github.com/kvhost/kvhost/host/model/hf"
 )
@@ -75,12 +74,7 @@ func llamaLayers(b *Builder) ([]Layer, error) {
 		a := &attention{rope: rope, heads: c.Heads, kvHeads: c.KVHeads, headDim: c.HeadDim, vHeadDim: c.HeadDim, eps: c.RMSEps,
 			opts: c.AttnOpts(i)}
 		f := &denseFFN{inter: c.Intermediate, eps: c.RMSEps}
-		steps := []struct {
-			dst        *device.Weight
-			name       string
-			rows, cols int
-			vec, need  bool
-		}{
+		steps := []weightStep{
 			{&a.norm, "attn_norm.weight", 1, c.Hidden, true, true},
 			{&a.wq, "attn_q.weight", c.QRow(), c.Hidden, false, true},
 			{&a.wk, "attn_k.weight", c.KVRow(), c.Hidden, false, true},
@@ -96,18 +90,8 @@ func llamaLayers(b *Builder) ([]Layer, error) {
 			{&f.up, "ffn_up.weight", c.Intermediate, c.Hidden, false, true},
 			{&f.down, "ffn_down.weight", c.Hidden, c.Intermediate, false, true},
 		}
-		for _, s := range steps {
-			if !s.need {
-				continue
-			}
-			if s.vec {
-				*s.dst, err = b.Vector(p+s.name, s.cols)
-			} else {
-				*s.dst, err = b.Matrix(p+s.name, s.rows, s.cols)
-			}
-			if err != nil {
-				return nil, err
-			}
+		if err := b.load(p, steps); err != nil {
+			return nil, err
 		}
 		out[i] = Layer{Mixer: a, FFN: f}
 	}

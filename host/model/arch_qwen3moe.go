@@ -71,28 +71,16 @@ func qwen3moeLayers(b *Builder) ([]Layer, error) {
 		p := fmt.Sprintf("blk.%d.", i)
 		a := &attention{rope: rope, heads: c.Heads, kvHeads: c.KVHeads, headDim: c.HeadDim, vHeadDim: c.HeadDim, eps: c.RMSEps,
 			opts: device.AttnOpts{Scale: float32(1 / math.Sqrt(float64(c.HeadDim)))}}
-		for _, s := range []struct {
-			dst        *device.Weight
-			name       string
-			rows, cols int
-			vec        bool
-		}{
-			{&a.norm, "attn_norm.weight", 1, c.Hidden, true},
-			{&a.wq, "attn_q.weight", c.QRow(), c.Hidden, false},
-			{&a.wk, "attn_k.weight", c.KVRow(), c.Hidden, false},
-			{&a.wv, "attn_v.weight", c.KVRow(), c.Hidden, false},
-			{&a.wo, "attn_output.weight", c.Hidden, c.QRow(), false},
-			{&a.qNorm, "attn_q_norm.weight", 1, c.HeadDim, true},
-			{&a.kNorm, "attn_k_norm.weight", 1, c.HeadDim, true},
-		} {
-			if s.vec {
-				*s.dst, err = b.Vector(p+s.name, s.cols)
-			} else {
-				*s.dst, err = b.Matrix(p+s.name, s.rows, s.cols)
-			}
-			if err != nil {
-				return nil, err
-			}
+		if err := b.load(p, []weightStep{
+			{&a.norm, "attn_norm.weight", 1, c.Hidden, true, true},
+			{&a.wq, "attn_q.weight", c.QRow(), c.Hidden, false, true},
+			{&a.wk, "attn_k.weight", c.KVRow(), c.Hidden, false, true},
+			{&a.wv, "attn_v.weight", c.KVRow(), c.Hidden, false, true},
+			{&a.wo, "attn_output.weight", c.Hidden, c.QRow(), false, true},
+			{&a.qNorm, "attn_q_norm.weight", 1, c.HeadDim, true, true},
+			{&a.kNorm, "attn_k_norm.weight", 1, c.HeadDim, true, true},
+		}); err != nil {
+			return nil, err
 		}
 		out[i].Mixer = a
 		if out[i].FFN, err = ffnOf(b, p, i); err != nil {

@@ -27,6 +27,9 @@ func dotRowsQ5_1AVX2(w *byte, rb, n int, x *byte, nb int, out *float32)
 func dotRowsIQ4NLAVX2(w *byte, rb, n int, x *byte, nb int, out *float32)
 
 //go:noescape
+func dotRowsMXFP4AVX2(w *byte, rb, n int, x *byte, nb int, out *float32)
+
+//go:noescape
 func dotRowsQ2KAVX2(w *byte, rb, n int, x *byte, nb int, out *float32)
 
 //go:noescape
@@ -153,6 +156,7 @@ var dotRowsAVX2 = [numDTypes]dotRowsFunc{
 	Q8_0: dotRowsQ8_0AVX2, Q4_0: dotRowsQ4_0AVX2, Q4_1: dotRowsQ4_1AVX2, Q5_0: dotRowsQ5_0AVX2,
 	Q5_1: dotRowsQ5_1AVX2, IQ4_NL: dotRowsIQ4NLAVX2, Q2_K: dotRowsQ2KAVX2, Q3_K: dotRowsQ3KAVX2,
 	Q4_K: dotRowsQ4KAVX2, Q5_K: dotRowsQ5KAVX2, Q6_K: dotRowsQ6KAVX2, IQ4_XS: dotRowsIQ4XSAVX2,
+	MXFP4: dotRowsMXFP4AVX2,
 }
 
 // vecDotRowsSIMD runs the assembly kernel for t over n weight rows and

@@ -107,7 +107,13 @@ func configJSON(raw []byte, cfgPath string) (model.Config, []Tensor, error) {
 	if hc.TorchDType == "float32" {
 		elem = 4
 	}
-	ts, err := WeightTensors(c, DenseMatrices(elem))
+	dense := DenseMatrices(elem)
+	ts, err := WeightTensors(c, func(t model.TensorShape) (int64, bool) {
+		if n, ok := model.HFQuantizedBytes(c, t); ok {
+			return n, true
+		}
+		return dense(t)
+	})
 	return c, ts, err
 }
 

@@ -169,11 +169,12 @@ func toF32(raw []byte, typ device.DType) ([]float32, error) {
 
 // HFQuantizedBytes is what the Hugging Face loader keeps for matrix t of a
 // model c when the checkpoint stores it quantized rather than in its dense
-// dtype: gpt-oss's experts arrive as MXFP4 blocks and scales and stay MXFP4
-// (17 bytes per 32 values, ossExperts). ok is false for a dense matrix.
-// Plan sizes a Hugging Face model's weights by it.
-func HFQuantizedBytes(c Config, t TensorShape) (n int64, ok bool) {
-	if c.Arch != "gpt-oss" || !strings.HasSuffix(t.Name, "_exps.weight") {
+// dtype, as config.json's quantization_config.quant_method (quant) says:
+// gpt-oss's "mxfp4" experts arrive as *_blocks/*_scales and stay MXFP4 (17
+// bytes per 32 values, ossExperts). ok is false for a dense matrix. Plan
+// sizes a Hugging Face model's weights by it.
+func HFQuantizedBytes(c Config, quant string, t TensorShape) (n int64, ok bool) {
+	if c.Arch != "gpt-oss" || quant != "mxfp4" || !strings.HasSuffix(t.Name, "_exps.weight") {
 		return 0, false
 	}
 	rb, err := kcpu.MXFP4.RowBytes(t.Cols)

@@ -66,4 +66,24 @@ func TestOSSExpertsStayMXFP4(t *testing.T) {
 	if h.m.WeightBytes() != g.m.WeightBytes() {
 		t.Errorf("hf: %d weight bytes resident, gguf %d", h.m.WeightBytes(), g.m.WeightBytes())
 	}
+	// What plan predicts for the Hugging Face copy (an f32 checkpoint whose
+	// config says quant_method mxfp4): HFQuantizedBytes for the experts,
+	// 4 bytes an element for the rest, is what loading it kept.
+	var planned int64
+	for _, ts := range h.m.Tensors() {
+		n, ok := HFQuantizedBytes(c, "mxfp4", ts)
+		switch {
+		case ts.Vector:
+			n = 4 * int64(ts.Cols)
+		case !ok:
+			n = 4 * int64(ts.Rows) * int64(ts.Cols)
+		}
+		planned += n
+	}
+	if planned != h.m.WeightBytes() {
+		t.Errorf("hf: plan's sizes add up to %d bytes, loading kept %d", planned, h.m.WeightBytes())
+	}
+	if _, ok := HFQuantizedBytes(c, "", TensorShape{Name: "blk.0.ffn_up_exps.weight", Rows: 64, Cols: 64}); ok {
+		t.Error("a dequantized checkpoint's experts (no quant_method) sized as MXFP4")
+	}
 }

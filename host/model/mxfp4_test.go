@@ -39,7 +39,7 @@ func TestOSSExpertsStayMXFP4(t *testing.T) {
 	for name, r := range map[string]*rig{"gguf": g, "hf": h} {
 		var seen int64
 		for l, layer := range r.m.layers {
-			moe, ok := layer.FFN.(*ossMoE)
+			moe, ok := layer.FFN.(*moePart)
 			if !ok {
 				t.Fatalf("%s: layer %d's FFN is %T", name, l, layer.FFN)
 			}

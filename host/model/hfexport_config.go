@@ -37,7 +37,7 @@ func (x *hfExporter) configFiles() (cfg, gen []byte, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("model: export hf: %s: %w", x.f.Path, err)
 	}
-	m["torch_dtype"], m["transformers_version"], m["use_cache"] = dtype, "4.56.0", true
+	m["torch_dtype"], m["use_cache"] = dtype, true
 	if bos >= 0 {
 		m["bos_token_id"] = bos
 	}
@@ -56,7 +56,7 @@ func (x *hfExporter) configFiles() (cfg, gen []byte, err error) {
 	if err := hfSameConfig(c, back); err != nil {
 		return nil, nil, fmt.Errorf("model: export hf: %s: %w", x.f.Path, err)
 	}
-	g := map[string]any{"_from_model_config": true, "transformers_version": "4.56.0"}
+	g := map[string]any{"_from_model_config": true}
 	if bos >= 0 {
 		g["bos_token_id"] = bos
 	}

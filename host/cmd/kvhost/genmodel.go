@@ -67,6 +67,9 @@ func genModel(args []string, stdout, stderr io.Writer) (err error) {
 		if err := hfFlags(*dtype, *tok, lim); err != nil {
 			return err
 		}
+		if ents, err := os.ReadDir(*out); err == nil && len(ents) > 0 {
+			return fmt.Errorf("gen-model: --out %s exists and is not empty (--format hf writes a new directory)", *out)
+		}
 		*tok = "bpe"
 		// The GGUF file is written first, beside the directory, and exported.
 		target = filepath.Clean(*out) + ".gguf.tmp"

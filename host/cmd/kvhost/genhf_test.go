@@ -34,6 +34,9 @@ var genHFCases = []struct {
 	{"gemma2", nil, 0}, {"gemma3", nil, 0}, {"gpt-oss", nil, 0},
 	{"qwen3moe", nil, 0}, {"deepseek2", nil, 0}, {"deepseek3", nil, 0},
 	{"nemotron_h", nil, 1e-4}, {"granitehybrid", nil, 1e-4},
+	// half-precision files: the stored bytes are copied (or only moved)
+	{"gemma2", []string{"--dtype", "bf16"}, 0}, {"deepseek3", []string{"--dtype", "f16"}, 0},
+	{"mistral", []string{"--dtype", "bf16"}, 1e-4}, {"granitehybrid", []string{"--dtype", "f16"}, 1e-4},
 }
 
 // genPair runs gen-model with args in both formats (same seed: the
@@ -103,7 +106,7 @@ func serveLogprobs(t *testing.T, path string, prompt []int32) logprobRun {
 func TestGenModelHFMatchesGGUF(t *testing.T) {
 	prompt := []int32{1, 450, 996, 17, 300, 511, 808, 9, 77, 403, 12, 260, 99, 31, 7, 64, 128, 256, 3, 5} // < every preset vocabulary
 	for _, tc := range genHFCases {
-		t.Run(tc.arch, func(t *testing.T) {
+		t.Run(strings.Join(append([]string{tc.arch}, tc.args...), ""), func(t *testing.T) {
 			g, h := genPair(t, append([]string{"--arch", tc.arch}, tc.args...)...)
 			a, b := serveLogprobs(t, g, prompt), serveLogprobs(t, h, prompt)
 			if len(a.rows) != len(prompt)-1+6 || len(b.rows) != len(a.rows) {

@@ -35,7 +35,7 @@ func genModel(args []string, stdout, stderr io.Writer) (err error) {
 		lim.MaxTensors = n
 		return nil
 	})
-	fs.Var((*byteSize)(&lim.MaxBytes), "split-max-size", "write gguf-split shards of at most this much tensor data each, e.g. 2G (0: one file)")
+	fs.Var((*byteSize)(&lim.MaxBytes), "split-max-size", "write gguf-split shards of at most this much tensor data each, e.g. 2G (0: one file); with --format hf, the safetensors shard size (0: 2 GiB)")
 	dtype := fs.String("dtype", "f32", "file type: f32 | f16 | bf16 | q8_0 | q4_0 | q4_1 | q5_0 | q5_1 | q2_k | q3_k_m | q4_k_s | q4_k_m | q5_k_s | q5_k_m | q6_k | iq4_nl | iq4_xs (quantized types mixed per tensor as llama-quantize mixes them)")
 	out := fs.String("out", "", "output GGUF file, or with --format hf the Hugging Face directory (required)")
 	format := fs.String("format", "gguf", "gguf | hf (a Hugging Face directory of the same weights: config.json, model.safetensors (sharded by --split-max-size), tokenizer.json, tokenizer_config.json, generation_config.json; f32, f16 or bf16; bpe tokenizer)")

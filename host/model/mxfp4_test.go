@@ -9,11 +9,12 @@ import (
 
 // TestOSSExpertsStayMXFP4: gpt-oss's experts load as MXFP4 weights from the
 // GGUF file (served in place: the device's weight bytes are the file's
-// tensor bytes) and from the Hugging Face *_blocks/*_scales copy (repacked,
+// tensor bytes) and from the Hugging Face *_blocks/*_scales copy ExportHF
+// writes (repacked,
 // the same bytes: 16 code bytes and one scale per 32 values); nothing is
 // expanded to bf16.
 func TestOSSExpertsStayMXFP4(t *testing.T) {
-	path := writeSWA(t, "gpt-oss", "tiny")
+	path := writeBPE(t, "gpt-oss", "tiny")
 	f, err := gguf.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -34,8 +35,7 @@ func TestOSSExpertsStayMXFP4(t *testing.T) {
 	}
 	g := loadSWA(t, path, "GptOssForCausalLM", 8)
 	c := g.m.Config
-	dir := ggufToHF(t, path, "GptOssForCausalLM", c)
-	h := loadSWA(t, dir, "GptOssForCausalLM", 8)
+	h := loadSWA(t, exportHF(t, path), "GptOssForCausalLM", 8)
 	for name, r := range map[string]*rig{"gguf": g, "hf": h} {
 		var seen int64
 		for l, layer := range r.m.layers {

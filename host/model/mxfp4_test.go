@@ -10,9 +10,8 @@ import (
 // TestOSSExpertsStayMXFP4: gpt-oss's experts load as MXFP4 weights from the
 // GGUF file (served in place: the device's weight bytes are the file's
 // tensor bytes) and from the Hugging Face *_blocks/*_scales copy ExportHF
-// writes (repacked,
-// the same bytes: 16 code bytes and one scale per 32 values); nothing is
-// expanded to bf16.
+// writes (repacked, the same bytes: 16 code bytes and one scale per 32
+// values); nothing is expanded to bf16.
 func TestOSSExpertsStayMXFP4(t *testing.T) {
 	path := writeBPE(t, "gpt-oss", "tiny")
 	f, err := gguf.Open(path)

@@ -62,14 +62,14 @@ const (
 // Parser reads one generated harmony turn. The zero value is not ready:
 // use NewParser. A Parser is not safe for concurrent use.
 type Parser struct {
-	buf       string // unread text (a possible marker prefix)
-	st        state
-	expectRol bool            // the header starts with a role (after <|start|>)
-	header    strings.Builder // the header so far, markers included
-	route     route
-	final     bool // the body is a final message
-	recipient string
-	call      strings.Builder // a call's body
+	buf        string // unread text (a possible marker prefix)
+	st         state
+	expectRole bool            // the header starts with a role (after <|start|>)
+	header     strings.Builder // the header so far, markers included
+	route      route
+	final      bool // the body is a final message
+	recipient  string
+	call       strings.Builder // a call's body
 }
 
 // NewParser returns a parser for the text generated after the prompt's
@@ -163,7 +163,7 @@ func (p *Parser) text(d *Delta, s string) {
 	case inBody:
 		p.emit(d, s)
 	case inHeader:
-		if p.header.Len() == 0 && !p.expectRol && s[0] != ' ' {
+		if p.header.Len() == 0 && !p.expectRole && s[0] != ' ' {
 			// No header: the model answers in plain text.
 			p.startBody(toContent, true)
 			p.emit(d, s)
@@ -206,11 +206,11 @@ func (p *Parser) marker(d *Delta, m string) {
 		return // stray inside a body: dropped
 	case Start:
 		p.endBody(d, false)
-		p.st, p.expectRol = inHeader, true
+		p.st, p.expectRole = inHeader, true
 	case End:
 		final := p.final
 		p.endBody(d, false)
-		p.st, p.expectRol = inHeader, false
+		p.st, p.expectRole = inHeader, false
 		if final {
 			p.st, d.Done = done, true
 		}
@@ -225,7 +225,7 @@ func (p *Parser) openBody() {
 	h := p.header.String()
 	p.header.Reset()
 	role := "assistant"
-	if p.expectRol {
+	if p.expectRole {
 		role, h = cutWord(h)
 	}
 	channel, recipient := "", ""

@@ -20,8 +20,9 @@
 // out (Tokens: the server maps their ids to these texts) and returns, for
 // each piece, a Delta:
 //
-//   - analysis → Reasoning; final → Content; commentary without a
-//     recipient (a preamble, which harmony shows the user) → Content; a
+//   - analysis → Reasoning; final (and a header naming no channel) →
+//     Content; commentary without a recipient (a preamble, which harmony
+//     shows the user) → Content; a
 //     message with a recipient other than "assistant" → a Call when it ends
 //     (Name without the "functions." namespace; Args the body, trimmed);
 //     any other channel, and messages from a role other than assistant →

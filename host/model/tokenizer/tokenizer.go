@@ -176,18 +176,19 @@ func newVocab(tokens []string, types []int32, bos, eos int32, addBOS, addEOS boo
 			v.eog[int32(i)] = true
 		}
 	}
-	// harmony (gpt-oss) ends a turn with <|return|> or a tool call with
-	// <|call|>; its <|end|> closes a message (the analysis before the
-	// final answer) and generation goes on: it is not an EOG token there
-	// (llama.cpp's rule for vocabularies holding all three).
-	if v.knownEOGText("<|return|>") && v.knownEOGText("<|call|>") && v.knownEOGText("<|end|>") {
-		delete(v.eog, v.toID["<|end|>"])
-	}
 	for _, id := range extraEOG {
 		if id < 0 || int(id) >= n {
 			return nil, configErr("ExtraEOG id %d out of range [0, %d)", id, n)
 		}
 		v.eog[id] = true
+	}
+	// harmony (gpt-oss) ends a turn with <|return|> or a tool call with
+	// <|call|>; its <|end|> closes a message (the analysis before the
+	// final answer) and generation goes on: it is not an EOG token there
+	// (llama.cpp's rule for vocabularies holding all three, even when a
+	// file names <|end|> its end-of-turn token).
+	if v.knownEOGText("<|return|>") && v.knownEOGText("<|call|>") && v.knownEOGText("<|end|>") {
+		delete(v.eog, v.toID["<|end|>"])
 	}
 	return v, nil
 }

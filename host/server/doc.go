@@ -95,6 +95,9 @@
 // after a final message) is finished there as at a stop string (the
 // choiceEnder sink capability). reasoning.go: reasoning_effort for templates
 // that read it; separate_reasoning and stream_reasoning for harmony models.
+// A forced harmony call (a named function, or required with one tool) puts
+// the call's header in the prompt and constrains the arguments with the
+// function's schema; the reader starts inside that call.
 //
 // # Access
 //

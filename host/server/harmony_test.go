@@ -303,6 +303,55 @@ func TestHarmonyPrompt(t *testing.T) {
 	}
 }
 
+const twoTools = `"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}},{"type":"function","function":{"name":"now"}}]`
+
+// TestHarmonyForcedCall: a named function (or required with one tool) is
+// forced as gpt-oss writes a call: its header ends the prompt, the
+// function's schema constrains the arguments, and the reader starts inside
+// the call.
+func TestHarmonyForcedCall(t *testing.T) {
+	user := `"messages":[{"role":"user","content":"Hi"}]`
+	for _, tc := range []struct{ choice, finish string }{
+		{`{"type":"function","function":{"name":"get_weather"}}`, "stop"},
+		{`"required"`, "tool_calls"},
+	} {
+		for _, stream := range []bool{false, true} {
+			env := newEnv(t, withTemplate(synth.GptOSSTemplate), withEngine(func(e *fakeEngine) { e.ctxLen = 4096 }),
+				withChoiceScript(func(req engine.Request, c int) []engine.Event {
+					return harmonyScript(`{"city":"Paris"}<|call|>`, "stop")(req, c)
+				}))
+			got := harmonyChat(t, env, `{`+user+`,`+weatherTools+`,"tool_choice":`+tc.choice+`}`, stream)
+			want := []harmonyChoice{{Calls: []string{`get_weather {"city":"Paris"}`}, Finish: tc.finish}}
+			if stream {
+				want[0].Content = nil
+			}
+			for i := range got {
+				if deref(got[i].Content) == "" {
+					got[i].Content = nil
+				}
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("tool_choice %s stream=%v:\n got %s\nwant %s", tc.choice, stream, show(got), show(want))
+			}
+			req := env.eng.requests()[0]
+			var tail strings.Builder
+			for _, id := range req.Prompt[len(req.Prompt)-80:] {
+				if id >= tokHarmony && id < tokHarmony+int32(len(harmony.Tokens)) {
+					tail.WriteString(harmony.Tokens[id-tokHarmony])
+				} else {
+					tail.Write(fakeTokenizer{}.TokenBytes(id))
+				}
+			}
+			if !strings.HasSuffix(tail.String(), "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>") {
+				t.Fatalf("the prompt does not end with the call's header: %q", tail.String())
+			}
+			if req.Constraint == nil {
+				t.Fatal("the arguments are not constrained")
+			}
+		}
+	}
+}
+
 // TestHarmonyRefusals: what kvhost cannot do for a harmony model is a 400
 // naming the field.
 func TestHarmonyRefusals(t *testing.T) {
@@ -311,8 +360,8 @@ func TestHarmonyRefusals(t *testing.T) {
 	for _, tc := range []struct{ body, param, msg string }{
 		{`{` + user + `,"reasoning_effort":"extreme"}`, "reasoning_effort", `"extreme" is not one of low, medium, high`},
 		{`{` + user + `,"reasoning_effort":"minimal"}`, "reasoning_effort", `"minimal" is not one of low, medium, high`},
-		{`{` + user + `,` + weatherTools + `,"tool_choice":"required"}`, "tool_choice", "tool_choice required cannot be enforced for this model"},
-		{`{` + user + `,` + weatherTools + `,"tool_choice":{"type":"function","function":{"name":"get_weather"}}}`, "tool_choice", "tool_choice named cannot be enforced"},
+		{`{` + user + `,` + twoTools + `,"tool_choice":"required"}`, "tool_choice", "tool_choice required with 2 tools cannot be enforced for this model"},
+		{`{` + user + `,` + weatherTools + `,"tool_choice":{"type":"function","function":{"name":"get_weather"}},"response_format":{"type":"json_object"}}`, "response_format", "cannot be combined with tool_choice named"},
 		{`{` + user + `,` + weatherTools + `,"response_format":{"type":"json_object"}}`, "response_format", "cannot be combined with tools for this model"},
 	} {
 		rec := env.do(t, http.MethodPost, "/v1/chat/completions", tc.body)

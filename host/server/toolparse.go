@@ -68,6 +68,9 @@ func newToolStream(p *toolPlan) *toolStream {
 	}
 	if p.format == chat.ToolsHarmony {
 		t.harmony = harmony.NewParser()
+		if p.forced {
+			t.harmony.Push(p.prefix) // the call's header, in the prompt
+		}
 	}
 	return t
 }

@@ -203,7 +203,7 @@ func (p *toolPlan) callShape(tools []compile.Tool, forced bool) (string, compile
 func (p *toolPlan) toolConstraint(tools []compile.Tool, reply *structuredSpec) (*constraint.Spec, error) {
 	switch {
 	case p.format == chat.ToolsHarmony && (p.mode == "required" || p.mode == "named"):
-		return nil, badRequest("tool_choice", "tool_choice %s cannot be enforced for this model: it writes harmony (gpt-oss), whose calls kvhost does not constrain yet; use auto", p.mode)
+		return p.harmonyConstraint(tools, reply)
 	case p.format == chat.ToolsHarmony && reply != nil:
 		return nil, badRequest(reply.param, "%s cannot be combined with tools for this model: it writes harmony (gpt-oss), whose calls kvhost does not constrain yet", reply.param)
 	case p.mode == "required" || p.mode == "named":
@@ -233,6 +233,32 @@ func (p *toolPlan) toolConstraint(tools []compile.Tool, reply *structuredSpec) (
 		return nil, compileError(reply.param, err)
 	}
 	return constraint.NewSpec(reply.typ+"+tool_calls", reply.source, g)
+}
+
+// harmonyConstraint forces a harmony call to one function: the call's
+// header ("<|channel|>commentary to=functions.NAME <|constrain|>json
+// <|message|>", as gpt-oss writes it) goes into the prompt and the
+// function's parameter schema constrains the arguments. The header holds
+// control tokens a text grammar cannot produce, so the function must be
+// known before generation: a named one, or required with one tool.
+func (p *toolPlan) harmonyConstraint(tools []compile.Tool, reply *structuredSpec) (*constraint.Spec, error) {
+	if reply != nil {
+		return nil, badRequest(reply.param, "%s cannot be combined with tool_choice %s: the reply must be a tool call", reply.param, p.mode)
+	}
+	if len(tools) != 1 {
+		return nil, badRequest("tool_choice", "tool_choice required with %d tools cannot be enforced for this model: it writes harmony (gpt-oss), whose call header (control tokens) must name the function before generation; name one function or use auto", len(tools))
+	}
+	params := tools[0].Parameters
+	if len(bytes.TrimSpace(params)) == 0 || string(bytes.TrimSpace(params)) == "null" {
+		params = json.RawMessage(`{"type":"object"}`)
+	}
+	g, err := compile.JSONSchema(params)
+	if err != nil {
+		return nil, compileError("tools", err)
+	}
+	p.forced = true
+	p.prefix = harmony.Channel + "commentary to=functions." + tools[0].Name + " " + harmony.Constrain + "json" + harmony.Message
+	return constraint.NewSpec("tool_calls", nil, g)
 }
 
 // chatToolMessage converts a request message's tool fields for the

@@ -31,10 +31,13 @@ import (
 // the engine would; max_tokens short of the sequence ends it "length".
 type forcedBackend struct {
 	backend
-	forced [][]int32 // by choice (the last repeats)
+	forced [][]int32 // by choice (the last repeats); {nil}: none
 }
 
 func (b forcedBackend) Submit(ctx context.Context, r engine.Request) (*engine.Stream, error) {
+	if len(b.forced) == 1 && b.forced[0] == nil {
+		return b.backend.Submit(ctx, r) // nothing forced: the model's own tokens
+	}
 	longest := 0
 	for _, f := range b.forced {
 		longest = max(longest, len(f))
@@ -78,7 +81,8 @@ func (b forcedBackend) Submit(ctx context.Context, r engine.Request) (*engine.St
 // tokens in its vocabulary, gpt-oss's template in its metadata) through
 // the real stack with forced outputs: chat completions, streamed and not,
 // come back with reasoning_content, content and tool_calls, no special
-// token in sight.
+// token in sight; unforced, a named function's call (header in the prompt,
+// arguments under the schema's constraint) comes back as a valid call.
 func TestHarmonyServed(t *testing.T) {
 	spec, err := synth.ArchPreset("gpt-oss", "tiny", "f32")
 	if err != nil {
@@ -95,7 +99,7 @@ func TestHarmonyServed(t *testing.T) {
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	s, err := boot.Build(boot.Config{Model: path, Device: "cpu", DeviceMemory: 512 << 20, Threads: 2,
-		MaxRunning: 8, MaxQueue: 16, ChunkedPrefill: 256, PageSize: 16}, log, io.Discard)
+		MaxRunning: 8, MaxQueue: 16, ChunkedPrefill: 256, PageSize: 16, Constraints: constraintRunner(context.Background(), nil, log)}, log, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,6 +233,22 @@ func TestHarmonyServed(t *testing.T) {
 		cut := post([][]int32{answer}, `{"max_tokens":8,`+msgs+`}`, stream)
 		if len(cut) != 1 || cut[0].Finish != "length" || cut[0].Content != "" || !strings.HasPrefix("The user greets me.", cut[0].Reasoning) || cut[0].Reasoning == "" {
 			t.Fatalf("stream=%v cut at 8 tokens: %+v", stream, cut)
+		}
+	}
+	// Unforced: a named function is forced by the prompt (its header) and
+	// the constraint (its schema), so even the random model calls it with
+	// valid arguments.
+	for _, stream := range []bool{false, true} {
+		got := post([][]int32{nil}, `{"max_tokens":48,"tool_choice":{"type":"function","function":{"name":"get_weather"}},`+tools+`,`+msgs+`}`, stream)
+		if len(got) != 1 || len(got[0].Calls) != 1 || got[0].Finish != "stop" || got[0].Content != "" || got[0].Reasoning != "" {
+			t.Fatalf("stream=%v named call: %+v", stream, got)
+		}
+		name, args, _ := strings.Cut(got[0].Calls[0], " ")
+		var obj struct {
+			City *string `json:"city"`
+		}
+		if name != "get_weather" || json.Unmarshal([]byte(args), &obj) != nil || obj.City == nil {
+			t.Fatalf("stream=%v named call: %q is not get_weather with a city", stream, got[0].Calls[0])
 		}
 	}
 	if st := s.Engine.Stats(); st.KVPagesFree+st.KVPagesCached != st.KVPagesTotal {

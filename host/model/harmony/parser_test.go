@@ -198,3 +198,25 @@ func TestParserStreamsAsItReads(t *testing.T) {
 		t.Fatalf("End after done = %+v", got)
 	}
 }
+
+// BenchmarkParser reads a 2 KB turn (reasoning, a preamble, a call) in
+// 4-byte pieces, about a token each.
+func BenchmarkParser(b *testing.B) {
+	turn := "<|channel|>analysis<|message|>" + strings.Repeat("We need the weather in Paris. ", 40) + "<|end|>" +
+		"<|start|>assistant<|channel|>commentary<|message|>Checking.<|end|>" +
+		`<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Paris", "unit": "c"}<|call|>`
+	var pieces []string
+	for s := turn; s != ""; {
+		n := min(4, len(s))
+		pieces, s = append(pieces, s[:n]), s[n:]
+	}
+	b.SetBytes(int64(len(turn)))
+	b.ReportAllocs()
+	for b.Loop() {
+		p := NewParser()
+		for _, s := range pieces {
+			p.Push(s)
+		}
+		p.End()
+	}
+}

@@ -276,7 +276,7 @@ func (p *Parser) startBody(r route, final bool) {
 func (p *Parser) malformed(d *Delta) {
 	h := p.header.String()
 	p.header.Reset()
-	r, final := toContent, true
+	r, final := toContent, h != "" // an empty one (<|end|><|end|>) ends no answer
 	if i := strings.Index(h, Channel); i >= 0 {
 		ch, rest := cutWord(strings.TrimLeft(h[i+len(Channel):], " "))
 		if j := strings.IndexByte(ch, ' '); j >= 0 {

@@ -97,7 +97,7 @@ func (p *Parser) End() Delta {
 	p.read(&d, true)
 	switch p.st {
 	case inHeader:
-		p.malformed(&d)
+		p.malformed(&d, false)
 	case inBody:
 		p.endBody(&d, true)
 	}
@@ -171,7 +171,7 @@ func (p *Parser) text(d *Delta, s string) {
 		}
 		p.header.WriteString(s)
 		if p.header.Len() > maxHeader {
-			p.malformed(d)
+			p.malformed(d, true)
 		}
 	}
 }
@@ -199,7 +199,7 @@ func (p *Parser) marker(d *Delta, m string) {
 			return
 		}
 		// A terminator or a new message before <|message|>.
-		p.malformed(d)
+		p.malformed(d, false)
 	}
 	switch m {
 	case Channel, Message, Constrain:
@@ -273,14 +273,20 @@ func (p *Parser) startBody(r route, final bool) {
 
 // malformed reads a header that never reached <|message|> as a body of
 // the channel it named, or of the final channel when it named none.
-func (p *Parser) malformed(d *Delta) {
+func (p *Parser) malformed(d *Delta, overflow bool) {
 	h := p.header.String()
 	p.header.Reset()
 	r, final := toContent, h != "" // an empty one (<|end|><|end|>) ends no answer
 	if i := strings.Index(h, Channel); i >= 0 {
-		ch, rest := cutWord(strings.TrimLeft(h[i+len(Channel):], " "))
+		after := strings.TrimLeft(h[i+len(Channel):], " ")
+		ch, rest := cutWord(after)
 		if j := strings.IndexByte(ch, ' '); j >= 0 {
 			ch, rest = ch[:j], ch[j:]+rest
+		}
+		if overflow && len(ch) == len(after) {
+			// The channel name runs on past maxHeader: no channel, only text
+			// (how the header was split must not change where it goes).
+			ch, rest = "final", after
 		}
 		h = rest
 		switch ch {

@@ -223,3 +223,39 @@ func BenchmarkParser(b *testing.B) {
 		p.End()
 	}
 }
+
+// FuzzParser: on any text, split anywhere, the parser never panics, never
+// lets a special token through (its text appears only where the model's
+// plain text spells it), and reads the same as when the text arrives
+// whole.
+func FuzzParser(f *testing.F) {
+	for _, tc := range golden {
+		f.Add(tc.in, uint8(3))
+	}
+	f.Fuzz(func(t *testing.T, in string, step uint8) {
+		n := int(step%16) + 1
+		var pieces []string
+		for s := in; s != ""; {
+			k := min(n, len(s))
+			pieces, s = append(pieces, s[:k]), s[k:]
+		}
+		whole, split := parse([]string{in}), parse(pieces)
+		if !reflect.DeepEqual(whole, split) {
+			t.Fatalf("whole %+v, in pieces of %d %+v", whole, n, split)
+		}
+		// Only the model's plain text comes out: a marker's text can appear
+		// only where the text around the markers spells it.
+		var strip []string
+		for _, m := range Tokens {
+			strip = append(strip, m, "")
+		}
+		plain := strings.NewReplacer(strip...).Replace(in)
+		for _, s := range append([]string{whole.Reasoning, whole.Content}, argsOf(whole.Calls)...) {
+			for _, m := range Tokens {
+				if strings.Contains(s, m) && !strings.Contains(plain, m) {
+					t.Fatalf("%s leaked into %q", m, s)
+				}
+			}
+		}
+	})
+}

@@ -17,8 +17,10 @@ import (
 // hybridHFCopy writes a generated hybrid GGUF model as the Hugging Face
 // checkpoint llama.cpp's converter would have read: HF names, A_log where
 // GGUF keeps A = −exp(A_log), conv1d.weight [conv_dim, 1, K], the gated
-// norm's weight as one [inner] vector, and Granite's shared MLP gate and up
-// fused into input_linear [2·ff, hidden].
+// norm's weight as one [inner] vector, Granite's shared MLP gate and up
+// fused into input_linear [2·ff, hidden] and its experts into
+// block_sparse_moe (input_linear [E, 2·ff, hidden], output_linear
+// [E, hidden, ff], router.layer).
 func hybridHFCopy(t *testing.T, path string, c Config) string {
 	t.Helper()
 	f, err := gguf.Open(path)
@@ -41,6 +43,7 @@ func hybridHFCopy(t *testing.T, path string, c Config) string {
 			t.Fatal(err)
 		}
 		data := append([]byte(nil), raw...)
+		layer, part, _ := strings.Cut(strings.TrimPrefix(ti.Name, "blk."), ".")
 		shape := []uint64{ti.Dims[0]}
 		if len(ti.Dims) == 2 {
 			shape = []uint64{ti.Dims[1], ti.Dims[0]}
@@ -56,17 +59,28 @@ func hybridHFCopy(t *testing.T, path string, c Config) string {
 			shape = []uint64{uint64(len(raw) / 4)}
 		case strings.HasSuffix(ti.Name, ".ssm_conv1d.weight"):
 			shape = []uint64{ti.Dims[1], 1, ti.Dims[0]}
-		case c.Arch == "granitehybrid" && strings.HasSuffix(ti.Name, ".ffn_gate.weight"):
-			gates[strings.TrimSuffix(ti.Name, "ffn_gate.weight")] = data
+		case c.Arch == "granitehybrid" && (part == "ffn_gate.weight" || part == "ffn_gate_shexp.weight" || part == "ffn_gate_exps.weight"):
+			gates[layer] = data
 			continue
-		case c.Arch == "granitehybrid" && strings.HasSuffix(ti.Name, ".ffn_up.weight"):
-			p := strings.TrimSuffix(ti.Name, "ffn_up.weight")
-			g, ok := gates[p]
-			if !ok {
-				t.Fatalf("%s before its gate", ti.Name)
+		case c.Arch == "granitehybrid" && (part == "ffn_up.weight" || part == "ffn_up_shexp.weight"):
+			tensors = append(tensors, safetensors.Tensor{Name: hybridHFName(c.Arch, "blk."+layer+".ffn_gate_up.weight"), DType: safetensors.F32,
+				Shape: []uint64{2 * ti.Dims[1], ti.Dims[0]}, Data: append(gates[layer], data...)})
+			continue
+		case part == "ffn_up_exps.weight":
+			// block_sparse_moe.input_linear [E, 2·ff, hidden]: each expert's
+			// gate rows, then its up rows (transformers' chunk(2)).
+			hidden, ff, E := ti.Dims[0], ti.Dims[1], ti.Dims[2]
+			n := int(hidden * ff * 4)
+			var fused []byte
+			for e := range int(E) {
+				fused = append(append(fused, gates[layer][e*n:(e+1)*n]...), data[e*n:(e+1)*n]...)
 			}
-			tensors = append(tensors, safetensors.Tensor{Name: hybridHFName(c.Arch, p+"ffn_gate_up.weight"), DType: safetensors.F32,
-				Shape: []uint64{2 * ti.Dims[1], ti.Dims[0]}, Data: append(g, data...)})
+			tensors = append(tensors, safetensors.Tensor{Name: "model.layers." + layer + ".block_sparse_moe.input_linear.weight", DType: safetensors.F32,
+				Shape: []uint64{E, 2 * ff, hidden}, Data: fused})
+			continue
+		case part == "ffn_down_exps.weight":
+			tensors = append(tensors, safetensors.Tensor{Name: "model.layers." + layer + ".block_sparse_moe.output_linear.weight", DType: safetensors.F32,
+				Shape: []uint64{ti.Dims[2], ti.Dims[1], ti.Dims[0]}, Data: data})
 			continue
 		}
 		tensors = append(tensors, safetensors.Tensor{Name: hybridHFName(c.Arch, ti.Name), DType: safetensors.F32, Shape: shape, Data: data})
@@ -92,7 +106,7 @@ func hybridHFCopy(t *testing.T, path string, c Config) string {
 // directory (safetensors, config.json) give the logits their GGUF files
 // give, at every position of a prefill and the decode steps after it.
 func TestHybridHFMatchesGGUF(t *testing.T) {
-	for _, arch := range []string{"nemotron_h", "granitehybrid"} { // HF MoE experts are not loaded yet
+	for _, arch := range hybridArchs {
 		t.Run(arch, func(t *testing.T) {
 			path := writeHybrid(t, arch, "tiny")
 			g := hybridRig(t, path)

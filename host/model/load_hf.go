@@ -110,7 +110,11 @@ func (s hfSource) tensor(canon string) ([]byte, device.DType, []int, bool, error
 		return s.read(s, canon)
 	}
 	if strings.HasSuffix(canon, "_exps.weight") {
-		return s.experts(canon) // arch_moe.go: per-expert tensors stacked
+		raw, typ, dims, ok, err := s.experts(canon) // arch_moe.go: per-expert tensors stacked
+		if ok || err != nil {
+			return raw, typ, dims, ok, err
+		}
+		return s.tf5Experts(canon) // load_hf_fused.go: transformers 5's fused tensors
 	}
 	return s.named(s.name(canon))
 }

@@ -1,0 +1,361 @@
+package model
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/kvhost/kvhost/host/model/gguf"
+	"github.com/kvhost/kvhost/host/model/hf"
+	"github.com/kvhost/kvhost/host/model/safetensors"
+)
+
+// tf5Config rewrites a config.json as transformers ≥ 5 saves it:
+// rope_theta, rope_scaling and partial_rotary_factor moved into
+// rope_parameters — one object per attention layer type when the model has
+// a local rope base (Gemma 3) —, torch_dtype written as dtype; in a
+// wrapper's text_config too.
+func tf5Config(t *testing.T, raw []byte) []byte {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(hf.PythonJSON(raw), &m); err != nil {
+		t.Fatal(err)
+	}
+	tf5Keys(m)
+	if tc, ok := m["text_config"].(map[string]any); ok {
+		tf5Keys(tc)
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func tf5Keys(m map[string]any) {
+	if d, ok := m["torch_dtype"]; ok {
+		m["dtype"] = d
+		delete(m, "torch_dtype")
+	}
+	theta, hasTheta := m["rope_theta"]
+	rs, _ := m["rope_scaling"].(map[string]any)
+	local, hasLocal := m["rope_local_base_freq"]
+	if !hasTheta && rs == nil && !hasLocal {
+		return
+	}
+	p := map[string]any{"rope_type": "default"}
+	for k, v := range rs {
+		if k == "type" {
+			k = "rope_type"
+		}
+		p[k] = v
+	}
+	if hasTheta {
+		p["rope_theta"] = theta
+	}
+	if f, ok := m["partial_rotary_factor"]; ok {
+		p["partial_rotary_factor"] = f
+		delete(m, "partial_rotary_factor")
+	}
+	delete(m, "rope_theta")
+	delete(m, "rope_scaling")
+	delete(m, "rope_local_base_freq")
+	m["rope_parameters"] = p
+	if hasLocal {
+		m["rope_parameters"] = map[string]any{"full_attention": p, "sliding_attention": map[string]any{"rope_type": "default", "rope_theta": local}}
+	}
+}
+
+// rewriteHF copies the HF directory dir (one model.safetensors) into a new
+// one, each tensor through tensor (which returns what to write in its
+// place: nothing, itself, several) and config.json through config.
+func rewriteHF(t *testing.T, dir string, tensor func(name string, shape []uint64, data []byte) []safetensors.Tensor, config func([]byte) []byte, extra ...safetensors.Tensor) string {
+	t.Helper()
+	set, err := safetensors.OpenFiles([]string{filepath.Join(dir, "model.safetensors")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	var out []safetensors.Tensor
+	for _, name := range set.Names() {
+		ti, raw, err := set.Tensor(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ti.DType != safetensors.F32 {
+			t.Fatalf("%s is %s; rewriteHF copies F32 checkpoints", name, ti.DType)
+		}
+		out = append(out, tensor(name, ti.Shape, append([]byte(nil), raw...))...)
+	}
+	out = append(out, extra...)
+	var buf bytes.Buffer
+	if err := safetensors.Write(&buf, out, nil); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := t.TempDir()
+	for name, data := range map[string][]byte{"model.safetensors": buf.Bytes(), "config.json": config(cfg), "tokenizer.json": byteLevelTokenizerJSON()} {
+		if err := os.WriteFile(filepath.Join(next, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return next
+}
+
+var perExpert = regexp.MustCompile(`^model\.layers\.(\d+)\.mlp\.experts\.(\d+)\.(gate|up|down)_proj\.weight$`)
+
+// tf5Copy is the HF directory dir (per-expert tensors, rope_theta and
+// rope_scaling) as transformers ≥ 5 writes it: each layer's experts fused
+// into mlp.experts.gate_up_proj [E, 2·ff, hidden] (each expert's gate rows,
+// then its up rows) and mlp.experts.down_proj [E, hidden, ff], and
+// tf5Config's config.json.
+func tf5Copy(t *testing.T, dir string) string {
+	t.Helper()
+	type stack struct {
+		gate, up, down [][]byte
+		ff, hidden     uint64
+	}
+	layers := map[string]*stack{}
+	var order []string
+	dst := rewriteHF(t, dir, func(name string, shape []uint64, data []byte) []safetensors.Tensor {
+		m := perExpert.FindStringSubmatch(name)
+		if m == nil {
+			return []safetensors.Tensor{{Name: name, DType: safetensors.F32, Shape: shape, Data: data}}
+		}
+		s := layers[m[1]]
+		if s == nil {
+			s = &stack{}
+			layers[m[1]] = s
+			order = append(order, m[1])
+		}
+		var e int
+		fmt.Sscan(m[2], &e)
+		list := map[string]*[][]byte{"gate": &s.gate, "up": &s.up, "down": &s.down}[m[3]]
+		for len(*list) <= e {
+			*list = append(*list, nil)
+		}
+		(*list)[e] = data
+		if m[3] == "gate" {
+			s.ff, s.hidden = shape[0], shape[1]
+		}
+		return nil
+	}, func(raw []byte) []byte { return tf5Config(t, raw) })
+	if len(order) == 0 {
+		t.Fatalf("%s has no per-expert tensors", dir)
+	}
+	// rewriteHF wrote the non-expert tensors; add the fused ones to them.
+	var fused []safetensors.Tensor
+	for _, l := range order {
+		s := layers[l]
+		var gu, down []byte
+		for e := range s.gate {
+			gu = append(append(gu, s.gate[e]...), s.up[e]...)
+			down = append(down, s.down[e]...)
+		}
+		E := uint64(len(s.gate))
+		p := "model.layers." + l + ".mlp.experts."
+		fused = append(fused,
+			safetensors.Tensor{Name: p + "gate_up_proj", DType: safetensors.F32, Shape: []uint64{E, 2 * s.ff, s.hidden}, Data: gu},
+			safetensors.Tensor{Name: p + "down_proj", DType: safetensors.F32, Shape: []uint64{E, s.hidden, s.ff}, Data: down})
+	}
+	return rewriteHF(t, dst, func(name string, shape []uint64, data []byte) []safetensors.Tensor {
+		return []safetensors.Tensor{{Name: name, DType: safetensors.F32, Shape: shape, Data: data}}
+	}, func(raw []byte) []byte { return raw }, fused...)
+}
+
+// TestTF5FusedExpertsEqualGGUF: a generated Qwen3-MoE and DeepSeek-V3
+// written as transformers ≥ 5 saves them (fused gate_up_proj/down_proj
+// experts, rope_parameters, dtype) load to the configuration and logits of
+// their GGUF files.
+func TestTF5FusedExpertsEqualGGUF(t *testing.T) {
+	for _, arch := range []string{"qwen3moe", "deepseek3"} {
+		t.Run(arch, func(t *testing.T) {
+			// A rope base off the default (10000), so one lost on the way fails.
+			path := rewrite(t, writeArch(t, arch, "tiny", 0), func(kvs []gguf.KV, ts []gguf.TensorSpec) ([]gguf.KV, []gguf.TensorSpec) {
+				return setKV(kvs, map[string]string{"qwen3moe": "qwen3moe", "deepseek3": "deepseek2"}[arch]+".rope.freq_base", gguf.NewFloat32(500000)), ts
+			})
+			g := load(t, path, 16)
+			if g.m.Config.Rope.Theta != 500000 {
+				t.Fatalf("rope base %v, want 500000", g.m.Config.Rope.Theta)
+			}
+			dir := tf5Copy(t, hfArchCopy(t, path, g.m.Config))
+			cfg, err := os.ReadFile(filepath.Join(dir, "config.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var keys map[string]any
+			if err := json.Unmarshal(cfg, &keys); err != nil || keys["rope_parameters"] == nil || keys["rope_theta"] != nil {
+				t.Fatalf("config.json is not in transformers 5's spelling: %s", cfg)
+			}
+			h := load(t, dir, 16)
+			gj, _ := json.Marshal(g.m.Config)
+			hj, _ := json.Marshal(h.m.Config)
+			// DeepSeek's HF checkpoint fuses kv_b_proj; the GGUF splits it.
+			hj = bytes.Replace(hj, []byte(`,"fused_kv_b":true`), nil, 1)
+			if !bytes.Equal(gj, hj) {
+				t.Fatalf("configs differ:\ngguf %s\nhf   %s", gj, hj)
+			}
+			closeLogits(t, "transformers-5 HF vs GGUF", logitsOf(t, h, archPrompt), logitsOf(t, g, archPrompt), 1e-5)
+		})
+	}
+}
+
+// TestTF5ConfigsReadAsBefore: every published config kvhost serves, rewritten
+// in transformers 5's spelling (rope_parameters, per layer type for Gemma 3;
+// dtype), reads to the same configuration as the original.
+func TestTF5ConfigsReadAsBefore(t *testing.T) {
+	for _, name := range []string{"llama-3-8b", "mistral-7b-v0.1", "qwen3-8b", "gemma-2-9b-it", "gemma-3-12b-it",
+		"gpt-oss-20b", "gpt-oss-120b", "deepseek-v2-lite", "deepseek-v3", "nemotron-h-8b"} {
+		t.Run(name, func(t *testing.T) {
+			raw := readConfig(t, name)
+			want, err := ConfigFromHF(raw, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v5 := tf5Config(t, raw)
+			if bytes.Contains(v5, []byte(`"rope_theta":`)) && !bytes.Contains(v5, []byte(`"rope_parameters"`)) {
+				t.Fatalf("tf5Config left rope_theta: %s", v5)
+			}
+			got, err := ConfigFromHF(v5, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wj, _ := json.Marshal(want)
+			gj, _ := json.Marshal(got)
+			if !bytes.Equal(wj, gj) {
+				t.Fatalf("configs differ:\nv4 %s\nv5 %s", wj, gj)
+			}
+		})
+	}
+}
+
+// TestGemma3ConditionalGenerationConfig: the published gemma-3-12b-it
+// config (text_config with only the sizes, rope_scaling and the window)
+// reads to Gemma 3 12B's text model with Gemma3TextConfig's defaults.
+func TestGemma3ConditionalGenerationConfig(t *testing.T) {
+	c, err := ConfigFromHF(readConfig(t, "gemma-3-12b-it"), "gemma-3-12b-it")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := SWAOf(c)
+	if c.Arch != "gemma3" || c.Hidden != 3840 || c.Layers != 48 || c.Heads != 16 || c.KVHeads != 8 || c.HeadDim != 256 ||
+		c.Intermediate != 15360 || c.Vocab != 262208 || c.ContextLen != 131072 || !c.Tied || !c.QKNorm {
+		t.Fatalf("gemma-3-12b-it: %+v", c)
+	}
+	if r := c.Rope; r.Theta != 1e6 || r.Scaling != "linear" || r.Factor != 8 {
+		t.Fatalf("global rope %+v, want theta 1e6, linear × 8", r)
+	}
+	if s == nil || s.Window != 1024 || s.LocalRope == nil || s.LocalRope.Theta != 1e4 || s.LocalRope.Scaling != "" || s.AttnScale != 1.0/16 || !s.Gemma {
+		t.Fatalf("gemma-3-12b-it: %+v", s)
+	}
+	for i := range c.Layers {
+		if want := (i+1)%6 != 0; s.Sliding[i] != want {
+			t.Fatalf("layer %d slides %v, want %v (5 local : 1 global)", i, s.Sliding[i], want)
+		}
+	}
+	if n := c.Params(); n < 11.5e9 || n > 12.5e9 {
+		t.Fatalf("text model has %d parameters, want about 11.8e9", n)
+	}
+}
+
+// gemma3Wrapped is the Gemma3ForCausalLM directory dir as the multimodal
+// checkpoint holds it: tensors under prefix ("language_model.model." as
+// published, "model.language_model." as transformers ≥ 4.52 saves), a
+// vision tower and projector beside them, config.json nesting the text
+// config under text_config (in transformers 5's spelling when tf5).
+func gemma3Wrapped(t *testing.T, dir, prefix string, tf5 bool) string {
+	t.Helper()
+	top := "" // the vision parts sit beside the language model
+	if prefix == "model.language_model." {
+		top = "model."
+	}
+	vision := []safetensors.Tensor{
+		{Name: top + "vision_tower.vision_model.embeddings.patch_embedding.weight", DType: safetensors.F32, Shape: []uint64{4, 3}, Data: make([]byte, 48)},
+		{Name: top + "multi_modal_projector.mm_input_projection_weight", DType: safetensors.F32, Shape: []uint64{4, 8}, Data: make([]byte, 128)},
+	}
+	return rewriteHF(t, dir, func(name string, shape []uint64, data []byte) []safetensors.Tensor {
+		if rest, ok := strings.CutPrefix(name, "model."); ok {
+			name = prefix + rest
+		}
+		return []safetensors.Tensor{{Name: name, DType: safetensors.F32, Shape: shape, Data: data}}
+	}, func(raw []byte) []byte {
+		var text map[string]any
+		if err := json.Unmarshal(raw, &text); err != nil {
+			t.Fatal(err)
+		}
+		delete(text, "architectures")
+		text["model_type"] = "gemma3_text"
+		w := map[string]any{"architectures": []string{"Gemma3ForConditionalGeneration"}, "model_type": "gemma3",
+			"eos_token_id": []int{1, 106}, "torch_dtype": "float32", "mm_tokens_per_image": 256, "text_config": text,
+			"vision_config": map[string]any{"hidden_size": 8, "model_type": "siglip_vision_model", "num_hidden_layers": 1}}
+		out, err := json.Marshal(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tf5 {
+			out = tf5Config(t, out)
+		}
+		return out
+	}, vision...)
+}
+
+// TestGemma3ConditionalGenerationServesText: a generated Gemma 3 written as
+// the multimodal checkpoint — both tensor layouts, the text config nested,
+// in transformers 4's and 5's spellings (rope per layer type) — loads its
+// language model with the GGUF's configuration and logits, ignores the
+// vision tower and says so. The local rope base is moved off its default
+// (10000) so a per-layer-type rope that lost sliding_attention's base fails.
+func TestGemma3ConditionalGenerationServesText(t *testing.T) {
+	path := rewrite(t, writeSWA(t, "gemma3", "tiny"), func(kvs []gguf.KV, ts []gguf.TensorSpec) ([]gguf.KV, []gguf.TensorSpec) {
+		return setKV(kvs, "gemma3.rope.freq_base_swa", gguf.NewFloat32(20000)), ts
+	})
+	g := loadSWA(t, path, "Gemma3ForCausalLM", 32)
+	if s := SWAOf(g.m.Config); s.LocalRope.Theta != 20000 {
+		t.Fatalf("local rope base %v, want 20000", s.LocalRope.Theta)
+	}
+	causal := ggufToHF(t, path, "Gemma3ForCausalLM", g.m.Config)
+	prompt := make([]int32, 40)
+	for i := range prompt {
+		prompt[i] = int32(3 + i*37%250)
+	}
+	gs := &swaSeq{r: g}
+	defer gs.release()
+	want := gs.forward(t, prompt, 0, len(prompt))
+	for _, tc := range []struct {
+		prefix string
+		tf5    bool
+	}{{"language_model.model.", false}, {"model.language_model.", true}, {"language_model.model.", true}} {
+		t.Run(fmt.Sprintf("%s tf5=%v", tc.prefix, tc.tf5), func(t *testing.T) {
+			h := loadSWA(t, gemma3Wrapped(t, causal, tc.prefix, tc.tf5), "Gemma3ForCausalLM", 32)
+			gc, hc := g.m.Config, h.m.Config
+			gj, _ := json.Marshal(gc)
+			hj, _ := json.Marshal(hc)
+			if !bytes.Equal(gj, hj) {
+				t.Fatalf("configs differ:\ngguf %s\nhf   %s", gj, hj)
+			}
+			if len(h.m.Notes) != 1 || !strings.Contains(h.m.Notes[0], "Gemma3ForConditionalGeneration: serving its language model only; the vision tower") {
+				t.Fatalf("startup notes %q", h.m.Notes)
+			}
+			for _, ts := range h.m.Tensors() {
+				if strings.Contains(ts.Name, "vision") || strings.Contains(ts.Name, "projector") {
+					t.Fatalf("loaded %s", ts.Name)
+				}
+			}
+			hs := &swaSeq{r: h}
+			defer hs.release()
+			got := hs.forward(t, prompt, 0, len(prompt))
+			closeLogits(t, "Gemma3ForConditionalGeneration vs GGUF", got, want, 1e-6)
+		})
+	}
+	if g.m.Notes != nil {
+		t.Fatalf("a GGUF model has startup notes %q", g.m.Notes)
+	}
+}

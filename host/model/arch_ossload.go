@@ -15,7 +15,8 @@ import (
 // doing what llama.cpp's converter does (docs/architectures/gpt-oss.md,
 // "Tensors"): renames, the interleaved gate_up projection split into even
 // (gate) and odd (up) rows, MXFP4 *_blocks/*_scales decoded to BF16 (exact)
-// as [in, out, E] stacks.
+// as [in, out, E] stacks; a dequantized checkpoint's dense gate_up_proj and
+// down_proj are read by ossDenseExperts.
 func (s hfSource) ossTensor(canon string) ([]byte, device.DType, []int, bool, error) {
 	rest, ok := strings.CutPrefix(canon, "blk.")
 	if !ok {
@@ -57,7 +58,7 @@ func (s hfSource) ossExperts(base string, parity int) ([]byte, device.DType, []i
 	bi, blocks, err := s.u8(base + "_blocks")
 	if err != nil || bi == nil {
 		if _, dense := s.set.Info(base); err == nil && dense {
-			err = fmt.Errorf("model: %s: %s is a dequantized expert tensor; kvhost reads gpt-oss's MXFP4 %s_blocks/_scales", s.path, base, base)
+			return s.ossDenseExperts(base, parity) // load_hf_fused.go
 		}
 		return nil, 0, nil, false, err
 	}

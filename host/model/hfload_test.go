@@ -2,8 +2,10 @@ package model
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,6 +15,7 @@ import (
 	"github.com/kvhost/kvhost/host/model/gguf"
 	"github.com/kvhost/kvhost/host/model/hf"
 	"github.com/kvhost/kvhost/host/model/safetensors"
+	kcpu "github.com/kvhost/kvhost/kernels/cpu"
 )
 
 // tf5Config rewrites a config.json as transformers ≥ 5 saves it:
@@ -73,24 +76,25 @@ func tf5Keys(m map[string]any) {
 
 // rewriteHF copies the HF directory dir (one model.safetensors) into a new
 // one, each tensor through tensor (which returns what to write in its
-// place: nothing, itself, several) and config.json through config.
-func rewriteHF(t *testing.T, dir string, tensor func(name string, shape []uint64, data []byte) []safetensors.Tensor, config func([]byte) []byte, extra ...safetensors.Tensor) string {
+// place: nothing, itself, several; get reads any other tensor) and
+// config.json through config.
+func rewriteHF(t *testing.T, dir string, tensor func(ts safetensors.Tensor, get func(string) safetensors.Tensor) []safetensors.Tensor, config func([]byte) []byte, extra ...safetensors.Tensor) string {
 	t.Helper()
 	set, err := safetensors.OpenFiles([]string{filepath.Join(dir, "model.safetensors")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer set.Close()
-	var out []safetensors.Tensor
-	for _, name := range set.Names() {
+	get := func(name string) safetensors.Tensor {
 		ti, raw, err := set.Tensor(name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ti.DType != safetensors.F32 {
-			t.Fatalf("%s is %s; rewriteHF copies F32 checkpoints", name, ti.DType)
-		}
-		out = append(out, tensor(name, ti.Shape, append([]byte(nil), raw...))...)
+		return safetensors.Tensor{Name: name, DType: ti.DType, Shape: ti.Shape, Data: append([]byte(nil), raw...)}
+	}
+	var out []safetensors.Tensor
+	for _, name := range set.Names() {
+		out = append(out, tensor(get(name), get)...)
 	}
 	out = append(out, extra...)
 	var buf bytes.Buffer
@@ -110,6 +114,11 @@ func rewriteHF(t *testing.T, dir string, tensor func(name string, shape []uint64
 	return next
 }
 
+// same keeps a tensor (rewriteHF).
+func same(ts safetensors.Tensor, _ func(string) safetensors.Tensor) []safetensors.Tensor {
+	return []safetensors.Tensor{ts}
+}
+
 var perExpert = regexp.MustCompile(`^model\.layers\.(\d+)\.mlp\.experts\.(\d+)\.(gate|up|down)_proj\.weight$`)
 
 // tf5Copy is the HF directory dir (per-expert tensors, rope_theta and
@@ -125,11 +134,12 @@ func tf5Copy(t *testing.T, dir string) string {
 	}
 	layers := map[string]*stack{}
 	var order []string
-	dst := rewriteHF(t, dir, func(name string, shape []uint64, data []byte) []safetensors.Tensor {
-		m := perExpert.FindStringSubmatch(name)
+	dst := rewriteHF(t, dir, func(ts safetensors.Tensor, _ func(string) safetensors.Tensor) []safetensors.Tensor {
+		m := perExpert.FindStringSubmatch(ts.Name)
 		if m == nil {
-			return []safetensors.Tensor{{Name: name, DType: safetensors.F32, Shape: shape, Data: data}}
+			return []safetensors.Tensor{ts}
 		}
+		shape, data := ts.Shape, ts.Data
 		s := layers[m[1]]
 		if s == nil {
 			s = &stack{}
@@ -166,9 +176,7 @@ func tf5Copy(t *testing.T, dir string) string {
 			safetensors.Tensor{Name: p + "gate_up_proj", DType: safetensors.F32, Shape: []uint64{E, 2 * s.ff, s.hidden}, Data: gu},
 			safetensors.Tensor{Name: p + "down_proj", DType: safetensors.F32, Shape: []uint64{E, s.hidden, s.ff}, Data: down})
 	}
-	return rewriteHF(t, dst, func(name string, shape []uint64, data []byte) []safetensors.Tensor {
-		return []safetensors.Tensor{{Name: name, DType: safetensors.F32, Shape: shape, Data: data}}
-	}, func(raw []byte) []byte { return raw }, fused...)
+	return rewriteHF(t, dst, same, func(raw []byte) []byte { return raw }, fused...)
 }
 
 // TestTF5FusedExpertsEqualGGUF: a generated Qwen3-MoE and DeepSeek-V3
@@ -281,11 +289,11 @@ func gemma3Wrapped(t *testing.T, dir, prefix string, tf5 bool) string {
 		{Name: top + "vision_tower.vision_model.embeddings.patch_embedding.weight", DType: safetensors.F32, Shape: []uint64{4, 3}, Data: make([]byte, 48)},
 		{Name: top + "multi_modal_projector.mm_input_projection_weight", DType: safetensors.F32, Shape: []uint64{4, 8}, Data: make([]byte, 128)},
 	}
-	return rewriteHF(t, dir, func(name string, shape []uint64, data []byte) []safetensors.Tensor {
-		if rest, ok := strings.CutPrefix(name, "model."); ok {
-			name = prefix + rest
+	return rewriteHF(t, dir, func(ts safetensors.Tensor, _ func(string) safetensors.Tensor) []safetensors.Tensor {
+		if rest, ok := strings.CutPrefix(ts.Name, "model."); ok {
+			ts.Name = prefix + rest
 		}
-		return []safetensors.Tensor{{Name: name, DType: safetensors.F32, Shape: shape, Data: data}}
+		return []safetensors.Tensor{ts}
 	}, func(raw []byte) []byte {
 		var text map[string]any
 		if err := json.Unmarshal(raw, &text); err != nil {
@@ -357,5 +365,71 @@ func TestGemma3ConditionalGenerationServesText(t *testing.T) {
 	}
 	if g.m.Notes != nil {
 		t.Fatalf("a GGUF model has startup notes %q", g.m.Notes)
+	}
+}
+
+// ossDenseCopy is the gpt-oss HF directory dir (MXFP4 *_blocks/*_scales
+// experts) as a dequantized checkpoint holds it, in dtype: gate_up_proj
+// [E, hidden, 2·ff] (gate even, up odd columns) and down_proj [E, ff,
+// hidden], each expert's nn.Linear matrix transposed.
+func ossDenseCopy(t *testing.T, dir string, dtype safetensors.DType) string {
+	t.Helper()
+	return rewriteHF(t, dir, func(ts safetensors.Tensor, get func(string) safetensors.Tensor) []safetensors.Tensor {
+		base, ok := strings.CutSuffix(ts.Name, "_blocks")
+		if !ok {
+			if strings.HasSuffix(ts.Name, "_scales") {
+				return nil
+			}
+			return []safetensors.Tensor{ts}
+		}
+		sc := get(base + "_scales")
+		E, R, G := int(ts.Shape[0]), int(ts.Shape[1]), int(ts.Shape[2])
+		in := 32 * G
+		vals := make([]float32, in)
+		dense := make([]float32, E*R*in) // [E, in, R]: transposed
+		for e := range E {
+			for r := range R {
+				row := e*R + r
+				if err := kcpu.DequantizeMXFP4HF(vals, ts.Data[row*G*16:(row+1)*G*16], sc.Data[row*G:(row+1)*G]); err != nil {
+					t.Fatal(err)
+				}
+				for i, v := range vals {
+					dense[(e*in+i)*R+r] = v
+				}
+			}
+		}
+		var data []byte
+		for _, v := range dense {
+			if dtype == safetensors.BF16 {
+				data = binary.LittleEndian.AppendUint16(data, kcpu.F32ToBF16(v))
+			} else {
+				data = binary.LittleEndian.AppendUint32(data, math.Float32bits(v))
+			}
+		}
+		return []safetensors.Tensor{{Name: base, DType: dtype, Shape: []uint64{uint64(E), uint64(in), uint64(R)}, Data: data}}
+	}, func(raw []byte) []byte { return raw })
+}
+
+// TestOSSDenseExpertsEqualMXFP4: gpt-oss from a dequantized checkpoint
+// (transposed, interleaved gate_up_proj; f32 and bf16, both exact for MXFP4
+// values) gives the logits of the MXFP4 checkpoint it came from.
+func TestOSSDenseExpertsEqualMXFP4(t *testing.T) {
+	path := writeSWA(t, "gpt-oss", "tiny")
+	g := loadSWA(t, path, "GptOssForCausalLM", 32)
+	mx := ggufToHF(t, path, "GptOssForCausalLM", g.m.Config)
+	prompt := make([]int32, 24)
+	for i := range prompt {
+		prompt[i] = int32(3 + i*37%250)
+	}
+	gs := &swaSeq{r: g}
+	defer gs.release()
+	want := gs.forward(t, prompt, 0, len(prompt))
+	for _, dt := range []safetensors.DType{safetensors.F32, safetensors.BF16} {
+		t.Run(string(dt), func(t *testing.T) {
+			h := loadSWA(t, ossDenseCopy(t, mx, dt), "GptOssForCausalLM", 32)
+			hs := &swaSeq{r: h}
+			defer hs.release()
+			closeLogits(t, "dequantized gpt-oss vs GGUF MXFP4", hs.forward(t, prompt, 0, len(prompt)), want, 1e-5)
+		})
 	}
 }

@@ -87,3 +87,40 @@ var hybridHFRead = map[string]func(hfSource, string) ([]byte, device.DType, []in
 		return s.named(hybridHFName("granitehybrid", canon))
 	},
 }
+
+// ossDenseExperts reads gpt-oss's experts from an unquantized checkpoint
+// (bf16 or f32, "dequantized"): gate_up_proj [E, hidden, 2·ff] with the
+// gate in the even and up in the odd columns, down_proj [E, ff, hidden] —
+// multiplied as x·W, so each expert's matrix is the transpose of
+// nn.Linear's. parity 0/1 takes gate/up's columns, −1 every column (down);
+// the result is the GGUF stack {in, out, E}.
+func (s hfSource) ossDenseExperts(name string, parity int) ([]byte, device.DType, []int, bool, error) {
+	raw, typ, dims, ok, err := s.named(name)
+	if !ok || err != nil {
+		return nil, 0, nil, ok, err
+	}
+	if len(dims) != 3 || (parity >= 0 && dims[0]%2 != 0) {
+		return nil, 0, nil, false, fmt.Errorf("model: %s: tensor %s has shape %v (row length first); want [experts, in, out] with an even out for gate_up_proj", s.path, name, dims)
+	}
+	cols, in, E := dims[0], dims[1], dims[2]
+	es, err := kcpu.DType(typ).RowBytes(1)
+	if err != nil || len(raw) != E*in*cols*es {
+		return nil, 0, nil, false, fmt.Errorf("model: %s: tensor %s: %d bytes for %v %s", s.path, name, len(raw), dims, typ)
+	}
+	rows, stride, off := cols, 1, 0
+	if parity >= 0 {
+		rows, stride, off = cols/2, 2, parity
+	}
+	out := make([]byte, E*rows*in*es)
+	for e := range E {
+		for r := range rows {
+			c := off + r*stride
+			dst := out[(e*rows+r)*in*es:]
+			for i := range in {
+				src := ((e*in+i)*cols + c) * es
+				copy(dst[i*es:(i+1)*es], raw[src:src+es])
+			}
+		}
+	}
+	return out, typ, []int{in, rows, E}, true, nil
+}

@@ -74,8 +74,8 @@ func tf5Keys(m map[string]any) {
 	}
 }
 
-// rewriteHF copies the HF directory dir (one model.safetensors) into a new
-// one, each tensor through tensor (which returns what to write in its
+// rewriteHF copies the HF directory dir (one model.safetensors, as
+// exportHF writes a tiny model) into a new one, each tensor through tensor (which returns what to write in its
 // place: nothing, itself, several; get reads any other tensor) and
 // config.json through config.
 func rewriteHF(t *testing.T, dir string, tensor func(ts safetensors.Tensor, get func(string) safetensors.Tensor) []safetensors.Tensor, config func([]byte) []byte, extra ...safetensors.Tensor) string {
@@ -101,12 +101,25 @@ func rewriteHF(t *testing.T, dir string, tensor func(ts safetensors.Tensor, get 
 	if err := safetensors.Write(&buf, out, nil); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	files := map[string][]byte{"model.safetensors": buf.Bytes()}
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, e := range entries { // tokenizer and generation files as they are
+		if name := e.Name(); name != "model.safetensors" {
+			data, err := os.ReadFile(filepath.Join(dir, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if name == "config.json" {
+				data = config(data)
+			}
+			files[name] = data
+		}
+	}
 	next := t.TempDir()
-	for name, data := range map[string][]byte{"model.safetensors": buf.Bytes(), "config.json": config(cfg), "tokenizer.json": byteLevelTokenizerJSON()} {
+	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(next, name), data, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -131,6 +144,7 @@ func tf5Copy(t *testing.T, dir string) string {
 	type stack struct {
 		gate, up, down [][]byte
 		ff, hidden     uint64
+		dtype          safetensors.DType
 	}
 	layers := map[string]*stack{}
 	var order []string
@@ -154,7 +168,7 @@ func tf5Copy(t *testing.T, dir string) string {
 		}
 		(*list)[e] = data
 		if m[3] == "gate" {
-			s.ff, s.hidden = shape[0], shape[1]
+			s.ff, s.hidden, s.dtype = shape[0], shape[1], ts.DType
 		}
 		return nil
 	}, func(raw []byte) []byte { return tf5Config(t, raw) })
@@ -173,28 +187,30 @@ func tf5Copy(t *testing.T, dir string) string {
 		E := uint64(len(s.gate))
 		p := "model.layers." + l + ".mlp.experts."
 		fused = append(fused,
-			safetensors.Tensor{Name: p + "gate_up_proj", DType: safetensors.F32, Shape: []uint64{E, 2 * s.ff, s.hidden}, Data: gu},
-			safetensors.Tensor{Name: p + "down_proj", DType: safetensors.F32, Shape: []uint64{E, s.hidden, s.ff}, Data: down})
+			safetensors.Tensor{Name: p + "gate_up_proj", DType: s.dtype, Shape: []uint64{E, 2 * s.ff, s.hidden}, Data: gu},
+			safetensors.Tensor{Name: p + "down_proj", DType: s.dtype, Shape: []uint64{E, s.hidden, s.ff}, Data: down})
 	}
 	return rewriteHF(t, dst, same, func(raw []byte) []byte { return raw }, fused...)
 }
 
 // TestTF5FusedExpertsEqualGGUF: a generated Qwen3-MoE and DeepSeek-V3
 // written as transformers ≥ 5 saves them (fused gate_up_proj/down_proj
-// experts, rope_parameters, dtype) load to the configuration and logits of
-// their GGUF files.
+// experts, rope_parameters, dtype) load to the configuration of the
+// per-expert checkpoint ExportHF writes and to the logits of their GGUF
+// files, bit for bit (the same values in the same order).
 func TestTF5FusedExpertsEqualGGUF(t *testing.T) {
 	for _, arch := range []string{"qwen3moe", "deepseek3"} {
 		t.Run(arch, func(t *testing.T) {
 			// A rope base off the default (10000), so one lost on the way fails.
-			path := rewrite(t, writeArch(t, arch, "tiny", 0), func(kvs []gguf.KV, ts []gguf.TensorSpec) ([]gguf.KV, []gguf.TensorSpec) {
+			path := rewrite(t, writeArchBPE(t, arch), func(kvs []gguf.KV, ts []gguf.TensorSpec) ([]gguf.KV, []gguf.TensorSpec) {
 				return setKV(kvs, map[string]string{"qwen3moe": "qwen3moe", "deepseek3": "deepseek2"}[arch]+".rope.freq_base", gguf.NewFloat32(500000)), ts
 			})
 			g := load(t, path, 16)
 			if g.m.Config.Rope.Theta != 500000 {
 				t.Fatalf("rope base %v, want 500000", g.m.Config.Rope.Theta)
 			}
-			dir := tf5Copy(t, hfArchCopy(t, path, g.m.Config))
+			v4 := exportHF(t, path)
+			dir := tf5Copy(t, v4)
 			cfg, err := os.ReadFile(filepath.Join(dir, "config.json"))
 			if err != nil {
 				t.Fatal(err)
@@ -203,17 +219,22 @@ func TestTF5FusedExpertsEqualGGUF(t *testing.T) {
 			if err := json.Unmarshal(cfg, &keys); err != nil || keys["rope_parameters"] == nil || keys["rope_theta"] != nil {
 				t.Fatalf("config.json is not in transformers 5's spelling: %s", cfg)
 			}
-			h := load(t, dir, 16)
-			gj, _ := json.Marshal(g.m.Config)
-			hj, _ := json.Marshal(h.m.Config)
-			// DeepSeek's HF checkpoint fuses kv_b_proj; the GGUF splits it.
-			hj = bytes.Replace(hj, []byte(`,"fused_kv_b":true`), nil, 1)
-			if !bytes.Equal(gj, hj) {
-				t.Fatalf("configs differ:\ngguf %s\nhf   %s", gj, hj)
+			h4, h5 := load(t, v4, 16), load(t, dir, 16)
+			if a, b := mustMarshal(t, h4.m.Config), mustMarshal(t, h5.m.Config); !bytes.Equal(a, b) {
+				t.Fatalf("configs differ:\ntransformers 4 %s\ntransformers 5 %s", a, b)
 			}
-			closeLogits(t, "transformers-5 HF vs GGUF", logitsOf(t, h, archPrompt), logitsOf(t, g, archPrompt), 1e-5)
+			closeLogits(t, "transformers-5 HF vs GGUF", logitsOf(t, h5, archPrompt), logitsOf(t, g, archPrompt), 0)
 		})
 	}
+}
+
+func mustMarshal(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // TestTF5ConfigsReadAsBefore: every published config kvhost serves, rewritten
@@ -322,14 +343,14 @@ func gemma3Wrapped(t *testing.T, dir, prefix string, tf5 bool) string {
 // vision tower and says so. The local rope base is moved off its default
 // (10000) so a per-layer-type rope that lost sliding_attention's base fails.
 func TestGemma3ConditionalGenerationServesText(t *testing.T) {
-	path := rewrite(t, writeSWA(t, "gemma3", "tiny"), func(kvs []gguf.KV, ts []gguf.TensorSpec) ([]gguf.KV, []gguf.TensorSpec) {
+	path := rewrite(t, writeBPE(t, "gemma3", "tiny"), func(kvs []gguf.KV, ts []gguf.TensorSpec) ([]gguf.KV, []gguf.TensorSpec) {
 		return setKV(kvs, "gemma3.rope.freq_base_swa", gguf.NewFloat32(20000)), ts
 	})
 	g := loadSWA(t, path, "Gemma3ForCausalLM", 32)
 	if s := SWAOf(g.m.Config); s.LocalRope.Theta != 20000 {
 		t.Fatalf("local rope base %v, want 20000", s.LocalRope.Theta)
 	}
-	causal := ggufToHF(t, path, "Gemma3ForCausalLM", g.m.Config)
+	causal := exportHF(t, path)
 	prompt := make([]int32, 40)
 	for i := range prompt {
 		prompt[i] = int32(3 + i*37%250)
@@ -414,9 +435,9 @@ func ossDenseCopy(t *testing.T, dir string, dtype safetensors.DType) string {
 // (transposed, interleaved gate_up_proj; f32 and bf16, both exact for MXFP4
 // values) gives the logits of the MXFP4 checkpoint it came from.
 func TestOSSDenseExpertsEqualMXFP4(t *testing.T) {
-	path := writeSWA(t, "gpt-oss", "tiny")
+	path := writeBPE(t, "gpt-oss", "tiny")
 	g := loadSWA(t, path, "GptOssForCausalLM", 32)
-	mx := ggufToHF(t, path, "GptOssForCausalLM", g.m.Config)
+	mx := exportHF(t, path)
 	prompt := make([]int32, 24)
 	for i := range prompt {
 		prompt[i] = int32(3 + i*37%250)

@@ -15,8 +15,7 @@ import (
 // doing what llama.cpp's converter does (docs/architectures/gpt-oss.md,
 // "Tensors"): renames, the interleaved gate_up projection split into even
 // (gate) and odd (up) rows, MXFP4 *_blocks/*_scales decoded to BF16 (exact)
-// as [in, out, E] stacks; a dequantized checkpoint's dense gate_up_proj and
-// down_proj are read by ossDenseExperts.
+// as [in, out, E] stacks.
 func (s hfSource) ossTensor(canon string) ([]byte, device.DType, []int, bool, error) {
 	rest, ok := strings.CutPrefix(canon, "blk.")
 	if !ok {

@@ -91,7 +91,11 @@ func hybridHFName(arch, canon string) string {
 	return p + map[string]string{
 		"attn_norm.weight": "input_layernorm.weight", "ffn_norm.weight": "post_attention_layernorm.weight",
 		"ffn_gate_up.weight": "shared_mlp.input_linear.weight", "ffn_down.weight": "shared_mlp.output_linear.weight",
+		// the MoE sizes (GraniteMoeHybridMoE): the shared MLP's down, the
+		// router, the experts' fused gate/up [E, 2·ff, hidden] (gate rows,
+		// then up rows, per expert; hybridHFRead splits it) and down
 		"ffn_down_shexp.weight": "shared_mlp.output_linear.weight", "ffn_gate_inp.weight": "block_sparse_moe.router.layer.weight",
+		"ffn_up_exps.weight": "block_sparse_moe.input_linear.weight", "ffn_down_exps.weight": "block_sparse_moe.output_linear.weight",
 	}[part]
 }
 

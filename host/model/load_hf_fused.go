@@ -81,8 +81,8 @@ var hybridHFRead = map[string]func(hfSource, string) ([]byte, device.DType, []in
 	"granitehybrid": func(s hfSource, canon string) ([]byte, device.DType, []int, bool, error) {
 		if strings.HasSuffix(canon, "_exps.weight") {
 			layer, _, _ := strings.Cut(strings.TrimPrefix(canon, "blk."), ".")
-			p := "model.layers." + layer + ".block_sparse_moe."
-			return s.fusedExperts(canon, p+"input_linear.weight", p+"output_linear.weight")
+			p := "blk." + layer + "."
+			return s.fusedExperts(canon, hybridHFName("granitehybrid", p+"ffn_up_exps.weight"), hybridHFName("granitehybrid", p+"ffn_down_exps.weight"))
 		}
 		return s.named(hybridHFName("granitehybrid", canon))
 	},

@@ -12,6 +12,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvhost/kvhost/host/alloc"
+	"github.com/kvhost/kvhost/host/device"
+	"github.com/kvhost/kvhost/host/device/cpu"
 	"github.com/kvhost/kvhost/host/model/gguf"
 	"github.com/kvhost/kvhost/host/model/hf"
 	"github.com/kvhost/kvhost/host/model/safetensors"
@@ -452,5 +455,37 @@ func TestOSSDenseExpertsEqualMXFP4(t *testing.T) {
 			defer hs.release()
 			closeLogits(t, "dequantized gpt-oss vs GGUF MXFP4", hs.forward(t, prompt, 0, len(prompt)), want, 1e-5)
 		})
+	}
+}
+
+// TestFusedExpertsRefused: a fused expert tensor of the wrong shape is
+// refused naming the tensor, its shape and the one wanted.
+func TestFusedExpertsRefused(t *testing.T) {
+	dir := tf5Copy(t, exportHF(t, writeArchBPE(t, "qwen3moe")))
+	for _, tc := range []struct {
+		name  string
+		shape func([]uint64) []uint64
+		want  string
+	}{
+		{"model.layers.0.mlp.experts.gate_up_proj", func(s []uint64) []uint64 { return []uint64{s[0] * s[1], s[2]} },
+			"tensor model.layers.0.mlp.experts.gate_up_proj has shape [64 512] (row length first); want [experts, 2·ff, hidden]"},
+		{"model.layers.1.mlp.experts.down_proj", func(s []uint64) []uint64 { return []uint64{s[0] * s[1], s[2]} },
+			"tensor model.layers.1.mlp.experts.down_proj has 2 dimensions, want [experts, hidden, ff]"},
+	} {
+		bad := rewriteHF(t, dir, func(ts safetensors.Tensor, _ func(string) safetensors.Tensor) []safetensors.Tensor {
+			if ts.Name == tc.name {
+				ts.Shape = tc.shape(ts.Shape)
+			}
+			return []safetensors.Tensor{ts}
+		}, func(raw []byte) []byte { return raw })
+		dev, err := cpu.New(device.Options{MemoryBytes: 1 << 30, Threads: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer dev.Close()
+		_, err = LoadHF(bad, Options{Device: dev, Weights: alloc.NewDirect("weights", dev), Activations: alloc.New("caching", dev)})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want %q", tc.name, err, tc.want)
+		}
 	}
 }

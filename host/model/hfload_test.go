@@ -436,7 +436,12 @@ func ossDenseCopy(t *testing.T, dir string, dtype safetensors.DType) string {
 
 // TestOSSDenseExpertsEqualMXFP4: gpt-oss from a dequantized checkpoint
 // (transposed, interleaved gate_up_proj; f32 and bf16, both exact for MXFP4
-// values) gives the logits of the MXFP4 checkpoint it came from.
+// values) loads the expert matrices of the MXFP4 checkpoint it came from,
+// element for element, and gives its logits within what the MXFP4 dot's
+// Q8 activation blocks change: the MXFP4 experts quantize their input rows
+// to Q8_0 (as ggml does), the dense ones do not, so the logits are not
+// bit-equal — the weights are (TestSWAMatchesFloat64Reference bounds the
+// Q8 rounding against a float64 reference).
 func TestOSSDenseExpertsEqualMXFP4(t *testing.T) {
 	path := writeBPE(t, "gpt-oss", "tiny")
 	g := loadSWA(t, path, "GptOssForCausalLM", 32)
@@ -451,11 +456,40 @@ func TestOSSDenseExpertsEqualMXFP4(t *testing.T) {
 	for _, dt := range []safetensors.DType{safetensors.F32, safetensors.BF16} {
 		t.Run(string(dt), func(t *testing.T) {
 			h := loadSWA(t, ossDenseCopy(t, mx, dt), "GptOssForCausalLM", 32)
+			for l := range g.m.layers {
+				gm, hm := g.m.layers[l].FFN.(*moePart), h.m.layers[l].FFN.(*moePart)
+				for i, pair := range [][2]device.Weight{{gm.gate, hm.gate}, {gm.up, hm.up}, {gm.down, hm.down}} {
+					if pair[0].Type != device.MXFP4 || pair[1].Type == device.MXFP4 {
+						t.Fatalf("layer %d matrix %d: types %s and %s, want mxfp4 and dense", l, i, pair[0].Type, pair[1].Type)
+					}
+					a, b := weightRows(t, g, pair[0]), weightRows(t, h, pair[1])
+					for k := range a {
+						if a[k] != b[k] {
+							t.Fatalf("layer %d matrix %d element %d: dense %g, MXFP4 decodes to %g", l, i, k, b[k], a[k])
+						}
+					}
+				}
+			}
 			hs := &swaSeq{r: h}
 			defer hs.release()
-			closeLogits(t, "dequantized gpt-oss vs GGUF MXFP4", hs.forward(t, prompt, 0, len(prompt)), want, 1e-5)
+			closeLogits(t, "dequantized gpt-oss vs GGUF MXFP4", hs.forward(t, prompt, 0, len(prompt)), want, 5e-2)
 		})
 	}
+}
+
+// weightRows decodes every row of w, resident on r's CPU device, to float32.
+func weightRows(t *testing.T, r *rig, w device.Weight) []float32 {
+	t.Helper()
+	raw, err := r.dev.Bytes(w.Ptr, w.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := kcpu.Matrix{Type: kcpu.DType(w.Type), Rows: w.Rows, Cols: w.Cols, Data: raw}
+	out := make([]float32, w.Rows*w.Cols)
+	for row := range w.Rows {
+		kcpu.Dequantize(out[row*w.Cols:(row+1)*w.Cols], m, row)
+	}
+	return out
 }
 
 // TestFusedExpertsRefused: a fused expert tensor of the wrong shape is

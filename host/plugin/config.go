@@ -22,6 +22,13 @@ type Config struct {
 	CacheDir      string
 	NoCache       bool
 	MaxCacheBytes int64
+	// RecallAnswers records every configure and size answer a
+	// configurator gives in CacheDir and recalls it when the same version
+	// is asked the same question again, without loading the module
+	// (answers.go); Registry.ForArchitecture then returns a deferred
+	// Plugin for a claimant whose record says it was accepted and
+	// self-tested. Serve turns it on (startup); off, every call runs.
+	RecallAnswers bool
 
 	// MemoryLimitPages caps a configurator instance's linear memory in 64
 	// KiB pages (default 512 = 32 MiB; Go guests need at least 32 pages);

@@ -297,6 +297,9 @@ func (r *Registry) ForArchitecture(ctx context.Context, arch, kvDType string) (*
 		if !d.Claims(arch) || !d.AcceptsKVDType(kvDType) {
 			continue
 		}
+		if p, ok := r.deferred(name, d); ok {
+			return p, nil
+		}
 		p, err := r.Plugin(ctx, name)
 		if err == nil {
 			err = r.selfTest(ctx, p)
@@ -311,6 +314,38 @@ func (r *Registry) ForArchitecture(ctx context.Context, arch, kvDType string) (*
 	err := fmt.Errorf("plugin: no configurator claims architecture %q with kv_dtype %q among %s",
 		arch, kvDType, strings.Join(configurators, ", "))
 	return nil, errors.Join(append([]error{err}, loadErrs...)...)
+}
+
+// deferred returns the named configurator as a deferred Plugin (loaded on
+// the first call whose answer is not recorded) when answers are recalled
+// and a record says these bytes were accepted and passed the self-test;
+// one already loaded is returned as it is. The caller has checked the
+// allow-list (describe).
+func (r *Registry) deferred(name string, d sdk.Descriptor) (*Plugin, bool) {
+	if !r.rt.cfg.RecallAnswers || r.rt.disk == nil {
+		return nil, false
+	}
+	src := r.sources[name]
+	sum := sum256(src.Wasm)
+	rec, ok := r.rt.disk.get(sum)
+	if !ok || rec.Kind != KindConfigurator || !rec.Accepted || !rec.SelfTested {
+		return nil, false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p, ok := r.loaded[name]; ok {
+		return p, true
+	}
+	p := &Plugin{desc: d, name: name, sha: sum, size: len(src.Wasm), disk: r.rt.disk,
+		load: func(ctx context.Context) (*module, error) {
+			q, err := r.rt.Load(ctx, name, src.Wasm)
+			if err != nil {
+				return nil, fmt.Errorf("%w (from %s)", err, src.Origin)
+			}
+			return q.m, nil
+		}}
+	r.loaded[name] = p
+	return p, true
 }
 
 // selfTest runs a configurator's self-test once per version (and not at

@@ -253,7 +253,7 @@ func Build(f Config, log *slog.Logger, stdout io.Writer) (*Stack, error) {
 	b.KVConfigurator, b.KVDType = kc.Record(), kc.StoredAs()
 	s.kv = kc
 	s.tl.Mark("KV configurator")
-	log.Info("KV layout configured", "plugin", kc.Plugin, "version", kc.Version, "kv_dtype", kc.KVDType, "cell_bytes", kc.CellBytes,
+	log.Info("KV layout configured", "plugin", kc.Plugin, "version", kc.Version, "recalled", kc.Recalled(), "kv_dtype", kc.KVDType, "cell_bytes", kc.CellBytes,
 		"pools", len(kc.Layout.Pools), "buffers", kc.Layout.Buffers())
 	b.GraphBuckets = plan.DecodeBuckets(GraphMaxBS(f, info), f.MaxRunning)
 	if f.SGLangCompat {

@@ -6,9 +6,12 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/fstest"
 
+	"github.com/kvhost/kvhost/host/plugin/fuel"
+	"github.com/kvhost/kvhost/host/plugin/wasmtest"
 	"github.com/kvhost/kvhost/sdk"
 )
 
@@ -125,5 +128,100 @@ func TestRecalledAnswers(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, metaDir, answersDir)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// countingFS counts the whole-file reads of its files (fs.ReadFile goes
+// through ReadFile; hashing a source opens and streams it).
+type countingFS struct {
+	fstest.MapFS
+	reads *atomic.Int64
+}
+
+func (c countingFS) ReadFile(name string) ([]byte, error) {
+	c.reads.Add(1)
+	return c.MapFS.ReadFile(name)
+}
+
+// TestWarmStartReadsNoBuiltinBytes: built-in sources are not held as
+// bytes; once the records and answers exist, listing kinds, claiming the
+// configurator and configuring it read no built-in's bytes (they are
+// hashed as a stream), while the allow-list still trusts the built-ins.
+func TestWarmStartReadsNoBuiltinBytes(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	var reads atomic.Int64
+	fsys := countingFS{MapFS: fstest.MapFS{}, reads: &reads}
+	for _, k := range configuratorNames {
+		fsys.MapFS[k+".wasm"] = &fstest.MapFile{Data: readWasm(t, k)}
+	}
+	_, raw, err := sampleFor(sdk.Descriptor{Name: "mha", Architectures: []string{"LlamaForCausalLM"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := sdk.ConfigureInput{Model: raw, Host: sdk.HostFacts{KVDType: "bf16"}}
+	for run := range 2 {
+		rt, err := NewRuntime(ctx, Config{CacheDir: dir, RecallAnswers: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := NewRegistryWith(rt, fsys, "", RegistryOptions{AllowSHA256: []string{strings.Repeat("ab", 32)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reads.Store(0)
+		for _, name := range r.Names() {
+			if k, err := r.Kind(name); err != nil || k != KindConfigurator {
+				t.Fatalf("run %d: kind of %s: %q %v", run, name, k, err)
+			}
+		}
+		p, err := r.ForArchitecture(ctx, "LlamaForCausalLM", "bf16")
+		if err != nil {
+			t.Fatalf("run %d: %v", run, err)
+		}
+		if _, err := p.Configure(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+		if run == 1 && reads.Load() != 0 {
+			t.Fatalf("warm start read %d built-ins' bytes", reads.Load())
+		}
+		if run == 0 && reads.Load() == 0 {
+			t.Fatal("cold start read no bytes: the counter does not count")
+		}
+		_ = r.Close(ctx)
+		_ = rt.Close(ctx)
+	}
+}
+
+// TestStreamedExportsMatch: a built-in's exports read as a stream (the
+// sections before them skipped) are fuel.Exports of its whole bytes, for
+// every test plugin (configurators, hostile ones) and sampler.
+func TestStreamedExportsMatch(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join(wasmDir, "*.wasm"))
+	for _, name := range []string{"standard", "greedy"} {
+		if b, err := wasmtest.Builtin(name); err == nil {
+			p := filepath.Join(t.TempDir(), name+".wasm")
+			if err := os.WriteFile(p, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			files = append(files, p)
+		}
+	}
+	if len(files) < len(configuratorNames)+2 {
+		t.Fatalf("only %d test plugins", len(files))
+	}
+	for _, path := range files {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := fuel.Exports(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := Source{fsys: os.DirFS(filepath.Dir(path)), file: filepath.Base(path)}.exports()
+		if err != nil || !reflect.DeepEqual(got, want) || len(want) == 0 {
+			t.Fatalf("%s: streamed %v (%v), whole %v", path, got, err, want)
+		}
 	}
 }

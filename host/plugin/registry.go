@@ -3,8 +3,8 @@ package plugin
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"

@@ -65,6 +65,12 @@
 //     reach a guest). A recalled answer passes the checks a fresh one
 //     does, and a claimant recorded as accepted and self-tested is
 //     returned deferred, loaded on the first question it was never asked.
+//   - With Config.InterpretConfigurators a configurator's instrumented
+//     module runs on the interpreter instead of being compiled: the same
+//     fuel, watchdog deadline and caps (TestInterpretedConfigurators runs
+//     the hostile configurators there); nothing is written to the
+//     compilation cache. Samplers and constraint plugins are always
+//     compiled (they run on every decode step).
 //   - Versions are swapped with Generation and Current: a new version is
 //     built and checked completely, published atomically, and the old one
 //     closes when its last call returns (drains). The sampling registry

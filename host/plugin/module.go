@@ -28,6 +28,9 @@ type module struct {
 	size int
 	key  string // in Runtime.compiled
 	raw  []byte // the descriptor JSON
+	// engine compiled the module and instantiates it: the runtime's
+	// compiler, or its interpreter (Config.InterpretConfigurators).
+	engine wazero.Runtime
 
 	compiled wazero.CompiledModule
 	// recMu guards the cache bookkeeping, which accept updates while the
@@ -201,7 +204,7 @@ func (m *module) instantiate(ctx context.Context) (*instance, error) {
 		WithStderr(stderr).
 		WithStdout(stderr)
 	start := time.Now()
-	mod, err := m.rt.rt.InstantiateModule(ctx, m.compiled, cfg)
+	mod, err := m.engine.InstantiateModule(ctx, m.compiled, cfg)
 	if err != nil {
 		inst := &instance{m: m, stderr: stderr}
 		return nil, m.classify(inst, "instantiate", err, m.rt.cfg.InitFuel, 0, time.Since(start), false)

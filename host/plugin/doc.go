@@ -67,8 +67,10 @@
 //     returned deferred, loaded on the first question it was never asked.
 //   - With Config.InterpretConfigurators a configurator's instrumented
 //     module runs on the interpreter instead of being compiled: the same
-//     fuel, watchdog deadline and caps (TestInterpretedConfigurators runs
-//     the hostile configurators there); nothing is written to the
+//     fuel and caps, and the same deadline, enforced there through the
+//     call's context (the interpreter stops a guest whose context ends)
+//     rather than the watchdog (TestInterpretedConfigurators runs the
+//     hostile configurators there); nothing is written to the
 //     compilation cache. Samplers and constraint plugins are always
 //     compiled (they run on every decode step).
 //   - Versions are swapped with Generation and Current: a new version is

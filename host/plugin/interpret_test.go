@@ -32,7 +32,7 @@ func TestInterpretedConfigurators(t *testing.T) {
 		return rt
 	}
 
-	rt := newRT(Config{CallTimeout: 60 * time.Second, MemoryLimitPages: 128})
+	rt := newRT(Config{CallTimeout: 10 * time.Minute, MemoryLimitPages: 128}) // slow under -race on a loaded machine
 	p, err := rt.Load(ctx, "mha", readWasm(t, "mha"))
 	if err != nil {
 		t.Fatal(err)

@@ -325,11 +325,21 @@ func (m *module) call(ctx context.Context, inst *instance, export string, budget
 func (m *module) callFn(ctx context.Context, inst *instance, fn api.Function, export string, budget int64, deadline time.Duration, stack []uint64) error {
 	inst.fuel.Set(uint64(budget))
 	start := time.Now()
-	if deadline > 0 {
+	// On the interpreter a guest is ordinary Go code that honours its
+	// context (the interpreter runtime closes the instance when it
+	// ends): the deadline is the call's context there, and the watchdog,
+	// whose fuel write would race with the interpreter's plain reads of
+	// the global, stays out of it. Compiled guests get the watchdog.
+	interpreted := m.engine != m.rt.rt
+	if deadline > 0 && interpreted {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, deadline)
+		defer cancel()
+	} else if deadline > 0 {
 		m.rt.dog.arm(inst, start.Add(deadline))
 	}
 	err := fn.CallWithStack(ctx, stack)
-	expired := deadline > 0 && m.rt.dog.disarm(inst)
+	expired := deadline > 0 && !interpreted && m.rt.dog.disarm(inst)
 	elapsed := time.Since(start)
 	m.calls.Add(1)
 	m.nanos.Add(int64(elapsed))

@@ -10,8 +10,8 @@ import (
 // are split into panels of gemmNR rows; for each chunk of gemmKC columns a
 // panel is converted to f32 and packed k-major (pk[k*gemmNR+j] = W[r0+j][k0+k])
 // into a per-worker buffer that stays in L1, then a register tile of out is
-// accumulated per k from the panel row and broadcasts of x: 12×16 with
-// AVX-512 (one zmm load, twelve broadcast-FMAs per k), 6×16 with AVX2 (two
+// accumulated per k from the panel row and broadcasts of x: 16×16 or 12×16
+// with AVX-512 (one zmm load, sixteen or twelve broadcast-FMAs per k), 6×16 with AVX2 (two
 // ymm loads, six broadcasts, twelve FMAs), or the portable Go kernel. Every
 // weight element is converted once per call (per gemmMC block of x rows)
 // rather than once per four x rows as in the dot-product tiles, and there are

@@ -223,7 +223,7 @@ func Build(f Config, log *slog.Logger, stdout io.Writer) (*Stack, error) {
 		f.ChunkedPrefill = c.ContextLen
 	}
 	log.Info("model loaded", "name", m.Name, "arch", c.Arch, "params", c.Params(), "weight_bytes", m.WeightBytes(), "mapped_from_file_bytes", m.MappedBytes, "context", c.ContextLen)
-	for _, n := range c.Notes() {
+	for _, n := range append(c.Notes(), m.Notes...) {
 		log.Info(n)
 	}
 	_ = s.Act.EmptyCache()

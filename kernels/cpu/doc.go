@@ -43,9 +43,12 @@
 //     and uses a packed GEMM (gemm.go): 16-row weight panels are converted to
 //     f32 and packed k-major, 256 columns at a time, into a buffer on the
 //     worker's stack, and a register tile of out accumulates from broadcasts
-//     of x: 12×16 with AVX-512 where the CPU has it, 6×16 with AVX2, or a
-//     portable Go tile. Weights are never converted or copied outside that
-//     per-call scratch.
+//     of x: 16×16 or 12×16 with AVX-512 where the CPU has it, 6×16 with
+//     AVX2, or a portable Go tile. Weights are never converted or copied
+//     outside that per-call scratch. A work item packs a run of consecutive
+//     panels and prefetches the next one while multiplying this one, as the
+//     decode matvec (rows4) prefetches its next four rows: the hardware
+//     prefetcher does not get ahead of many short row streams.
 //   - The KV cache is encoded on write (WriteKV, WriteKVRows; EncodeKV
 //     rounds to nearest even, FP8 saturates, block scales follow the OCP MX
 //     and NVFP4 rules — kvformat.go) and decoded inside attention a tile at

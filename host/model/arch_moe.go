@@ -93,10 +93,19 @@ func moeFromGGUF(g ggufMeta, a string, defaultNorm bool, c Config) (*MoEConfig, 
 	default:
 		return nil, fmt.Errorf("model: %s: %sexpert_gating_func = %d is not supported (1 softmax, 2 sigmoid)", g.f.Path, a, gating)
 	}
-	// llama.cpp ranks groups by their two best biased scores for every
-	// grouped model; kvhost follows the file's runtime.
+	// A GGUF does not record the topk_method it was converted from; the
+	// gating function tells it: the only grouped softmax router is
+	// DeepSeek-V2's group_limited_greedy (a group ranks by its best score),
+	// the grouped sigmoid one is V3's noaux_tc (by its two best biased
+	// scores) — the same rules the HF reader applies to the config, so a
+	// GGUF and its HF checkpoint route alike. (llama.cpp ranks every grouped
+	// router by the top-2 sum; for V2 that departs from the model's own
+	// code, and kvhost follows the model.)
 	if r.Groups > 1 {
 		r.GroupScoring = kcpu.GroupTop2Sum
+		if r.Scoring == kcpu.ScoreSoftmax {
+			r.GroupScoring = kcpu.GroupMax
+		}
 	}
 	return e, nil
 }

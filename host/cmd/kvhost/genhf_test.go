@@ -37,6 +37,9 @@ var genHFCases = []struct {
 	// half-precision files: the stored bytes are copied (or only moved)
 	{"gemma2", []string{"--dtype", "bf16"}, 0}, {"deepseek3", []string{"--dtype", "f16"}, 0},
 	{"mistral", []string{"--dtype", "bf16"}, 1e-4}, {"granitehybrid", []string{"--dtype", "f16"}, 1e-4},
+	// grouped softmax routing (4 groups, top 2): the GGUF and HF readers
+	// rank groups by the same rule (DeepSeek-V2's group_limited_greedy)
+	{"deepseek2", []string{"--size", "small"}, 0},
 }
 
 // genPair runs gen-model with args in both formats (same seed: the

@@ -50,11 +50,7 @@ func configureGPU(ctx context.Context, reg *plugin.Registry, raw json.RawMessage
 	if len(reg.Names()) == 0 {
 		return gpuLayout{}, ErrNoConfigurators
 	}
-	p, err := reg.ForArchitecture(ctx, arch, h.KVDType)
-	if err != nil {
-		return gpuLayout{}, err
-	}
-	l, err := p.Configure(ctx, sdk.ConfigureInput{Model: raw, Host: h})
+	p, l, err := reg.Configure(ctx, arch, h.KVDType, sdk.ConfigureInput{Model: raw, Host: h})
 	if err != nil {
 		return gpuLayout{}, err
 	}

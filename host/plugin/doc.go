@@ -57,6 +57,10 @@
 //     file being written. Registry.ForArchitecture decides which
 //     configurator claims a model from the records, or else by asking the
 //     interpreter (Runtime.Describe), and compiles only the claimant.
+//     Registry.Configure walks the same claimants and takes the first
+//     that does not decline the model (sdk.StatusDeclined): where two
+//     configurators claim an architecture (Mistral: mha and swa), the
+//     config they read decides which serves it, never the host.
 //   - Versions are swapped with Generation and Current: a new version is
 //     built and checked completely, published atomically, and the old one
 //     closes when its last call returns (drains). The sampling registry

@@ -198,6 +198,9 @@ func (e *Engine) step() {
 	}
 	e.run()
 	e.compact()
+	if e.cache != nil {
+		e.cache.Refresh() // the windows trimmed this step: spare pages for Evictable and Stats
+	}
 }
 
 func (e *Engine) inBatch(s *seq) bool {

@@ -110,14 +110,14 @@ func (e *Engine) chunk() int {
 // (radix.Tree.ReleaseWindow): the prefix cache may then reclaim them while
 // s keeps running.
 func (e *Engine) trimKV(s *seq) {
-	past := s.lock.Win()
+	windows, past := false, s.lock.Win()
 	for i, p := range e.pools.TokenPools() {
 		if w := p.Window(); w > 0 {
 			p.Trim(s.kv.tables[i], s.cached-w+1)
-			past = past && s.cached-w+1 >= s.lock.Tokens()
+			windows, past = true, past && s.cached-w+1 >= s.lock.Tokens()
 		}
 	}
-	if past {
+	if windows && past {
 		e.cache.ReleaseWindow(&s.lock)
 	}
 }

@@ -305,7 +305,11 @@ func hybridLayers(b *Builder) ([]Layer, error) {
 			if kind.Mixer == MixerNone {
 				norm = L.norm // Nemotron-H: one norm per layer
 			}
-			out[i].FFN = &hybridFFN{w: L, h: h, kind: kind.FFN, norm: norm}
+			if kind.FFN != FFNMoE {
+				out[i].FFN = &hybridFFN{w: L, h: h, kind: kind.FFN, norm: norm}
+			} else if err == nil {
+				out[i].FFN, err = hybridMoE(b, L, h, norm)
+			}
 		}
 		if err != nil {
 			return nil, err

@@ -9,7 +9,7 @@ import (
 // streamed; run with -benchtime=200ms on a shared machine.
 func BenchmarkMatMul(b *testing.B) {
 	r := newRand(60)
-	for _, dt := range []DType{F32, F16, Q8_0} {
+	for _, dt := range []DType{F32, F16, BF16, Q8_0, MXFP4} {
 		for _, s := range []struct{ rows, cols int }{{768, 2048}, {2048, 768}} {
 			w := makeMatrix(b, r, dt, s.rows, s.cols)
 			for _, m := range []int{1, 16} {

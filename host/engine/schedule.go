@@ -196,10 +196,13 @@ func (e *Engine) step() {
 		e.compact()
 		return
 	}
+	if e.cache != nil {
+		e.cache.Refresh() // the windows trimmed for this step: spare pages for Evictable and Stats
+	}
 	e.run()
 	e.compact()
 	if e.cache != nil {
-		e.cache.Refresh() // the windows trimmed this step: spare pages for Evictable and Stats
+		e.cache.Refresh() // and the prefixes inserted and unlocked by it
 	}
 }
 

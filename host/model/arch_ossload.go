@@ -58,7 +58,7 @@ func (s hfSource) ossExperts(base string, parity int) ([]byte, device.DType, []i
 	bi, blocks, err := s.u8(base + "_blocks")
 	if err != nil || bi == nil {
 		if _, dense := s.set.Info(base); err == nil && dense {
-			err = fmt.Errorf("model: %s: %s is a dequantized expert tensor; kvhost reads gpt-oss's MXFP4 %s_blocks/_scales", s.path, base, base)
+			return s.ossDenseExperts(base, parity) // load_hf_fused.go
 		}
 		return nil, 0, nil, false, err
 	}

@@ -1,5 +1,7 @@
 package sdk
 
+import "errors"
+
 // ABIVersion is the version of the configurator ABI described in ABI.md. A
 // plugin reports the version it was built against through ExportABIVersion.
 //
@@ -82,7 +84,19 @@ const (
 	// StatusGuestError is what the Go guest library returns from configure or
 	// size when the plugin's own code reported an error.
 	StatusGuestError = -100
+	// StatusDeclined is kvhost_configure's answer when the configurator
+	// claims the model's architecture but not this model (its config says
+	// another claimant serves it: a Mistral without a sliding window is the
+	// mha plugin's, one with a window the swa plugin's); the host asks the
+	// next claimant. The Go guest library returns it for an error wrapping
+	// ErrDeclined.
+	StatusDeclined = -101
 )
+
+// ErrDeclined marks a configurator's refusal of a model it claims the
+// architecture of but does not serve (StatusDeclined); the text around it
+// says which configurator does.
+var ErrDeclined = errors.New("declined")
 
 // Log levels for ImportLog.
 const (

@@ -269,7 +269,7 @@ func TestRealConfigs(t *testing.T) {
 	}{
 		{"mha", "llama-3-8b", sdk.HostFacts{}, map[string]int64{"kv": refMHACell(8, 1, 128, 128, 32, 2)}},
 		{"mha", "qwen3-8b", sdk.HostFacts{KVDType: "fp8_e5m2", TPSize: 2}, map[string]int64{"kv": refMHACell(8, 2, 128, 128, 36, 1)}},
-		{"mha", "mistral-7b-v0.1", sdk.HostFacts{TPSize: 16}, map[string]int64{"kv": refMHACell(8, 16, 128, 128, 32, 2)}},
+		{"mha", "mistral-7b-instruct-v0.2", sdk.HostFacts{TPSize: 16}, map[string]int64{"kv": refMHACell(8, 16, 128, 128, 32, 2)}},
 		{"mla", "deepseek-v3", sdk.HostFacts{}, map[string]int64{"kv": (512 + 64) * 61 * 2}},
 		{"mla", "deepseek-v2-lite", sdk.HostFacts{DraftLayers: 2}, map[string]int64{"kv": (512 + 64) * (27 + 2) * 2}},
 		{"swa", "gpt-oss-20b", sdk.HostFacts{}, map[string]int64{"full": 12 * 2048, "swa": 12 * 2048}},

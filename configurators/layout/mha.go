@@ -13,7 +13,8 @@ type MHA struct{}
 
 var _ guest.Configurator = MHA{}
 
-// MHAArchitectures are the HF architectures the mha plugin claims.
+// MHAArchitectures are the HF architectures the mha plugin claims (of
+// OptionalWindowArchitectures, the configs without a served window).
 var MHAArchitectures = []string{
 	"LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM",
 	"Qwen2ForCausalLM", "Qwen2MoeForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM",
@@ -36,6 +37,9 @@ func (c MHA) Configure(in sdk.ConfigureInput) (guest.Plan, error) { return c.Pla
 func (MHA) Plan(in sdk.ConfigureInput) (*Plan, error) {
 	m, err := ParseModel(in.Model)
 	if err != nil {
+		return nil, err
+	}
+	if err := declineOptionalWindow("mha", false, m, in.Host); err != nil {
 		return nil, err
 	}
 	_, dtype, err := kvStorage("mha", in.Host.KVDType, MHA{}.Describe().KVDTypes...)

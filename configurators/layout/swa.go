@@ -27,6 +27,10 @@ func (SWA) Describe() sdk.Descriptor {
 		Architectures: []string{
 			"GptOssForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM",
 			"Gemma3ForConditionalGeneration", "Cohere2ForCausalLM",
+			// Of OptionalWindowArchitectures, the configs with a served
+			// window (SlidingServed); last, so the self-test's sample is
+			// gpt-oss's.
+			"MistralForCausalLM",
 		},
 		KVDTypes: []string{sdk.KVFP32, sdk.KVBF16, sdk.KVFP16, sdk.KVFP8E4M3, sdk.KVFP8E5M2},
 	}
@@ -86,6 +90,9 @@ func SlidingLayers(m *Model, layers int64) ([]bool, error) {
 func (SWA) Plan(in sdk.ConfigureInput) (*Plan, error) {
 	m, err := ParseModel(in.Model)
 	if err != nil {
+		return nil, err
+	}
+	if err := declineOptionalWindow("swa", true, m, in.Host); err != nil {
 		return nil, err
 	}
 	_, dtype, err := kvStorage("swa", in.Host.KVDType, SWA{}.Describe().KVDTypes...)

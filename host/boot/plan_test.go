@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -184,6 +185,16 @@ func TestPlanMatchesServe(t *testing.T) {
 			}
 			if !reflect.DeepEqual(s.Budget, want.Budget) {
 				t.Errorf("budget:\nserve %+v\nplan  %+v", s.Budget, want.Budget)
+			}
+			// Mistral (every layer slides over a window smaller than the
+			// context) is the swa configurator's, on its window pool: plan
+			// and serve agree on that too (the budget holds the layout),
+			// not only on the bytes, which a full pool of the same cell
+			// would match.
+			if strings.HasPrefix(tc.name, "mistral") {
+				if k := s.Budget.KVConfigurator; k.Plugin != "swa" || len(k.Layout.Pools) != 1 || k.Layout.Pools[0].Kind != sdk.SlidingWindow {
+					t.Errorf("mistral served by %s on %+v, want the swa configurator's window pool", k.Plugin, k.Layout.Pools)
+				}
 			}
 			if cfg.GraphMaxBS != 0 && (s.Graphs == nil || s.Budget.GraphPoolBytes == 0 || s.Budget.GraphPoolBytes != s.Graphs.PoolBytes()) {
 				t.Errorf("graphs asked for but not captured: %+v pool %d", s.Budget.GraphBuckets, s.Budget.GraphPoolBytes)

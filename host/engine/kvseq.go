@@ -105,12 +105,20 @@ func (e *Engine) chunk() int {
 }
 
 // trimKV gives back the pages of s's window pools that no later query of s
-// reads (positions before s.cached − window + 1).
+// reads (positions before s.cached − window + 1), and once that is every
+// page of the cached prefix s locks, s's hold on the prefix's window pages
+// (radix.Tree.ReleaseWindow): the prefix cache may then reclaim them while
+// s keeps running.
 func (e *Engine) trimKV(s *seq) {
+	windows, past := false, s.lock.Win()
 	for i, p := range e.pools.TokenPools() {
 		if w := p.Window(); w > 0 {
 			p.Trim(s.kv.tables[i], s.cached-w+1)
+			windows, past = true, past && s.cached-w+1 >= s.lock.Tokens()
 		}
+	}
+	if windows && past {
+		e.cache.ReleaseWindow(&s.lock)
 	}
 }
 

@@ -117,6 +117,7 @@ func (e *Engine) attachPrefix(s *seq) {
 	}
 	s.lock = e.cache.Lock(&e.match)
 	s.cached = e.match.Tokens
+	e.trimKV(s) // the prefix's window pages before s's window are not s's to hold
 }
 
 // detachPrefix undoes attachPrefix for a sequence that is not admitted
@@ -203,6 +204,7 @@ func (e *Engine) joinPrefix(s *seq) {
 	e.cache.Unlock(old)
 	e.prefixHits.Add(int64(e.match.Tokens - s.cached))
 	s.cached = e.match.Tokens
+	e.trimKV(s)
 	if s.firstRun {
 		s.hit = min(s.cached, s.prompt)
 	}

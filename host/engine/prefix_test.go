@@ -82,7 +82,7 @@ func prefixRig(t *testing.T, path string, pages int, cfg Config) (*Engine, *guar
 	if err != nil {
 		t.Fatal(err)
 	}
-	pools := kvtest.MHA(t, alloc.NewDirect("kv", dev), m.Config.KVNeeds(), sdk.KVFP32, 4, pages)
+	pools := windowedSet(t, alloc.NewDirect("kv", dev), m.Config.KVNeeds(), pages)
 	g := &guard{m: m}
 	e, err := New(cfg, g, pools, m.Config, m.Tokenizer.EOG)
 	if err != nil {
@@ -95,6 +95,32 @@ func prefixRig(t *testing.T, path string, pages int, cfg Config) (*Engine, *guar
 		dev.Close()
 	})
 	return e, g, pools.TokenPools()[0]
+}
+
+// windowedSet is the pools the swa configurator declares for needs (a
+// sliding-window pool for the windowed layers, beside a full pool for the
+// rest, if any), else the mha configurator's full pool, pages of 4 tokens,
+// pages pages in each.
+func windowedSet(t *testing.T, a *alloc.Direct, needs []kv.LayerNeed, pages int) *kv.Set {
+	t.Helper()
+	w, all := 0, true
+	for _, n := range needs {
+		w = max(w, n.Window)
+		all = all && n.Window > 0
+	}
+	if w == 0 {
+		return kvtest.MHA(t, a, needs, sdk.KVFP32, 4, pages)
+	}
+	decl, err := kvtest.DeclareMHA(needs, sdk.KVFP32, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	win := 0
+	if !all {
+		decl, win = kvtest.Split(decl, func(l int) bool { return needs[l].Window > 0 }), 1
+	}
+	decl[win].Kind, decl[win].Window = sdk.SlidingWindow, int64(w)
+	return kvtest.Set(t, a, decl, needs, pages)
 }
 
 // sharedPrompts is a chat-like workload: three system prompts (one ending
@@ -186,6 +212,12 @@ func TestPrefixCacheEqualsRecompute(t *testing.T) {
 		// MLA's latent pool (one row per token) and routed experts
 		{"gen-model deepseek3 tiny, latent pool", archModel(t, "deepseek3"), 100, 36, FCFS},
 		{"gen-model qwen3moe tiny", archModel(t, "qwen3moe"), 100, 36, LPM},
+		// Window pools (16 tokens; pages of 4): Gemma 2 beside a full
+		// pool, Mistral alone (every layer slides); prompts of 25 to 57
+		// tokens decode past the window, so sequences trim their windows,
+		// give up their prefixes' window pages and the cache punches them.
+		{"gen-model gemma2 tiny, window pool", archModel(t, "gemma2"), 100, 36, FCFS},
+		{"gen-model mistral tiny, window pool alone", archModel(t, "mistral"), 100, 24, LPM},
 	}
 	for _, mc := range models {
 		t.Run(mc.name, func(t *testing.T) {

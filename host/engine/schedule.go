@@ -196,8 +196,14 @@ func (e *Engine) step() {
 		e.compact()
 		return
 	}
+	if e.cache != nil {
+		e.cache.Refresh() // the windows trimmed for this step: spare pages for Evictable and Stats
+	}
 	e.run()
 	e.compact()
+	if e.cache != nil {
+		e.cache.Refresh() // and the prefixes inserted and unlocked by it
+	}
 }
 
 func (e *Engine) inBatch(s *seq) bool {

@@ -22,7 +22,8 @@ type Arch struct {
 	// GGUF lists the general.architecture values read as this
 	// architecture; HF the config.json "architectures" class names. HF[0]
 	// is the class a configurator is asked about for a model read from
-	// GGUF (plan.ConfigJSON).
+	// GGUF (plan.ConfigJSON's "architectures", which ConfigJSON below may
+	// rewrite: a llama GGUF with a sliding window is MistralForCausalLM).
 	GGUF, HF []string
 	// FromGGUF reads the hyper-parameters from a GGUF header (g.arch is
 	// the file's general.architecture, the prefix of its keys).

@@ -51,11 +51,19 @@ func (t llamaTraits) arch(name, hfClass string) *Arch {
 			}
 			return c, err
 		},
-		HFTensor:   hfName,
-		ConfigJSON: swaConfigJSON, // a Mistral's window, if any
-		Layers:     llamaLayers,
-		KVNeeds:    llamaKVNeeds,
-		Params:     llamaParams,
+		HFTensor: hfName,
+		ConfigJSON: func(c Config, out map[string]any) {
+			swaConfigJSON(c, out) // a Mistral's window, if any
+			if SWAOf(c) != nil && name == "llama" {
+				// llama.cpp writes Mistral as llama; with a window it is
+				// Hugging Face's MistralForCausalLM (Llama has none), the
+				// class whose configurators read sliding_window.
+				out["architectures"], out["model_type"] = []string{"MistralForCausalLM"}, "mistral"
+			}
+		},
+		Layers:  llamaLayers,
+		KVNeeds: llamaKVNeeds,
+		Params:  llamaParams,
 	}
 }
 

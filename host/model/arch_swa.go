@@ -163,7 +163,7 @@ func swaFromGGUF(g ggufMeta, c *Config) error {
 	switch g.arch {
 	case "gemma2", "gemma3", "gpt-oss":
 	case "llama", "mistral":
-		if window > 0 {
+		if window > 0 && window < c.ContextLen { // a window over the whole context limits nothing (as swaFromHF)
 			c.Ext = &SWAConfig{Window: window, Sliding: slidingPattern(c.Layers, 1, true)}
 		}
 		return nil

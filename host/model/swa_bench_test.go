@@ -93,7 +93,12 @@ func BenchmarkSWA(b *testing.B) {
 // layers, at most window + 2 pages of each sliding layer: what the engine's
 // trimming leaves, TestSWAMatchesFloat64Reference's bound) against the same
 // model served as full attention, for the published Gemma-2-9B and
-// gpt-oss-20b configs with the swa configurator's cells.
+// gpt-oss-20b configs with the swa configurator's cells. The window-pool
+// figure is what a split sized to those sequences gives; SGLang's split
+// (swa_full_tokens_ratio 0.8: the window pool gets 0.8 of the full pool's
+// tokens, the configurator's own Size) holds only as many as full
+// attention, since 8k-token sequences exhaust its full pool while they use
+// under 1% of its window pool: 0.8 is a ratio for short contexts.
 func TestSWASequencesPerGiB(t *testing.T) {
 	const gib, ctx, page = 1 << 30, 8192, 16
 	for _, tc := range []struct {
@@ -101,8 +106,9 @@ func TestSWASequencesPerGiB(t *testing.T) {
 		budget     int64
 		window, sw int64 // sliding window; sequences with the window pool
 		full       int64 // as full attention
+		ratio      int64 // with SGLang's 0.8 split
 	}{
-		{"gemma-2-9b-it", 8 * gib, 4096, 4, 3}, {"gpt-oss-20b", gib, 128, 5, 2},
+		{"gemma-2-9b-it", 8 * gib, 4096, 4, 3, 3}, {"gpt-oss-20b", gib, 128, 5, 2, 2},
 	} {
 		plan, err := layout.SWA{}.Plan(sdk.ConfigureInput{Model: readConfig(t, tc.name), Host: sdk.HostFacts{KVDType: sdk.KVFP16, PageSize: page}.WithDefaults()})
 		if err != nil {
@@ -122,6 +128,17 @@ func TestSWASequencesPerGiB(t *testing.T) {
 			tc.name, full, swa, withWindow, tc.budget/gib, asFull)
 		if withWindow != tc.sw || asFull != tc.full {
 			t.Errorf("%s: %d with the window, %d as full attention; want %d and %d", tc.name, withWindow, asFull, tc.sw, tc.full)
+		}
+		units, err := plan.Size(tc.budget, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		perWindow := min(ctx, (tc.window/page+2)*page)
+		atRatio := min(units["full"]/ctx, units["swa"]/perWindow)
+		t.Logf("%s: SGLang's 0.8 split: %d full-pool and %d window-pool tokens: %d sequences (the window pool would hold %d)",
+			tc.name, units["full"], units["swa"], atRatio, units["swa"]/perWindow)
+		if atRatio != tc.ratio {
+			t.Errorf("%s: %d sequences with SGLang's split, want %d", tc.name, atRatio, tc.ratio)
 		}
 	}
 }

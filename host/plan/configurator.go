@@ -31,6 +31,24 @@ func hfArchitecture(c model.Config) (*model.Arch, string, error) {
 	return a, a.HF[0], nil
 }
 
+// claimedClass is the architecture a configurator is asked about: the
+// first of the model config's "architectures", the config the
+// configurator reads (a GGUF model's ConfigJSON: its registry entry's
+// first HF class, or the class its Arch.ConfigJSON names, e.g.
+// MistralForCausalLM for a llama GGUF with a sliding window).
+func claimedClass(cfg json.RawMessage) (string, error) {
+	var m struct {
+		Architectures []string `json:"architectures"`
+	}
+	if err := json.Unmarshal(cfg, &m); err != nil {
+		return "", fmt.Errorf("plan: model config: %w", err)
+	}
+	if len(m.Architectures) == 0 || m.Architectures[0] == "" {
+		return "", fmt.Errorf("plan: model config names no architectures")
+	}
+	return m.Architectures[0], nil
+}
+
 // ConfigJSON is the Hugging Face config.json equivalent of c (what a GGUF
 // header implies), the model half of a configurator's input: the common
 // fields, and the architecture's own (Arch.ConfigJSON).
@@ -94,8 +112,11 @@ func (k KVConfig) LoadedAs() string { return k.loadedAs }
 // binary was built without `make plugins` and no --plugins folder was given.
 var ErrNoConfigurators = errors.New("plan: no KV configurator plugins are available (build them with `make plugins`, or pass --plugins DIR)")
 
-// ConfigureKV asks the configurator that claims the model's architecture and
-// accepts the KV dtype for its declaration (spec §3) and verifies it
+// ConfigureKV asks the configurator that claims the model's architecture,
+// accepts the KV dtype and does not decline the model (plugin.Registry.
+// Configure: a Mistral with a sliding window smaller than its context is
+// the swa plugin's, any other the mha plugin's) for its declaration
+// (spec §3) and verifies it
 // against the model's layers: the layout the host will allocate, and
 // nothing else (the host computes no cell size of its own).
 func ConfigureKV(ctx context.Context, reg *plugin.Registry, req KVRequest) (KVConfig, error) {
@@ -110,7 +131,7 @@ func ConfigureKV(ctx context.Context, reg *plugin.Registry, req KVRequest) (KVCo
 			return KVConfig{}, err
 		}
 	}
-	_, arch, err := hfArchitecture(c)
+	arch, err := claimedClass(cfg)
 	if err != nil {
 		return KVConfig{}, err
 	}
@@ -119,11 +140,7 @@ func ConfigureKV(ctx context.Context, reg *plugin.Registry, req KVRequest) (KVCo
 		dtype = DefaultKVDType
 	}
 	tp := max(1, req.TP)
-	p, err := reg.ForArchitecture(ctx, arch, dtype)
-	if err != nil {
-		return KVConfig{}, err
-	}
-	l, err := p.Configure(ctx, sdk.ConfigureInput{Model: cfg, Host: sdk.HostFacts{KVDType: dtype, PageSize: int64(req.PageSize), TPSize: int64(tp),
+	p, l, err := reg.Configure(ctx, arch, dtype, sdk.ConfigureInput{Model: cfg, Host: sdk.HostFacts{KVDType: dtype, PageSize: int64(req.PageSize), TPSize: int64(tp),
 		ContextLength: int64(c.ContextLen), MaxRunningRequests: int64(max(0, req.MaxRunning)), ChunkedPrefill: int64(max(0, req.ChunkedPrefill))}})
 	if err != nil {
 		return KVConfig{}, err

@@ -116,7 +116,8 @@ func TestEveryArchitecturePlans(t *testing.T) {
 	}{
 		{"llama-3-8b", "mha", 1, []string{"kv"}},
 		{"qwen3-8b", "mha", 1, []string{"kv"}},
-		{"mistral-7b-v0.1", "mha", 1, []string{"kv"}},
+		{"mistral-7b-v0.1", "swa", 1, []string{"swa"}}, // sliding_window 4096 < 32768: every layer slides
+		{"mistral-7b-instruct-v0.2", "mha", 1, []string{"kv"}},
 		{"deepseek-v3", "mla", 8, []string{"kv"}},
 		{"deepseek-v2-lite", "mla", 1, []string{"kv"}},
 		{"gpt-oss-20b", "swa", 1, []string{"full", "swa"}},

@@ -50,11 +50,7 @@ func configureGPU(ctx context.Context, reg *plugin.Registry, raw json.RawMessage
 	if len(reg.Names()) == 0 {
 		return gpuLayout{}, ErrNoConfigurators
 	}
-	p, err := reg.ForArchitecture(ctx, arch, h.KVDType)
-	if err != nil {
-		return gpuLayout{}, err
-	}
-	l, err := p.Configure(ctx, sdk.ConfigureInput{Model: raw, Host: h})
+	p, l, err := reg.Configure(ctx, arch, h.KVDType, sdk.ConfigureInput{Model: raw, Host: h})
 	if err != nil {
 		return gpuLayout{}, err
 	}
@@ -96,6 +92,36 @@ func (g gpuLayout) pad(q sdk.Pool) int64 {
 // size is the plugin's units for available bytes.
 func (g gpuLayout) size(ctx context.Context, available int64, tokenCap, requestCap int) (map[string]int64, error) {
 	return g.lay.Size(ctx, max(0, available), int64(max(0, tokenCap)), int64(max(0, requestCap)))
+}
+
+// minBudget is the fewest bytes the plugin sizes at least one page of
+// every pool in, searched above have (where it failed), or false when no
+// budget up to 2^50 bytes does (a token cap below what a pool needs).
+// The plugin's answer alone decides — a window pool must hold
+// sliding_window + page tokens, a hybrid cell weights its pools — so the
+// host computes no cell of its own; sizing is monotone in the bytes, so a
+// doubling then a bisection finds the threshold in about 2·log2 calls.
+func (g gpuLayout) minBudget(ctx context.Context, have int64, tokenCap int) (int64, bool) {
+	const limit = int64(1) << 50
+	fits := func(b int64) bool {
+		_, err := g.size(ctx, b, tokenCap, 0)
+		return err == nil
+	}
+	lo, hi := max(0, have), max(1, 2*have)
+	for !fits(hi) {
+		if hi >= limit {
+			return 0, false
+		}
+		lo, hi = hi, min(limit, 2*hi)
+	}
+	for hi-lo > 1 { // fits(hi), !fits(lo)
+		if m := lo + (hi-lo)/2; fits(m) {
+			hi = m
+		} else {
+			lo = m
+		}
+	}
+	return hi, true
 }
 
 // sglangBytes is what SGLang allocates for units: (units + pad) · cell per

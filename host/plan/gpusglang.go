@@ -99,9 +99,14 @@ func sglangGPU(ctx context.Context, in GPUInput, dev GPUDevice, g gpuLayout, ri 
 	units, err := g.size(ctx, kvb.BudgetBytes, in.MaxTotalTokens, 0)
 	if err != nil {
 		// SGLang: "Not enough memory. Please try to increase
-		// --mem-fraction-static." The smallest f whose budget holds one
-		// page of the main pool: A − P·(1−f) ≥ page·cell.
-		need := int64(in.PageSize) * g.cell()
+		// --mem-fraction-static." The smallest f whose budget the
+		// configurator sizes (one page of every pool; a window pool's
+		// sliding_window + page tokens): A − P·(1−f) ≥ need.
+		need, ok := g.minBudget(ctx, kvb.BudgetBytes, in.MaxTotalTokens)
+		if !ok {
+			s.fail(fmt.Errorf("plan: SGLang's sizing: configurator %s sizes no budget under --max-total-tokens %d: %w", g.rec.Plugin, in.MaxTotalTokens, err))
+			return s, nil
+		}
 		minF := 1 - (kvb.AGiB-float64(need)/budget.GiB)/kvb.PGiB
 		s.fail(fmt.Errorf("plan: SGLang's sizing: not enough memory, increase --mem-fraction-static (configurator: %v): %w", err,
 			&budget.InsufficientMemoryError{Phase: "kv-budget", NeedBytes: need, HaveBytes: kvb.BudgetBytes, Knob: "--mem-fraction-static",

@@ -106,7 +106,8 @@ func TestWasmMatchesNative(t *testing.T) {
 	}{
 		{"mha", "llama-3-8b", sdk.HostFacts{KVDType: "mxfp8", DraftLayers: 1}},
 		{"mha", "qwen3-8b", sdk.HostFacts{TPSize: 2}},
-		{"mha", "mistral-7b-v0.1", sdk.HostFacts{KVDType: "fp16"}},
+		{"mha", "mistral-7b-instruct-v0.2", sdk.HostFacts{KVDType: "fp16"}},
+		{"swa", "mistral-7b-v0.1", sdk.HostFacts{KVDType: "fp16"}},
 		{"mla", "deepseek-v3", sdk.HostFacts{PageSize: 64}},
 		{"mla", "deepseek-v2-lite", sdk.HostFacts{KVDType: "fp8_e4m3"}},
 		{"swa", "gpt-oss-20b", sdk.HostFacts{DraftLayers: 1, PageSize: 16}},

@@ -57,6 +57,10 @@
 //     file being written. Registry.ForArchitecture decides which
 //     configurator claims a model from the records, or else by asking the
 //     interpreter (Runtime.Describe), and compiles only the claimant.
+//     Registry.Configure walks the same claimants and takes the first
+//     that does not decline the model (sdk.StatusDeclined): where two
+//     configurators claim an architecture (Mistral: mha and swa), the
+//     config they read decides which serves it, never the host.
 //   - With Config.RecallAnswers a configurator's configure and size
 //     answers are recorded beside the records, keyed by the module's
 //     sha256, the export and the exact input, and recalled when the same

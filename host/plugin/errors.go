@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/kvhost/kvhost/sdk"
 )
 
 // The error family. Loading a version that is not accepted returns a
@@ -193,7 +195,16 @@ type GuestError struct {
 }
 
 func (e *GuestError) Error() string {
+	if e.Status == sdk.StatusDeclined {
+		return fmt.Sprintf("plugin: %s: %s declined the model: %s", e.Plugin, e.Call, e.Msg)
+	}
 	return fmt.Sprintf("plugin: %s: %s failed (status %d): %s", e.Plugin, e.Call, e.Status, e.Msg)
+}
+
+// Is makes a configure the plugin declined (sdk.StatusDeclined) match
+// sdk.ErrDeclined.
+func (e *GuestError) Is(target error) bool {
+	return target == sdk.ErrDeclined && e.Status == sdk.StatusDeclined
 }
 
 func firstLine(s string) string {

@@ -450,9 +450,46 @@ func (r *Registry) describe(ctx context.Context, name string) (d sdk.Descriptor,
 // descriptors, else the interpreter: Runtime.Describe), so only the
 // claimant is compiled; plugins of other kinds are skipped; configurators
 // that fail to describe, load or self-test are skipped with a warning, and
-// reported if nothing matches.
+// reported if nothing matches. Configure is the same walk that also lets a
+// claimant decline the model.
 func (r *Registry) ForArchitecture(ctx context.Context, arch, kvDType string) (*Plugin, error) {
-	var loadErrs []error
+	var found *Plugin
+	err := r.claimants(ctx, arch, kvDType, func(p *Plugin) error {
+		found = p
+		return nil
+	})
+	return found, err
+}
+
+// Configure configures in with the first claimant of arch (ForArchitecture's
+// order) that does not decline it: a configurator may claim an
+// architecture whose models it serves only when their config says so, and
+// answer sdk.StatusDeclined for the rest (the swa plugin takes a Mistral
+// with a sliding window smaller than the context, the mha plugin every
+// other Mistral), so which configurator serves a model is decided by the
+// configurators, from the config they read, and nowhere in the host. Any
+// other configure error is returned as it is.
+func (r *Registry) Configure(ctx context.Context, arch, kvDType string, in sdk.ConfigureInput) (*Plugin, *Layout, error) {
+	var found *Plugin
+	var lay *Layout
+	err := r.claimants(ctx, arch, kvDType, func(p *Plugin) error {
+		l, err := p.Configure(ctx, in)
+		if err != nil {
+			return err
+		}
+		found, lay = p, l
+		return nil
+	})
+	return found, lay, err
+}
+
+// claimants calls use with each loaded, self-tested configurator claiming
+// arch and accepting kvDType, in ForArchitecture's order, until use
+// returns nil (done) or an error other than a decline (returned); declines
+// and load failures are reported with the final error when no claimant
+// took the model.
+func (r *Registry) claimants(ctx context.Context, arch, kvDType string, use func(*Plugin) error) error {
+	var loadErrs, declines []error
 	var configurators []string
 	names := r.Names()
 	sort.SliceStable(names, func(i, j int) bool {
@@ -472,23 +509,31 @@ func (r *Registry) ForArchitecture(ctx context.Context, arch, kvDType string) (*
 		if !d.Claims(arch) || !d.AcceptsKVDType(kvDType) {
 			continue
 		}
-		if p, ok := r.deferred(name, d); ok {
-			return p, nil
+		p, recorded := r.deferred(name, d) // accepted and self-tested before: loaded on demand
+		if !recorded {
+			if p, err = r.Plugin(ctx, name); err == nil {
+				err = r.selfTest(ctx, p)
+			}
+			if err != nil {
+				loadErrs = append(loadErrs, err)
+				r.reportRefused(name, err)
+				continue
+			}
 		}
-		p, err := r.Plugin(ctx, name)
-		if err == nil {
-			err = r.selfTest(ctx, p)
-		}
-		if err != nil {
-			loadErrs = append(loadErrs, err)
-			r.reportRefused(name, err)
+		err = use(p)
+		if errors.Is(err, sdk.ErrDeclined) {
+			declines = append(declines, err)
 			continue
 		}
-		return p, nil
+		return err
 	}
-	err := fmt.Errorf("plugin: no configurator claims architecture %q with kv_dtype %q among %s",
-		arch, kvDType, strings.Join(configurators, ", "))
-	return nil, errors.Join(append([]error{err}, loadErrs...)...)
+	what := "claims"
+	if len(declines) > 0 {
+		what = "serves this model of"
+	}
+	err := fmt.Errorf("plugin: no configurator %s architecture %q with kv_dtype %q among %s",
+		what, arch, kvDType, strings.Join(configurators, ", "))
+	return errors.Join(append(append([]error{err}, declines...), loadErrs...)...)
 }
 
 // deferred returns the named configurator as a deferred Plugin (loaded on

@@ -239,3 +239,54 @@ func TestRegistryUnload(t *testing.T) {
 		t.Fatalf("unloading what is not loaded: %v", err)
 	}
 }
+
+// TestRegistryConfigureAsksClaimantsInTurn: mha and swa both claim
+// MistralForCausalLM, and the config decides: Mistral-7B-v0.1's 4096-token
+// window (in a 32 768-token context) is served by swa's window pool, v0.2's
+// null window by mha's full pool, whichever is asked first. With only the
+// declining plugin present nothing serves the model, and the error says
+// why (the decline's text, sdk.ErrDeclined).
+func TestRegistryConfigureAsksClaimantsInTurn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	host := sdk.HostFacts{KVDType: "bf16", ContextLength: 32768}
+	for _, names := range [][]string{{"mha", "swa"}, {"swa", "mha"}} {
+		dir := t.TempDir()
+		for i, k := range names { // the file names set the order of asking
+			if err := os.WriteFile(filepath.Join(dir, string(rune('a'+i))+"-"+k+".wasm"), readWasm(t, k), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r, err := NewRegistry(testRT, nil, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tt := range []struct{ model, plugin, pool string }{
+			{"mistral-7b-v0.1", "swa", "swa"},
+			{"mistral-7b-instruct-v0.2", "mha", "kv"},
+		} {
+			p, l, err := r.Configure(ctx, "MistralForCausalLM", "bf16", sdk.ConfigureInput{Model: modelConfig(t, tt.model), Host: host})
+			if err != nil {
+				t.Fatalf("%v: %s: %v", names, tt.model, err)
+			}
+			if p.Descriptor().Name != tt.plugin || len(l.Pools) != 1 || l.Pools[0].Name != tt.pool {
+				t.Errorf("%v: %s: %s declared %+v, want %s's pool %s", names, tt.model, p.Descriptor().Name, l.Pools, tt.plugin, tt.pool)
+			}
+		}
+		r.Close(ctx)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "mha.wasm"), readWasm(t, "mha"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRegistry(testRT, nil, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	_, _, err = r.Configure(ctx, "MistralForCausalLM", "bf16", sdk.ConfigureInput{Model: modelConfig(t, "mistral-7b-v0.1"), Host: host})
+	if !errors.Is(err, sdk.ErrDeclined) || !strings.Contains(err.Error(), "no configurator serves this model") ||
+		!strings.Contains(err.Error(), "the swa configurator serves it") {
+		t.Fatalf("mha alone, Mistral-7B-v0.1: %v", err)
+	}
+}

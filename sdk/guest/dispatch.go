@@ -2,6 +2,7 @@ package guest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 
@@ -93,6 +94,10 @@ func (d *Dispatcher) Configure(input []byte) int32 {
 		return d.fail(err)
 	}
 	plan, err := d.impl.Configure(in)
+	if errors.Is(err, sdk.ErrDeclined) {
+		d.lastErr = err.Error()
+		return sdk.StatusDeclined
+	}
 	if err != nil {
 		return d.fail(err)
 	}

@@ -20,6 +20,9 @@ func (fixed) Describe() sdk.Descriptor {
 }
 
 func (fixed) Configure(in sdk.ConfigureInput) (guest.Plan, error) {
+	if in.Host.KVDType == sdk.KVFP8E4M3 {
+		return nil, fmt.Errorf("fixed: fp8 models are another plugin's: %w", sdk.ErrDeclined)
+	}
 	if in.Host.KVDType != sdk.KVBF16 {
 		return nil, errors.New("fixed: bf16 only")
 	}
@@ -64,6 +67,11 @@ func TestDispatcher(t *testing.T) {
 	}
 	if st := d.Configure([]byte(`{"model":{},"host":{"kv_dtype":"fp16"}}`)); st != sdk.StatusGuestError || d.LastError() != "fixed: bf16 only" {
 		t.Fatalf("fp16: %d %q", st, d.LastError())
+	}
+	// A decline is its own status, with its text: the host asks the next
+	// claimant.
+	if st := d.Configure([]byte(`{"model":{},"host":{"kv_dtype":"fp8_e4m3"}}`)); st != sdk.StatusDeclined || d.LastError() != "fixed: fp8 models are another plugin's: declined" {
+		t.Fatalf("declined configure: %d %q", st, d.LastError())
 	}
 	if st := d.Configure([]byte(`{"model":7}`)); st != sdk.StatusGuestError || !strings.Contains(d.LastError(), "JSON object") {
 		t.Fatalf("bad input: %d %q", st, d.LastError())

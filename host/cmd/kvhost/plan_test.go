@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kvhost/kvhost/host/budget"
 	"github.com/kvhost/kvhost/host/plan"
 )
 
@@ -332,5 +333,39 @@ func TestPlanCLIRefusesGPUFlagsOnCPU(t *testing.T) {
 	}
 	if _, err := planCLI(t, "--model", config("llama-3-8b"), "--gpu", "H100-80GB", "--device-memory", "6GiB"); err == nil {
 		t.Error("--device-memory accepted on a GPU plan")
+	}
+}
+
+// TestPlanCLISWAPoolTooSmall: a budget whose window pool cannot hold
+// sliding_window + page tokens names the bytes the configurator needs,
+// short by a positive figure. gpt-oss-120b (18 full + 18 sliding layers,
+// window 128, page 1): the window pool holds int(0.8·full) tokens and must
+// exceed 128 + 1, so full ≥ 163 and the budget ≥ ⌈163 · 66 355.2⌉ =
+// 10 815 898 bytes (spec §3's hybrid cell 18·2048 + 0.8·18·2048, bf16).
+func TestPlanCLISWAPoolTooSmall(t *testing.T) {
+	args := func(kv string) []string {
+		return []string{"--model", config("gpt-oss-120b"), "--sglang-compat", "--gpu", "H200", "--mem-fraction-static", "1",
+			"--free-before-weights", "80GiB", "--free-at-kv-sizing", kv}
+	}
+	const need = 10815898
+	for _, have := range []int64{need - 1, 10 << 20, 5 << 20} {
+		_, err := planCLI(t, args(strconv.FormatInt(have, 10))...)
+		var ime *budget.InsufficientMemoryError
+		if err == nil || !errors.As(err, &ime) {
+			t.Fatalf("%d bytes: %v, want an InsufficientMemoryError", have, err)
+		}
+		short := fmt.Sprintf("needs %d bytes, has %d bytes (short by %d bytes", int64(need), have, need-have)
+		if ime.NeedBytes != need || ime.HaveBytes != have || !strings.Contains(err.Error(), short) {
+			t.Errorf("%d bytes: %v\nwant %q", have, err, short)
+		}
+	}
+	r, err := planCLI(t, args(strconv.Itoa(need))...)
+	if err != nil {
+		t.Fatalf("%d bytes: %v", need, err)
+	}
+	for path, want := range map[string]float64{"sglang.units.full": 163, "sglang.units.swa": 130} {
+		if v, err := lookup(r, path); err != nil || v != want {
+			t.Errorf("%s = %v (%v), want %v", path, v, err, want)
+		}
 	}
 }

@@ -33,7 +33,13 @@
 //     (all of 0 … L−1 when L ≤ W). Since a running sequence trims its
 //     window as it goes, the reusable boundaries are in practice the ends
 //     of inserted prompts and sequences (their last W tokens are held) and
-//     every boundary of prefixes shorter than W.
+//     every boundary of prefixes shorter than W. A locked prefix keeps only
+//     the window pages its holders' windows read (the last W tokens before
+//     each holder's end, none once the holder has decoded a window past
+//     it: Tree.ReleaseWindow); the rest are spare, counted as evictable,
+//     and Evict turns them into holes when the pool is short (SGLang's
+//     SWA radix cache tombstones the same pages), so a running sequence
+//     pins at most its window of a window pool, cache on or off.
 //   - State (recurrent Mamba/GDN state): a snapshot slot holding the state
 //     after a node's last token, given by Insert (the caller copies its
 //     state into a fresh slot and hands it over); as in SGLang's Mamba
@@ -59,7 +65,8 @@
 //     equal one). Protocol invariant: every page a running sequence shares
 //     with the tree lies on a path it has locked, so every page of an
 //     unlocked node is held by the tree alone, and Stats.Evictable is
-//     exactly what Evict can return to the free lists.
+//     exactly what Evict can return to the free lists (a window pool's
+//     spare pages as of the last Refresh).
 //   - Preemption releases the sequence's references (its tables) and its
 //     lock, never the tree's: cached pages stay cached and, unless evicted
 //     meanwhile, the preempted sequence hits them when it is readmitted.

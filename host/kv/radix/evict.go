@@ -11,7 +11,9 @@ import (
 // came back. A leaf goes whole, so its pages in the other pools come back
 // too; a parent left a leaf becomes a candidate in its turn. Every page an
 // evicted node held only the tree held (sequences lock what they hold), so
-// each one released returns to its pool's free list.
+// each one released returns to its pool's free list. A window pool short
+// after the leaves then loses the spare pages of locked nodes, which become
+// holes (window.go).
 func (t *Tree) Evict(pool, want int) int {
 	if pool < 0 || pool >= len(t.pools) {
 		panic(fmt.Sprintf("radix: Evict of pool %d, the tree has %d", pool, len(t.pools)))
@@ -20,6 +22,10 @@ func (t *Tree) Evict(pool, want int) int {
 	for got < want && t.heap.Len() > 0 {
 		got += t.remove(heap.Pop(&t.heap).(*node), pool)
 	}
+	if got < want && t.pools[pool].Kind == Window {
+		got += t.punch(pool, want-got) // window.go
+	}
+	t.Refresh()
 	return got
 }
 
@@ -113,6 +119,7 @@ func (t *Tree) Reset() error {
 	for i := range t.pools {
 		t.stats.held[i].Store(0)
 		t.stats.evictable[i].Store(0)
+		t.stats.spare[i].Store(0)
 	}
 	t.gen++
 	if t.obs != nil {

@@ -83,7 +83,7 @@ func (t *Tree) Insert(tokens []int32, tables [][]int32, snaps []int32) Handle {
 	if cur.isRoot() {
 		return Handle{}
 	}
-	return Handle{cur}
+	return Handle{n: cur, win: true}
 }
 
 // adoptable is where the tokens from pos to n stop being adoptable: the

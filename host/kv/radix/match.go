@@ -146,8 +146,13 @@ func (t *Tree) resetPrefix(p *Prefix) {
 }
 
 // Handle is a locked prefix: while a running sequence holds it, no page or
-// snapshot of the prefix is evicted. The zero Handle locks nothing.
-type Handle struct{ n *node }
+// snapshot of the prefix is evicted, but for a window pool's pages that
+// its window does not read (window.go; none after ReleaseWindow). The zero
+// Handle locks nothing.
+type Handle struct {
+	n   *node
+	win bool // it holds the window pages before its end (window.go)
+}
 
 // Tokens is the locked prefix's length.
 func (h Handle) Tokens() int {
@@ -172,7 +177,7 @@ func (t *Tree) Lock(p *Prefix) Handle {
 	if p.off < len(n.key) {
 		n = t.split(n, p.off)
 	}
-	h := Handle{n}
+	h := Handle{n: n, win: true}
 	t.Relock(h)
 	return h
 }
@@ -183,6 +188,9 @@ func (t *Tree) Lock(p *Prefix) Handle {
 func (t *Tree) Relock(h Handle) {
 	if h.n == nil {
 		return
+	}
+	if h.win {
+		h.n.own++
 	}
 	now := t.tick()
 	for x := h.n; x != nil; x = x.parent {
@@ -204,6 +212,9 @@ func (t *Tree) Unlock(h Handle) {
 	}
 	if h.n.lock <= 0 {
 		panic(fmt.Sprintf("radix: unlock of an unlocked prefix of %d tokens", h.n.end))
+	}
+	if h.win {
+		h.n.own--
 	}
 	now := t.tick()
 	for x := h.n; x != nil; x = x.parent {

@@ -26,6 +26,8 @@ type node struct {
 	sibling *node // the next child of parent whose first block hashes alike
 
 	lock   int32 // running sequences holding this node's prefix
+	own    int32 // window-holding Handles ending at this node (window.go)
+	minEnd int   // scratch of lockedNodes: least window-holding end at or below
 	access uint64
 	heapAt int // index in the evictable heap, -1 when not in it
 }

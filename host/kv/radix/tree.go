@@ -169,18 +169,21 @@ var ErrLocked = errors.New("radix: cached prefixes are locked by running sequenc
 // sequences' page tables) calls every method but Stats, which any goroutine
 // may call.
 type Tree struct {
-	pools  []Pool
-	owner  Owner
-	hash   Hasher
-	obs    Observer
-	block  int
-	states bool // some pool is a State pool
+	pools   []Pool
+	owner   Owner
+	hash    Hasher
+	obs     Observer
+	block   int
+	states  bool // some pool is a State pool
+	windows bool // some pool is a Window pool
 
 	root  *node
 	clock uint64 // logical time of the last access
 	gen   uint64 // structure version: a Prefix is valid for one
 	heap  evictHeap
 	one   [1]int32 // scratch for single-slot releases
+	// locked and walk are lockedNodes' scratch (window.go).
+	locked, walk []*node
 
 	stats counters
 }
@@ -189,6 +192,7 @@ type Tree struct {
 type counters struct {
 	nodes, tokens, evictTokens atomic.Int64
 	held, evictable            []atomic.Int64 // per pool: pages (slots) the tree holds, and those in unlocked nodes
+	spare                      []atomic.Int64 // per window pool: locked nodes' pages no window reads (window.go)
 }
 
 // New builds an empty tree over cfg's pools.
@@ -199,7 +203,9 @@ func New(cfg Config) (*Tree, error) {
 	t := &Tree{pools: append([]Pool(nil), cfg.Pools...), owner: cfg.Owner, hash: cfg.Hash, obs: cfg.Observer, block: blockOf(cfg.Pools)}
 	for _, p := range t.pools {
 		t.states = t.states || p.Kind == State
+		t.windows = t.windows || p.Kind == Window
 	}
+	t.stats.spare = make([]atomic.Int64, len(t.pools))
 	t.stats.held = make([]atomic.Int64, len(t.pools))
 	t.stats.evictable = make([]atomic.Int64, len(t.pools))
 	t.root = t.newNode(nil, nil, 0)
@@ -221,7 +227,9 @@ type Stats struct {
 	Tokens          int `json:"tokens"`
 	EvictableTokens int `json:"evictable_tokens"`
 	// Pages, per pool, is the pages (snapshot slots for a state pool) the
-	// tree holds; Evictable those in unlocked nodes, which Evict can free.
+	// tree holds; Evictable those in unlocked nodes, and a window pool's
+	// spare pages in locked ones as of the last Refresh (window.go): what
+	// Evict can free.
 	Pages     []int `json:"pages"`
 	Evictable []int `json:"evictable"`
 }
@@ -246,14 +254,16 @@ func (t *Tree) Stats() Stats {
 		Pages: make([]int, len(t.pools)), Evictable: make([]int, len(t.pools))}
 	for i := range t.pools {
 		s.Pages[i] = int(t.stats.held[i].Load())
-		s.Evictable[i] = int(t.stats.evictable[i].Load())
+		s.Evictable[i] = int(t.stats.evictable[i].Load() + t.stats.spare[i].Load())
 	}
 	return s
 }
 
 // Evictable is Stats().Evictable[pool] without the copy: what Evict(pool,
-// ·) can free now.
-func (t *Tree) Evictable(pool int) int { return int(t.stats.evictable[pool].Load()) }
+// ·) can free (a window pool's spare pages as of the last Refresh).
+func (t *Tree) Evictable(pool int) int {
+	return int(t.stats.evictable[pool].Load() + t.stats.spare[pool].Load())
+}
 
 // tick advances the logical clock.
 func (t *Tree) tick() uint64 {

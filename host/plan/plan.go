@@ -149,7 +149,9 @@ func planCPU(in Input) (Report, error) {
 	}
 	l := kc.Layout
 	b.KVConfigurator, b.KVDType = kc.Record(), kc.StoredAs()
-	sg := SGLangFigures(b.TotalBytes, P, A, 0, in.ChunkedPrefill, 1, float64(kc.CellBytes), in.PageSize, in.MaxTotalTokens, c.ContextLen)
+	sgIn := SGLangInput{TotalBytes: b.TotalBytes, PBytes: P, ABytes: A, ChunkedPrefill: in.ChunkedPrefill, TP: 1, CellBytes: float64(kc.CellBytes),
+		PageSize: in.PageSize, MaxTotalTokens: in.MaxTotalTokens, ContextLen: c.ContextLen, MLA: LatentLayout(l)}
+	sg := SGLangFigures(sgIn)
 	arena := ledger.NewUsage("kv_arena", ledger.KindArena)
 	graphMax := in.GraphMaxBS
 	if graphMax < 0 {
@@ -168,7 +170,8 @@ func planCPU(in Input) (Report, error) {
 		b.Policy = "sglang-compat"
 		b.Caps(false, in.MemFractionStatic)
 		if in.MemFractionStatic > 0 {
-			sg = SGLangFigures(b.TotalBytes, P, A, in.MemFractionStatic, in.ChunkedPrefill, 1, float64(kc.CellBytes), in.PageSize, in.MaxTotalTokens, c.ContextLen)
+			sgIn.MemFractionStatic = in.MemFractionStatic
+			sg = SGLangFigures(sgIn)
 			b.FractionFromFlag = true
 		}
 		b.MemFractionStatic = sg.MemFractionStatic

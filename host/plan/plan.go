@@ -64,6 +64,9 @@ type Report struct {
 	// KVHost is kvhost's own figure when the plan was made with
 	// SGLangCompat, for comparison.
 	KVHost *Budget `json:"kvhost,omitempty"`
+	// Decode is the weight bytes a decoded token reads (nil without the
+	// weight tensors).
+	Decode *DecodeRead `json:"decode_read,omitempty"`
 }
 
 // Plan predicts serve's ledger for in.
@@ -71,10 +74,16 @@ func Plan(in Input) (Report, error) {
 	if err := in.Config.Validate(); err != nil {
 		return Report{}, err
 	}
+	plan := planGPU
 	if in.Device == "cpu" {
-		return planCPU(in)
+		plan = planCPU
 	}
-	return planGPU(in)
+	r, err := plan(in)
+	if err == nil && len(in.Weights) > 0 {
+		d := DecodeBytes(in.Config, in.Weights)
+		r.Decode = &d
+	}
+	return r, err
 }
 
 // phaser builds predicted phases from deltas.

@@ -15,7 +15,6 @@ import (
 
 	"github.com/kvhost/kvhost/configurators/layout"
 	"github.com/kvhost/kvhost/host/model/gguf"
-	"github.com/kvhost/kvhost/host/model/safetensors"
 	"github.com/kvhost/kvhost/host/model/synth"
 	"github.com/kvhost/kvhost/internal/testmodels"
 	kcpu "github.com/kvhost/kvhost/kernels/cpu"
@@ -205,117 +204,26 @@ func TestDeepseekFusedKVBEqualsSplit(t *testing.T) {
 	closeLogits(t, "fused vs split kv_b", logitsOf(t, fused, archPrompt), logitsOf(t, split, archPrompt), 1e-5)
 }
 
-// hfArchCopy writes an F32 qwen3moe/deepseek2 GGUF as a Hugging Face
-// checkpoint: per-expert matrices, DeepSeek's fused kv_b_proj, and the
-// config.json fields of the family.
-func hfArchCopy(t *testing.T, path string, c Config) string {
-	t.Helper()
-	f, err := gguf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var tensors []safetensors.Tensor
-	add := func(name string, shape []uint64, data []byte) {
-		tensors = append(tensors, safetensors.Tensor{Name: name, DType: safetensors.F32, Shape: shape, Data: data})
-	}
-	src := map[string][]byte{}
-	for _, ti := range f.Tensors {
-		_, raw, _ := f.Tensor(ti.Name)
-		src[ti.Name] = raw
-	}
-	for _, ti := range f.Tensors {
-		raw := src[ti.Name]
-		rest, _ := strings.CutPrefix(ti.Name, "blk.")
-		layer, part, _ := strings.Cut(rest, ".")
-		switch {
-		case hfExpertProj[part] != "":
-			cols, rows, E := ti.Dims[0], ti.Dims[1], ti.Dims[2]
-			n := int(cols * rows * 4)
-			for j := range int(E) {
-				add(fmt.Sprintf("model.layers.%s.mlp.experts.%d.%s.weight", layer, j, hfExpertProj[part]), []uint64{rows, cols}, raw[j*n:(j+1)*n])
-			}
-		case part == "attn_v_b.weight":
-		case part == "attn_k_b.weight":
-			dir := fuseKVB(t, path, c) // the fused form, read back
-			g, err := gguf.Open(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ti2, fused, err := g.Tensor("blk." + layer + ".attn_kv_b.weight")
-			if err != nil {
-				t.Fatal(err)
-			}
-			add(moeHFName("blk."+layer+".attn_kv_b.weight"), []uint64{ti2.Dims[1], ti2.Dims[0]}, append([]byte(nil), fused...))
-			g.Close()
-		default:
-			name := moeHFName(ti.Name)
-			if ti.Name == "token_embd.weight" {
-				name = "model.embed_tokens.weight"
-			}
-			shape := []uint64{ti.Dims[0]}
-			if len(ti.Dims) == 2 {
-				shape = []uint64{ti.Dims[1], ti.Dims[0]}
-			}
-			add(name, shape, raw)
-		}
-	}
-	var buf bytes.Buffer
-	if err := safetensors.Write(&buf, tensors, nil); err != nil {
-		t.Fatal(err)
-	}
-	e := c.moe()
-	cfg := map[string]any{
-		"hidden_size": c.Hidden, "num_hidden_layers": c.Layers, "num_attention_heads": c.Heads, "intermediate_size": c.Intermediate,
-		"vocab_size": c.Vocab, "rms_norm_eps": c.RMSEps, "rope_theta": c.Rope.Theta, "max_position_embeddings": c.ContextLen,
-		"tie_word_embeddings": false, "eos_token_id": 2, "num_experts_per_tok": e.Router.TopK, "moe_intermediate_size": e.Intermediate,
-		"norm_topk_prob": e.Router.NormTopK,
-	}
-	if a := c.mla(); a != nil {
-		cfg["architectures"], cfg["model_type"] = []string{"DeepseekV3ForCausalLM"}, "deepseek_v3"
-		cfg["kv_lora_rank"], cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"], cfg["v_head_dim"] = a.KVLoraRank, a.NopeDim, a.RopeDim, a.VHeadDim
-		cfg["q_lora_rank"] = nil
-		if a.QLoraRank > 0 {
-			cfg["q_lora_rank"] = a.QLoraRank
-		}
-		cfg["n_routed_experts"], cfg["n_shared_experts"], cfg["first_k_dense_replace"] = e.Router.Experts, e.Shared/e.Intermediate, e.FirstDense
-		cfg["routed_scaling_factor"], cfg["n_group"], cfg["topk_group"] = e.Router.Scale, e.Router.Groups, e.Router.TopKGroups
-		cfg["topk_method"], cfg["scoring_func"] = "noaux_tc", "sigmoid"
-		if !e.SelectionBias {
-			// softmax routing grouped as llama.cpp groups it (top-2 sums)
-			t.Fatalf("hfArchCopy writes V3-style routing; %s has no selection bias", path)
-		}
-	} else {
-		cfg["architectures"], cfg["model_type"] = []string{"Qwen3MoeForCausalLM"}, "qwen3_moe"
-		cfg["num_key_value_heads"], cfg["head_dim"], cfg["num_experts"] = c.KVHeads, c.HeadDim, e.Router.Experts
-	}
-	js, err := json.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	for name, data := range map[string][]byte{"model.safetensors": buf.Bytes(), "config.json": js, "tokenizer.json": byteLevelTokenizerJSON()} {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
-
-// TestArchHFEqualsGGUF: the Hugging Face copy of a generated model
-// (per-expert tensors stacked at load, DeepSeek's fused kv_b_proj split)
-// gives the GGUF file's logits.
+// TestArchHFEqualsGGUF: the Hugging Face copy ExportHF writes of a
+// generated model (per-expert tensors stacked at load, DeepSeek's fused
+// kv_b_proj split) gives the GGUF file's logits.
 func TestArchHFEqualsGGUF(t *testing.T) {
-	for _, arch := range []string{"qwen3moe", "deepseek3"} {
+	for _, arch := range []string{"qwen3moe", "deepseek2", "deepseek3"} {
 		t.Run(arch, func(t *testing.T) {
-			path := writeArch(t, arch, "tiny", 0)
+			path := writeArchBPE(t, arch)
 			g := load(t, path, 16)
-			h := load(t, hfArchCopy(t, path, g.m.Config), 16)
-			gc, hc := g.m.Config, h.m.Config
-			if fmt.Sprint(*gc.moe()) != fmt.Sprint(*hc.moe()) {
-				t.Fatalf("experts: GGUF %+v, HF %+v", *gc.moe(), *hc.moe())
+			h := load(t, exportHF(t, path), 16)
+			ge, he := *g.m.Config.moe(), *h.m.Config.moe()
+			for _, e := range []*MoEConfig{&ge, &he} {
+				if e.Router.Groups <= 1 { // one group (GGUF) is none (HF greedy)
+					e.Router.Groups, e.Router.TopKGroups = 0, 0
+				}
 			}
-			closeLogits(t, "HF vs GGUF", logitsOf(t, h, archPrompt), logitsOf(t, g, archPrompt), 1e-5)
+			if fmt.Sprint(ge) != fmt.Sprint(he) {
+				t.Fatalf("experts: GGUF %+v, HF %+v", ge, he)
+			}
+			// the same values in the same order: bit-equal
+			closeLogits(t, "HF vs GGUF", logitsOf(t, h, archPrompt), logitsOf(t, g, archPrompt), 0)
 		})
 	}
 }

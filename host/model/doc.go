@@ -26,6 +26,12 @@
 // from the registry (../shared/design/ARCHITECTURE.md §2: architectures
 // written against the kernel set).
 //
+// ExportHF (hfexport*.go) is the loaders' inverse: a GGUF model written as
+// the Hugging Face checkpoint llama.cpp's converter would have read, by the
+// same name tables (Arch.HFTensor) and undoing each layout the HF loader
+// undoes; its config.json must read back to the GGUF's Config
+// (`kvhost gen-model --format hf`, the HF-vs-GGUF tests).
+//
 // Invariants:
 //   - One forward. The eager Forward and the captured decode step run the
 //     same layer loop (layersForward) and the same parts, so a new

@@ -395,10 +395,10 @@ func hfCopy(t *testing.T, path string, c Config, ropeScaling string) string {
 			shape = []uint64{ti.Dims[1], ti.Dims[0]}
 		}
 		if strings.HasSuffix(ti.Name, "attn_q.weight") {
-			data = unpermute(data, c.Heads, c.HeadDim, c.Hidden)
+			data = halfSplit(data, c.Heads, c.HeadDim, 4*c.Hidden)
 		}
 		if strings.HasSuffix(ti.Name, "attn_k.weight") {
-			data = unpermute(data, c.KVHeads, c.HeadDim, c.Hidden)
+			data = halfSplit(data, c.KVHeads, c.HeadDim, 4*c.Hidden)
 		}
 		tensors = append(tensors, safetensors.Tensor{Name: name, DType: safetensors.F32, Shape: shape, Data: data})
 	}
@@ -426,23 +426,6 @@ func hfCopy(t *testing.T, path string, c Config, ropeScaling string) string {
 	must(os.WriteFile(filepath.Join(dir, "config.json"), js, 0o644))
 	must(os.WriteFile(filepath.Join(dir, "tokenizer.json"), byteLevelTokenizerJSON(), 0o644))
 	return dir
-}
-
-// unpermute turns llama.cpp's adjacent-pair q/k row order back into HF's
-// half-split order: HF row h*hd + j*hd/2 + i holds GGUF row h*hd + 2i + j.
-func unpermute(data []byte, heads, hd, cols int) []byte {
-	out := make([]byte, len(data))
-	row := cols * 4
-	for h := 0; h < heads; h++ {
-		for i := 0; i < hd/2; i++ {
-			for j := 0; j < 2; j++ {
-				src := (h*hd + 2*i + j) * row
-				dst := (h*hd + j*hd/2 + i) * row
-				copy(out[dst:dst+row], data[src:src+row])
-			}
-		}
-	}
-	return out
 }
 
 // byteLevelTokenizerJSON is a minimal byte-level BPE tokenizer.json with

@@ -2,6 +2,8 @@ package server
 
 import (
 	"net/http"
+
+	"github.com/kvhost/kvhost/host/model/chat"
 )
 
 // handleChatCompletions serves POST /v1/chat/completions.
@@ -53,7 +55,7 @@ func (s *server) prepareChat(req *chatRequest) (genParams, []int32, error) {
 		return p, nil, err
 	}
 	suffix := ""
-	if plan != nil {
+	if plan != nil && plan.mode != "none" {
 		spec, err := plan.toolConstraint(tools, p.structured)
 		if err != nil {
 			return p, nil, err
@@ -64,8 +66,12 @@ func (s *server) prepareChat(req *chatRequest) (genParams, []int32, error) {
 		if plan.forced {
 			suffix = plan.prefix
 		}
-		p.tools = plan
 	}
-	ids, err := s.chatPrompt(req.Messages, true, nil, render, suffix)
+	p.tools = plan
+	effort, err := s.planReasoning(&req.reasoningFields, plan)
+	if err != nil {
+		return p, nil, err
+	}
+	ids, err := s.chatPrompt(req.Messages, true, nil, chat.Options{Tools: render, ReasoningEffort: effort}, suffix)
 	return p, ids, err
 }

@@ -27,7 +27,7 @@
 // informational one (user, metadata, safety_identifier, prompt_cache_key;
 // /generate's log_metrics) is accepted and changes nothing; a field of the
 // OpenAI API, or one vLLM or SGLang adds, that kvhost does not implement
-// yet (functions, audio, best_of, suffix, min_tokens, reasoning_effort,
+// yet (functions, audio, best_of, suffix, min_tokens,
 // use_beam_search, guided_decoding_backend, structural_tag, ... —
 // unsupportedFields is the one table, a row per field) is a 400 with code
 // "unsupported_parameter" naming it, unless its value asks for nothing
@@ -86,6 +86,18 @@
 // then one with the arguments); finish_reason is tool_calls (stop for a
 // named function). Messages may carry assistant tool_calls (arguments as
 // a JSON string or object) and tool results (tool_call_id required).
+//
+// Harmony (gpt-oss, chat.ToolsHarmony) is one more format through the same
+// seam: every chat request to such a model gets a reader (a plan with mode
+// none when it has no tools), choiceState spells out harmony's non-EOG
+// control tokens for it, and host/model/harmony splits the reply into
+// reasoning_content, content and calls; a choice whose turn ends (<|end|>
+// after a final message) is finished there as at a stop string (the
+// choiceEnder sink capability). reasoning.go: reasoning_effort for templates
+// that read it; separate_reasoning and stream_reasoning for harmony models.
+// A forced harmony call (a named function, or required with one tool) puts
+// the call's header in the prompt and constrains the arguments with the
+// function's schema; the reader starts inside that call.
 //
 // # Access
 //

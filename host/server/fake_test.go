@@ -16,6 +16,7 @@ import (
 
 	"github.com/kvhost/kvhost/host/engine"
 	"github.com/kvhost/kvhost/host/model/chat"
+	"github.com/kvhost/kvhost/host/model/harmony"
 )
 
 // Fake vocabulary: ids 0..255 are single bytes; then specials and a few
@@ -30,6 +31,20 @@ const (
 
 var fakeWords = map[int32]string{
 	tokBOS: "<s>", tokEOS: "</s>", tokHello: "Hello", tokWorld: " world", tokSmile: "😀",
+}
+
+// Harmony's special tokens (gpt-oss) are control tokens 310.. in the
+// order of harmony.Tokens: no bytes of their own; <|return|> and <|call|>
+// end generation.
+const tokHarmony int32 = 310
+
+func harmonyID(text string) (int32, bool) {
+	for k, m := range harmony.Tokens {
+		if m == text {
+			return tokHarmony + int32(k), true
+		}
+	}
+	return 0, false
 }
 
 // fakeTokenizer is deterministic and byte-level: Encode maps "<s>" and "</s>"
@@ -47,6 +62,13 @@ func (fakeTokenizer) Encode(text string, addSpecial bool) ([]int32, error) {
 			ids, i = append(ids, tokEOS), i+4
 		case strings.HasPrefix(text[i:], "<s>"):
 			ids, i = append(ids, tokBOS), i+3
+		case strings.HasPrefix(text[i:], "<|") && strings.Contains(text[i:], "|>"):
+			m := text[i : i+strings.Index(text[i:], "|>")+2]
+			if id, ok := harmonyID(m); ok {
+				ids, i = append(ids, id), i+len(m)
+				continue
+			}
+			ids, i = append(ids, int32(text[i])), i+1
 		default:
 			ids, i = append(ids, int32(text[i])), i+1
 		}
@@ -71,7 +93,11 @@ func (fakeTokenizer) TokenBytes(id int32) []byte {
 	return []byte(fakeWords[id])
 }
 
-func (fakeTokenizer) EOG(id int32) bool { return id == tokEOS }
+func (fakeTokenizer) EOG(id int32) bool {
+	r, _ := harmonyID(harmony.Return)
+	c, _ := harmonyID(harmony.Call)
+	return id == tokEOS || id == r || id == c
+}
 
 // fakeEngine emits scripted events. It records every request and, when a
 // request's context ends before its script is done, sends the request's

@@ -79,14 +79,18 @@ type chatChoice struct {
 type chatMessageOut struct {
 	Role string `json:"role"`
 	// Content is null when the reply is only tool calls.
-	Content   *string       `json:"content"`
-	ToolCalls []toolCallOut `json:"tool_calls,omitempty"`
+	Content *string `json:"content"`
+	// ReasoningContent is the model's reasoning (harmony's analysis
+	// channel), the field vLLM, SGLang and OpenRouter use.
+	ReasoningContent *string       `json:"reasoning_content,omitempty"`
+	ToolCalls        []toolCallOut `json:"tool_calls,omitempty"`
 }
 
 type chatDelta struct {
-	Role      string          `json:"role,omitempty"`
-	Content   *string         `json:"content,omitempty"`
-	ToolCalls []toolCallDelta `json:"tool_calls,omitempty"`
+	Role             string          `json:"role,omitempty"`
+	Content          *string         `json:"content,omitempty"`
+	ReasoningContent *string         `json:"reasoning_content,omitempty"`
+	ToolCalls        []toolCallDelta `json:"tool_calls,omitempty"`
 }
 
 // toolCallOut is a call in a chat message.

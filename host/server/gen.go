@@ -36,9 +36,9 @@ type choiceState struct {
 	toks   []tokenRecord
 	lpSent int // toks[:lpSent] were handed out by takeLogprobs
 
-	// marker is a control token that stands for text the tool reader
-	// needs (Mistral's [TOOL_CALLS]); -1 when none.
-	marker int32
+	// markers are control tokens that stand for text the choice's reader
+	// needs (Mistral's [TOOL_CALLS], harmony's special tokens).
+	markers map[int32]string
 
 	completionTokens int
 	cachedTokens     int   // prompt tokens the prefix cache served (final event)
@@ -54,10 +54,9 @@ func newChoiceState(tok Tokenizer, p genParams) *choiceState {
 		stop:     newStopMatcher(p.stops),
 		keepToks: (p.logprobs || p.keepTokens) && !p.discard,
 		discard:  p.discard,
-		marker:   -1,
 	}
 	if p.tools != nil {
-		c.marker = p.tools.marker
+		c.markers = p.tools.markers
 	}
 	return c
 }
@@ -98,8 +97,8 @@ func (c *choiceState) onEvent(ev engine.Event) (delta string, err error) {
 	if !c.tok.EOG(ev.Token) {
 		b = c.tok.TokenBytes(ev.Token)
 	}
-	if ev.Token == c.marker {
-		b = []byte(mistralCalls)
+	if m, ok := c.markers[ev.Token]; ok {
+		b = []byte(m)
 	}
 	if c.keepToks {
 		c.toks = append(c.toks, tokenRecord{

@@ -28,9 +28,11 @@ type responder struct {
 	model   string
 	created int64
 
-	tools   []*toolStream     // chat with tools: each choice's call reader
-	pending [][]tokenRecord   // streaming chat with tools: records held until text goes out
+	tools   []*toolStream     // chat with tools or harmony: each choice's reader
+	pending [][]tokenRecord   // streaming chat with a reader: records held until text goes out
 	ncalls  []int             // calls sent per choice
+	held    []strings.Builder // stream_reasoning false: reasoning held until it ends
+	parsed  []parsedChoice    // non-streaming chat with a reader: what it read
 	texts   []strings.Builder // non-streaming: the text of each choice
 	recs    [][]tokenRecord   // non-streaming: the logprob records of each choice
 	fins    []string          // non-streaming: finish reasons
@@ -54,6 +56,7 @@ func (o *responder) begin(n int) error {
 	o.offBase = make([]int, n)
 	if o.ep == chatEndpoint && o.p.tools != nil {
 		o.tools, o.pending, o.ncalls = make([]*toolStream, n), make([][]tokenRecord, n), make([]int, n)
+		o.held, o.parsed = make([]strings.Builder, n), make([]parsedChoice, n)
 		for i := range o.tools {
 			o.tools[i] = newToolStream(o.p.tools)
 		}
@@ -106,14 +109,19 @@ func (o *responder) shift(i int, recs []tokenRecord) []tokenRecord {
 
 func (o *responder) delta(i int, text string, recs []tokenRecord) error {
 	recs = o.shift(i, recs)
+	if o.tools != nil {
+		out := o.tools[i].push(text)
+		if o.p.stream {
+			return o.sendTools(i, out, recs)
+		}
+		o.parsed[i].add(out)
+		o.recs[i] = append(o.recs[i], recs...)
+		return nil
+	}
 	if !o.p.stream {
 		o.texts[i].WriteString(text)
 		o.recs[i] = append(o.recs[i], recs...)
 		return nil
-	}
-	if o.tools != nil {
-		content, calls := o.tools[i].push(text)
-		return o.sendTools(i, content, calls, recs)
 	}
 	if text == "" && len(recs) == 0 {
 		return nil
@@ -128,7 +136,11 @@ func (o *responder) finish(i int, text string, recs []tokenRecord, st *choiceSta
 	reason := st.finishReason
 	if !o.p.stream {
 		o.fins[i] = reason
-		return o.delta(i, text, recs)
+		err := o.delta(i, text, recs)
+		if o.tools != nil {
+			o.parsed[i].add(o.tools[i].end())
+		}
+		return err
 	}
 	if o.tools != nil {
 		return o.finishTools(i, text, recs, reason)

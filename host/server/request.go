@@ -98,7 +98,7 @@ func jsonError(err error) error {
 
 // embedded are the Go names of structs embedded in request bodies, which
 // encoding/json puts in an error's field path.
-var embedded = map[string]bool{"samplingFields": true, "samplerFields": true, "Fields": true, "structuredFields": true, "toolFields": true}
+var embedded = map[string]bool{"samplingFields": true, "samplerFields": true, "Fields": true, "structuredFields": true, "toolFields": true, "reasoningFields": true}
 
 // jsonPath is an UnmarshalTypeError's field path as the client wrote it.
 func jsonPath(field string) string {
@@ -183,6 +183,7 @@ type chatRequest struct {
 	TopLogprobs         *int          `json:"top_logprobs"`
 	samplingFields
 	toolFields
+	reasoningFields
 }
 
 type chatMessage struct {
@@ -192,6 +193,9 @@ type chatMessage struct {
 	ToolCalls  []chatToolCall `json:"tool_calls"`
 	ToolCallID string         `json:"tool_call_id"`
 	Name       string         `json:"name"`
+	// ReasoningContent is an earlier assistant turn's reasoning, as the
+	// response gave it (the template decides whether it is rendered).
+	ReasoningContent string `json:"reasoning_content"`
 }
 
 // promptField is a completions prompt: a string, an array of strings (a

@@ -51,6 +51,11 @@ type sink interface {
 	fail(err error)
 }
 
+// choiceEnder is the optional sink capability of ending a choice early:
+// its reader saw the model's turn end (harmony's <|end|> after a final
+// message) while the engine would go on.
+type choiceEnder interface{ ended(i int) bool }
+
 // fingerprinter is the optional sink capability of reporting which sampler
 // version produced the tokens (OpenAI's system_fingerprint).
 type fingerprinter interface{ fingerprint(v string) }
@@ -169,20 +174,26 @@ func (s *server) generate(w http.ResponseWriter, r *http.Request, p genParams, p
 			return
 		}
 		recs := st.takeLogprobs()
-		if st.finished {
-			active--
-			rn.ph.reasons = append(rn.ph.reasons, st.finishReason)
-			if rn.open--; rn.open == 0 {
-				rn.cancel() // a no-op unless a stop string cut the request short
-				if ri != nil {
-					rn.ph.report(obs, ri.route, len(rn.prompt))
-				}
+		if !st.finished {
+			if out.delta(i, delta, recs) != nil {
+				return // the client is gone
 			}
-			err = out.finish(i, delta, recs, st)
-		} else {
-			err = out.delta(i, delta, recs)
+			if e, ok := out.(choiceEnder); !ok || !e.ended(i) {
+				continue
+			}
+			// The reader saw the turn end: stop as at a stop string.
+			st.finished, st.finishReason, st.stoppedByString = true, "stop", true
+			delta, recs = "", nil
 		}
-		if err != nil {
+		active--
+		rn.ph.reasons = append(rn.ph.reasons, st.finishReason)
+		if rn.open--; rn.open == 0 {
+			rn.cancel() // a no-op unless a stop string cut the request short
+			if ri != nil {
+				rn.ph.report(obs, ri.route, len(rn.prompt))
+			}
+		}
+		if out.finish(i, delta, recs, st) != nil {
 			return // the client is gone
 		}
 	}

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -106,7 +105,7 @@ func (s *server) handleTokenize(w http.ResponseWriter, r *http.Request) {
 // generation prompt unless add_generation_prompt is false) and tokenizes the
 // text the same way, so the count is what a chat request would send.
 func (s *server) tokenizeChat(req tokenizeRequest) ([]int32, error) {
-	return s.chatPrompt(req.Messages, req.AddGenerationPrompt == nil || *req.AddGenerationPrompt, req.AddSpecialTokens, nil, "")
+	return s.chatPrompt(req.Messages, req.AddGenerationPrompt == nil || *req.AddGenerationPrompt, req.AddSpecialTokens, chat.Options{}, "")
 }
 
 // chatPrompt renders messages with the model's chat template and tokenizes
@@ -115,7 +114,7 @@ func (s *server) tokenizeChat(req tokenizeRequest) ([]int32, error) {
 // tokenizer must not add a second BOS, so special tokens are added only
 // when the rendered text does not already start with the BOS text, unless
 // addSpecial says otherwise.
-func (s *server) chatPrompt(messages []chatMessage, addGeneration bool, addSpecial *bool, tools []json.RawMessage, suffix string) ([]int32, error) {
+func (s *server) chatPrompt(messages []chatMessage, addGeneration bool, addSpecial *bool, opts chat.Options, suffix string) ([]int32, error) {
 	if len(messages) == 0 {
 		return nil, badRequest("messages", "messages must contain at least one message")
 	}
@@ -132,7 +131,8 @@ func (s *server) chatPrompt(messages []chatMessage, addGeneration bool, addSpeci
 		msgs[i] = cm
 	}
 	tmpl := s.b.Chat()
-	text, err := tmpl.RenderWith(msgs, chat.Options{AddGenerationPrompt: addGeneration, Tools: tools})
+	opts.AddGenerationPrompt = addGeneration
+	text, err := tmpl.RenderWith(msgs, opts)
 	if err != nil {
 		return nil, err
 	}

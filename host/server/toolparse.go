@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/kvhost/kvhost/host/model/chat"
+	"github.com/kvhost/kvhost/host/model/harmony"
 )
 
 // Markers of the tool-call formats.
@@ -21,6 +22,16 @@ type parsedCall struct {
 	ID, Name, Args string
 }
 
+// readOut is what a choice's reader let through: content, reasoning
+// (harmony's analysis channel), completed calls; done: the model's turn
+// ended (harmony's <|end|> after a final message) and later text is
+// ignored.
+type readOut struct {
+	content, reasoning string
+	calls              []parsedCall
+	done               bool
+}
+
 // toolStream reads one choice's text as it streams and separates content
 // from tool calls, in the format of the model's template:
 //
@@ -31,6 +42,10 @@ type parsedCall struct {
 //     separated by ";"), read at the end; anything else is content.
 //   - Mistral: content until [TOOL_CALLS] (a control token the responder
 //     spells out), then a JSON list of calls, read at the end.
+//   - harmony (gpt-oss): the whole output, its special tokens spelled
+//     out, read by host/model/harmony: analysis → reasoning, final and
+//     preambles → content, messages to functions.NAME → calls. With
+//     separate_reasoning false the reasoning is content.
 //
 // A call is {"name": …, "arguments"|"parameters": {…}} naming a requested
 // tool; a block that is not one is given back as content. When the call
@@ -42,6 +57,8 @@ type toolStream struct {
 	decided bool // llama3: the first non-blank character was seen
 	buf     strings.Builder
 	calls   int
+	harmony *harmony.Parser
+	done    bool
 }
 
 func newToolStream(p *toolPlan) *toolStream {
@@ -49,12 +66,61 @@ func newToolStream(p *toolPlan) *toolStream {
 	if p.forced {
 		t.inCall, t.decided = true, true
 	}
+	if p.format == chat.ToolsHarmony {
+		t.harmony = harmony.NewParser()
+		if p.forced {
+			t.harmony.Push(p.prefix) // the call's header, in the prompt
+		}
+	}
 	return t
 }
 
-// push consumes text and returns the content that may be sent now and the
-// calls completed by it.
-func (t *toolStream) push(text string) (string, []parsedCall) {
+// push consumes text and returns what may be sent now.
+func (t *toolStream) push(text string) readOut {
+	if t.harmony != nil {
+		return t.harmonyOut(t.harmony.Push(text))
+	}
+	content, calls := t.pushText(text)
+	return readOut{content: content, calls: calls}
+}
+
+// end flushes what is buffered when the choice finishes.
+func (t *toolStream) end() readOut {
+	if t.harmony != nil {
+		return t.harmonyOut(t.harmony.End())
+	}
+	content, calls := t.endText()
+	return readOut{content: content, calls: calls}
+}
+
+// harmonyOut turns a harmony delta into what the response carries: a
+// call names one of the request's tools with a JSON object of arguments,
+// or its arguments are given back as content, as a malformed Hermes
+// block is.
+func (t *toolStream) harmonyOut(d harmony.Delta) readOut {
+	out := readOut{content: d.Content, reasoning: d.Reasoning, done: d.Done}
+	t.done = t.done || d.Done
+	for _, c := range d.Calls {
+		args := strings.TrimSpace(c.Args)
+		if args == "" {
+			args = "{}"
+		}
+		if !t.plan.names[c.Name] || !json.Valid([]byte(args)) || args[0] != '{' {
+			out.content += c.Args
+			continue
+		}
+		t.calls++
+		out.calls = append(out.calls, parsedCall{ID: t.plan.newID(), Name: c.Name, Args: args})
+	}
+	if t.plan.inlineReasoning {
+		out.content, out.reasoning = out.reasoning+out.content, ""
+	}
+	return out
+}
+
+// pushText consumes text (the text formats) and returns the content that
+// may be sent now and the calls completed by it.
+func (t *toolStream) pushText(text string) (string, []parsedCall) {
 	t.buf.WriteString(text)
 	switch t.plan.format {
 	case chat.ToolsLlama3:
@@ -141,8 +207,8 @@ func (t *toolStream) holdBack(marker string) string {
 	return s[:len(s)-keep]
 }
 
-// end flushes what is buffered when the choice finishes.
-func (t *toolStream) end() (string, []parsedCall) {
+// endText flushes what the text formats buffered.
+func (t *toolStream) endText() (string, []parsedCall) {
 	s := t.buf.String()
 	t.buf.Reset()
 	if !t.inCall {

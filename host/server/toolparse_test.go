@@ -12,13 +12,13 @@ func feed(t *toolStream, text string, n int) (string, []parsedCall) {
 	var content strings.Builder
 	var calls []parsedCall
 	for i := 0; i < len(text); i += n {
-		c, cs := t.push(text[i:min(i+n, len(text))])
-		content.WriteString(c)
-		calls = append(calls, cs...)
+		out := t.push(text[i:min(i+n, len(text))])
+		content.WriteString(out.content)
+		calls = append(calls, out.calls...)
 	}
-	c, cs := t.end()
-	content.WriteString(c)
-	return content.String(), append(calls, cs...)
+	out := t.end()
+	content.WriteString(out.content)
+	return content.String(), append(calls, out.calls...)
 }
 
 func TestToolStreamFormats(t *testing.T) {
@@ -56,7 +56,7 @@ func TestToolStreamFormats(t *testing.T) {
 	}
 	for _, c := range cases {
 		for _, n := range []int{1, 3, 1000} {
-			ts := newToolStream(&toolPlan{format: c.format, names: names, forced: c.forced, marker: -1})
+			ts := newToolStream(&toolPlan{format: c.format, names: names, forced: c.forced})
 			content, calls := feed(ts, c.text, n)
 			if content != c.content {
 				t.Errorf("%s (pieces of %d): content %q, want %q", c.name, n, content, c.content)
@@ -78,11 +78,11 @@ func TestToolStreamFormats(t *testing.T) {
 // TestToolStreamHoldsBackMarker: content that might begin "<tool_call>"
 // is not sent until it is known not to.
 func TestToolStreamHoldsBackMarker(t *testing.T) {
-	ts := newToolStream(&toolPlan{format: chat.ToolsHermes, names: map[string]bool{"now": true}, marker: -1})
-	if c, _ := ts.push("Hi <tool_c"); c != "Hi " {
+	ts := newToolStream(&toolPlan{format: chat.ToolsHermes, names: map[string]bool{"now": true}})
+	if c := ts.push("Hi <tool_c").content; c != "Hi " {
 		t.Fatalf("sent %q", c)
 	}
-	if c, _ := ts.push("at"); c != "<tool_cat" {
+	if c := ts.push("at").content; c != "<tool_cat" {
 		t.Fatalf("after the marker failed to match, sent %q", c)
 	}
 }

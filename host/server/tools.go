@@ -9,6 +9,7 @@ import (
 	"github.com/kvhost/kvhost/host/constraint"
 	"github.com/kvhost/kvhost/host/constraint/compile"
 	"github.com/kvhost/kvhost/host/model/chat"
+	"github.com/kvhost/kvhost/host/model/harmony"
 	"github.com/kvhost/kvhost/sdk/constraint/grammar"
 )
 
@@ -56,9 +57,14 @@ type toolPlan struct {
 	// named); prefix is that text.
 	forced bool
 	prefix string
-	// marker is the id of a control token that opens calls but has no
-	// text (Mistral's [TOOL_CALLS]), -1 when none.
-	marker int32
+	// markers are control tokens the reader needs as text (Mistral's
+	// [TOOL_CALLS], harmony's special tokens), by id: choiceState spells
+	// them out.
+	markers map[int32]string
+	// inlineReasoning (separate_reasoning false) reads reasoning as
+	// content; holdReasoning (stream_reasoning false) streams it in one
+	// chunk when it ends.
+	inlineReasoning, holdReasoning bool
 }
 
 // planTools validates tools, tool_choice and parallel_tool_calls. It
@@ -125,10 +131,16 @@ func (s *server) planTools(f *toolFields) (*toolPlan, []json.RawMessage, []compi
 	if f.ParallelToolCalls != nil && len(f.Tools) == 0 {
 		return nil, nil, nil, badRequest("parallel_tool_calls", "parallel_tool_calls needs tools")
 	}
+	format := s.b.Chat().ToolFormat()
 	if mode == "none" {
+		if format == chat.ToolsHarmony {
+			// The output is read for its channels all the same; no tool
+			// is offered, so no call is one.
+			return &toolPlan{format: format, mode: mode, names: map[string]bool{}, markers: s.markers(harmony.Tokens)}, nil, nil, nil
+		}
 		return nil, nil, nil, nil
 	}
-	p := &toolPlan{format: s.b.Chat().ToolFormat(), mode: mode, names: names, parallel: f.ParallelToolCalls == nil || *f.ParallelToolCalls, marker: -1}
+	p := &toolPlan{format: format, mode: mode, names: names, parallel: f.ParallelToolCalls == nil || *f.ParallelToolCalls}
 	if named != "" {
 		for _, t := range tools {
 			if t.Name == named {
@@ -138,12 +150,27 @@ func (s *server) planTools(f *toolFields) (*toolPlan, []json.RawMessage, []compi
 		}
 		p.names = map[string]bool{named: true}
 	}
-	if p.format == chat.ToolsMistral {
-		if ids, err := s.b.Tokenizer().Encode(mistralCalls, false); err == nil && len(ids) == 1 && len(s.b.Tokenizer().TokenBytes(ids[0])) == 0 {
-			p.marker = ids[0]
-		}
+	switch p.format {
+	case chat.ToolsMistral:
+		p.markers = s.markers([]string{mistralCalls})
+	case chat.ToolsHarmony:
+		p.markers = s.markers(harmony.Tokens)
 	}
 	return p, f.Tools, tools, nil
+}
+
+// markers are the ids of texts that are control tokens (one id, no
+// bytes of their own) and do not end generation: the tokens a reader
+// needs spelled out.
+func (s *server) markers(texts []string) map[int32]string {
+	tok := s.b.Tokenizer()
+	out := map[int32]string{}
+	for _, text := range texts {
+		if ids, err := tok.Encode(text, false); err == nil && len(ids) == 1 && len(tok.TokenBytes(ids[0])) == 0 && !tok.EOG(ids[0]) {
+			out[ids[0]] = text
+		}
+	}
+	return out
 }
 
 // callShape is how p's format writes calls, for the constraint: the text
@@ -175,6 +202,10 @@ func (p *toolPlan) callShape(tools []compile.Tool, forced bool) (string, compile
 // in that shape or calls.
 func (p *toolPlan) toolConstraint(tools []compile.Tool, reply *structuredSpec) (*constraint.Spec, error) {
 	switch {
+	case p.format == chat.ToolsHarmony && (p.mode == "required" || p.mode == "named"):
+		return p.harmonyConstraint(tools, reply)
+	case p.format == chat.ToolsHarmony && reply != nil:
+		return nil, badRequest(reply.param, "%s cannot be combined with tools for this model: it writes harmony (gpt-oss), whose calls kvhost does not constrain yet", reply.param)
 	case p.mode == "required" || p.mode == "named":
 		if reply != nil {
 			return nil, badRequest(reply.param, "%s cannot be combined with tool_choice %s: the reply must be a tool call", reply.param, p.mode)
@@ -204,10 +235,36 @@ func (p *toolPlan) toolConstraint(tools []compile.Tool, reply *structuredSpec) (
 	return constraint.NewSpec(reply.typ+"+tool_calls", reply.source, g)
 }
 
+// harmonyConstraint forces a harmony call to one function: the call's
+// header ("<|channel|>commentary to=functions.NAME <|constrain|>json
+// <|message|>", as gpt-oss writes it) goes into the prompt and the
+// function's parameter schema constrains the arguments. The header holds
+// control tokens a text grammar cannot produce, so the function must be
+// known before generation: a named one, or required with one tool.
+func (p *toolPlan) harmonyConstraint(tools []compile.Tool, reply *structuredSpec) (*constraint.Spec, error) {
+	if reply != nil {
+		return nil, badRequest(reply.param, "%s cannot be combined with tool_choice %s: the reply must be a tool call", reply.param, p.mode)
+	}
+	if len(tools) != 1 {
+		return nil, badRequest("tool_choice", "tool_choice required with %d tools cannot be enforced for this model: it writes harmony (gpt-oss), whose call header (control tokens) must name the function before generation; name one function or use auto", len(tools))
+	}
+	params := tools[0].Parameters
+	if len(bytes.TrimSpace(params)) == 0 || string(bytes.TrimSpace(params)) == "null" {
+		params = json.RawMessage(`{"type":"object"}`)
+	}
+	g, err := compile.JSONSchema(params)
+	if err != nil {
+		return nil, compileError("tools", err)
+	}
+	p.forced = true
+	p.prefix = harmony.Channel + "commentary to=functions." + tools[0].Name + " " + harmony.Constrain + "json" + harmony.Message
+	return constraint.NewSpec("tool_calls", nil, g)
+}
+
 // chatToolMessage converts a request message's tool fields for the
 // template.
 func chatToolMessage(i int, m *chatMessage) (chat.Message, error) {
-	out := chat.Message{Role: m.Role, Content: m.Content.Text, ToolCallID: m.ToolCallID, Name: m.Name}
+	out := chat.Message{Role: m.Role, Content: m.Content.Text, ToolCallID: m.ToolCallID, Name: m.Name, Reasoning: m.ReasoningContent}
 	for j, c := range m.ToolCalls {
 		param := fmt.Sprintf("messages[%d].tool_calls[%d]", i, j)
 		if c.Function.Name == "" {

@@ -18,11 +18,17 @@ import (
 // URL and its stderr once it is ready; the server stops with the test.
 func serveForTest(t *testing.T, args ...string) (string, *syncBuf) {
 	t.Helper()
+	return serveModelForTest(t, sharedModel(t), args...)
+}
+
+// serveModelForTest is serveForTest with the model given.
+func serveModelForTest(t *testing.T, model string, args ...string) (string, *syncBuf) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var errb syncBuf
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, append([]string{"serve", "--model", sharedModel(t), "--addr", "127.0.0.1:0", "--device-memory", "256MiB", "--threads", "2"}, args...), &syncBuf{}, &errb)
+		done <- run(ctx, append([]string{"serve", "--model", model, "--addr", "127.0.0.1:0", "--device-memory", "256MiB", "--threads", "2"}, args...), &syncBuf{}, &errb)
 	}()
 	t.Cleanup(func() {
 		cancel()

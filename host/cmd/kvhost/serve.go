@@ -230,7 +230,7 @@ type backend struct{ s *boot.Stack }
 
 func (b backend) ModelName() string           { return b.s.Model.Name }
 func (b backend) ContextLen() int             { return b.s.Model.Config.ContextLen }
-func (b backend) Tokenizer() server.Tokenizer { return b.s.Model.Tokenizer }
+func (b backend) Tokenizer() server.Tokenizer { return specialTokenizer{b.s.Model.Tokenizer} }
 func (b backend) Chat() *chat.Template        { return b.s.Chat }
 func (b backend) Submit(ctx context.Context, r engine.Request) (*engine.Stream, error) {
 	return b.s.Engine.Submit(ctx, r)

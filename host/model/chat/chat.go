@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/ardanlabs/jinja"
@@ -20,6 +21,10 @@ type Message struct {
 	// ToolCallID and Name identify the call a "tool" message answers.
 	ToolCallID string
 	Name       string
+	// Reasoning is an assistant message's reasoning (OpenAI-compatible
+	// servers' reasoning_content), bound to the message's thinking and
+	// reasoning_content when set; templates that do not read them drop it.
+	Reasoning string
 }
 
 // FallbackTemplate is the template used for models that ship none; see the
@@ -71,6 +76,7 @@ type Template struct {
 	bos, eos string
 	fallback bool
 	tools    ToolFormat
+	effort   bool // the template reads reasoning_effort
 }
 
 // New compiles template. An empty (or all-whitespace) template selects
@@ -85,7 +91,8 @@ func New(template string, bos, eos string) (*Template, error) {
 	if err != nil {
 		return nil, &CompileError{Err: err}
 	}
-	return &Template{tmpl: t, bos: bos, eos: eos, fallback: fallback, tools: detectToolFormat(template)}, nil
+	return &Template{tmpl: t, bos: bos, eos: eos, fallback: fallback, tools: detectToolFormat(template),
+		effort: strings.Contains(template, "reasoning_effort")}, nil
 }
 
 // BOS is the BOS token text the template renders with ("" when the model has
@@ -95,6 +102,14 @@ func (t *Template) BOS() string { return t.bos }
 
 // EOS is the EOS token text the template renders with.
 func (t *Template) EOS() string { return t.eos }
+
+// ReasoningEfforts are the reasoning_effort values a template that reads
+// it is given (gpt-oss's three levels; its template defaults to medium).
+var ReasoningEfforts = []string{"low", "medium", "high"}
+
+// TakesReasoningEffort reports whether the template reads
+// reasoning_effort (Options.ReasoningEffort).
+func (t *Template) TakesReasoningEffort() bool { return t.effort }
 
 // IsFallback reports whether t is FallbackTemplate (the model had none).
 func (t *Template) IsFallback() bool { return t.fallback }
@@ -109,6 +124,10 @@ type Options struct {
 	// apply_chat_template does. A template that has no place for tools
 	// (ToolsGeneric) gets them in a system message instead.
 	Tools []json.RawMessage
+	// ReasoningEffort, when set, is bound to reasoning_effort (one of
+	// ReasoningEfforts; RenderWith refuses it for a template that does not
+	// read it, and any other value).
+	ReasoningEffort string
 }
 
 // Render renders msgs. addGenerationPrompt asks the template to end with the
@@ -121,6 +140,14 @@ func (t *Template) Render(msgs []Message, addGenerationPrompt bool) (string, err
 func (t *Template) RenderWith(msgs []Message, opts Options) (out string, err error) {
 	if len(msgs) == 0 {
 		return "", ErrNoMessages
+	}
+	if opts.ReasoningEffort != "" {
+		if !t.effort {
+			return "", &RenderError{Err: errors.New("the model's chat template does not read reasoning_effort")}
+		}
+		if !slices.Contains(ReasoningEfforts, opts.ReasoningEffort) {
+			return "", &RenderError{Err: fmt.Errorf("reasoning_effort %q is not one of %s", opts.ReasoningEffort, strings.Join(ReasoningEfforts, ", "))}
+		}
 	}
 	if t.tools == ToolsGeneric && len(opts.Tools) > 0 {
 		msgs = genericMessages(msgs, opts.Tools)
@@ -139,6 +166,9 @@ func (t *Template) RenderWith(msgs []Message, opts Options) (out string, err err
 		"bos_token":             jinja.NewString(t.bos),
 		"eos_token":             jinja.NewString(t.eos),
 		"add_generation_prompt": jinja.NewBool(opts.AddGenerationPrompt),
+	}
+	if opts.ReasoningEffort != "" {
+		data["reasoning_effort"] = jinja.NewString(opts.ReasoningEffort)
 	}
 	if len(opts.Tools) > 0 {
 		tools := make([]jinja.Value, len(opts.Tools))

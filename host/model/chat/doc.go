@@ -23,10 +23,21 @@
 // type, function {name, arguments as a mapping}), tool_call_id and name,
 // each only when set, as transformers does. ToolFormat reads the template
 // to tell how the model writes calls: Hermes/Qwen <tool_call> blocks,
-// Llama 3 JSON objects with "parameters", Mistral [TOOL_CALLS] lists. A
+// Llama 3 JSON objects with "parameters", Mistral [TOOL_CALLS] lists,
+// harmony (gpt-oss: the whole output is channelled messages, read by
+// host/model/harmony). A
 // template that does not render tools (ToolsGeneric: base models, the
 // fallback) gets them in a system message that asks for Hermes-style
 // calls, with earlier calls and tool results written the same way.
+//
+// # Reasoning
+//
+// A message's Reasoning (what a client sends back as reasoning_content)
+// is bound to the message's thinking (gpt-oss) and reasoning_content
+// (Qwen 3, DeepSeek); templates that read neither drop it, as
+// transformers does. Options.ReasoningEffort is bound to reasoning_effort
+// only for a template that reads it (TakesReasoningEffort) and only as
+// one of ReasoningEfforts; anything else is a *RenderError.
 //
 // # Fallback
 //

@@ -34,16 +34,22 @@ const (
 	// ToolsMistral: [TOOL_CALLS] [{"name": ..., "arguments": ...}, ...]
 	// (Mistral v0.3 and later).
 	ToolsMistral
+	// ToolsHarmony: OpenAI's harmony format (gpt-oss): the whole output is
+	// channelled messages, calls are commentary messages to
+	// functions.NAME (host/model/harmony reads them).
+	ToolsHarmony
 )
 
 func (f ToolFormat) String() string {
-	return [...]string{"generic", "hermes", "llama3-json", "mistral"}[f]
+	return [...]string{"generic", "hermes", "llama3-json", "mistral", "harmony"}[f]
 }
 
 // detectToolFormat reads the template source: the markers each family's
 // template writes in its tool-call turns.
 func detectToolFormat(src string) ToolFormat {
 	switch {
+	case strings.Contains(src, "<|channel|>") && strings.Contains(src, "<|message|>"):
+		return ToolsHarmony // with or without tools: the output is harmony
 	case !strings.Contains(src, "tools"):
 		return ToolsGeneric
 	case strings.Contains(src, "[TOOL_CALLS]"):
@@ -218,6 +224,12 @@ func messageValue(m Message) (jinja.Value, error) {
 			calls[i] = call
 		}
 		dict.Set("tool_calls", jinja.NewList(calls))
+	}
+	if m.Reasoning != "" {
+		// gpt-oss's template reads "thinking", Qwen 3's and DeepSeek's
+		// "reasoning_content".
+		dict.Set("thinking", jinja.NewString(m.Reasoning))
+		dict.Set("reasoning_content", jinja.NewString(m.Reasoning))
 	}
 	if m.ToolCallID != "" {
 		dict.Set("tool_call_id", jinja.NewString(m.ToolCallID))

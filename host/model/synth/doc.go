@@ -9,5 +9,8 @@
 // the last token. The tokenizer is a real SentencePiece-style vocabulary:
 // control tokens, the 256 byte-fallback tokens, pieces learned by
 // byte-pair merging an embedded English corpus, then letter n-grams so every
-// word can be spelled with few tokens.
+// word can be spelled with few tokens. gpt-oss models append harmony's
+// special tokens to it and carry gpt-oss's own chat template
+// (gpt-oss.jinja, source in harmony.go), so a server renders and reads
+// harmony with them.
 package synth

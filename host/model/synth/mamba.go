@@ -38,6 +38,8 @@ type HybridSpec struct {
 	// weights and the per-head SSM parameters are always f32).
 	DType string
 	Seed  uint64
+	// Tokenizer is "spm" (the default) or "bpe", as Spec.Tokenizer.
+	Tokenizer string
 }
 
 // HybridSizes are `gen-model --arch nemotron_h|granitehybrid --size`'s
@@ -249,7 +251,7 @@ func (s HybridSpec) metadata(mt gguf.TensorType) ([]gguf.KV, error) {
 			}
 		}
 	}
-	tok, err := tokenizerKVs(Spec{Tokenizer: "spm", Vocab: s.Vocab})
+	tok, err := tokenizerKVs(Spec{Tokenizer: s.Tokenizer, Vocab: s.Vocab})
 	if err != nil {
 		return nil, err
 	}

@@ -206,15 +206,30 @@ func layout(s Spec) ([]gguf.KV, []tensorPlan, error) {
 	return kvs, plans, nil
 }
 
-// tokenizerKVs is the tokenizer's metadata for s.Tokenizer.
+// withTemplate replaces kvs' chat template with template when set.
+func withTemplate(kvs []gguf.KV, template string) []gguf.KV {
+	for i := range kvs {
+		if template != "" && kvs[i].Key == "tokenizer.chat_template" {
+			kvs[i].Value = gguf.NewString(template)
+		}
+	}
+	return kvs
+}
+
+// tokenizerKVs is the tokenizer's metadata for s.Tokenizer, with the
+// control tokens and template of s's architecture (archTokens).
 func tokenizerKVs(s Spec) ([]gguf.KV, error) {
+	extra, template := archTokens(s)
 	switch s.Tokenizer {
 	case "", "spm":
-		v, err := buildVocab(s.Vocab)
+		v, err := buildVocab(s.Vocab - len(extra))
 		if err != nil {
 			return nil, err
 		}
-		return []gguf.KV{
+		for _, t := range extra {
+			v.Tokens, v.Scores, v.Types = append(v.Tokens, t), append(v.Scores, 0), append(v.Types, 3)
+		}
+		return withTemplate([]gguf.KV{
 			{Key: "tokenizer.ggml.model", Value: gguf.NewString("llama")},
 			{Key: "tokenizer.ggml.tokens", Value: gguf.NewStringArray(v.Tokens)},
 			{Key: "tokenizer.ggml.scores", Value: gguf.NewFloat32Array(v.Scores)},
@@ -225,13 +240,16 @@ func tokenizerKVs(s Spec) ([]gguf.KV, error) {
 			{Key: "tokenizer.ggml.add_bos_token", Value: gguf.NewBool(true)},
 			{Key: "tokenizer.ggml.add_eos_token", Value: gguf.NewBool(false)},
 			{Key: "tokenizer.chat_template", Value: gguf.NewString(ChatTemplate)},
-		}, nil
+		}, template), nil
 	case "bpe":
-		v, err := NewBPEVocab(s.Vocab)
+		v, err := NewBPEVocab(s.Vocab - len(extra))
 		if err != nil {
 			return nil, err
 		}
-		return []gguf.KV{
+		for _, t := range extra {
+			v.Tokens, v.Types = append(v.Tokens, t), append(v.Types, 3)
+		}
+		return withTemplate([]gguf.KV{
 			{Key: "tokenizer.ggml.model", Value: gguf.NewString("gpt2")},
 			{Key: "tokenizer.ggml.pre", Value: gguf.NewString("gpt2")},
 			{Key: "tokenizer.ggml.tokens", Value: gguf.NewStringArray(v.Tokens)},
@@ -242,7 +260,7 @@ func tokenizerKVs(s Spec) ([]gguf.KV, error) {
 			{Key: "tokenizer.ggml.eot_token_id", Value: gguf.NewUint32(uint32(v.EOT))},
 			{Key: "tokenizer.ggml.add_bos_token", Value: gguf.NewBool(true)},
 			{Key: "tokenizer.chat_template", Value: gguf.NewString(ChatMLTemplate)},
-		}, nil
+		}, template), nil
 	}
 	return nil, fmt.Errorf("synth: unknown tokenizer %q (spm, bpe)", s.Tokenizer)
 }

@@ -182,7 +182,22 @@ func newVocab(tokens []string, types []int32, bos, eos int32, addBOS, addEOS boo
 		}
 		v.eog[id] = true
 	}
+	// harmony (gpt-oss) ends a turn with <|return|> or a tool call with
+	// <|call|>; its <|end|> closes a message (the analysis before the
+	// final answer) and generation goes on: it is not an EOG token there
+	// (llama.cpp's rule for vocabularies holding all three, even when a
+	// file names <|end|> its end-of-turn token).
+	if v.knownEOGText("<|return|>") && v.knownEOGText("<|call|>") && v.knownEOGText("<|end|>") {
+		delete(v.eog, v.toID["<|end|>"])
+	}
 	return v, nil
+}
+
+// knownEOGText reports whether the piece text is in the vocabulary and
+// an EOG token.
+func (v *vocab) knownEOGText(text string) bool {
+	id, ok := v.toID[text]
+	return ok && v.eog[id]
 }
 
 // parseByteToken recognises "<0xXX>".

@@ -12,5 +12,5 @@ out="${1:-bench/baseline.txt}"
 	go test -run '^$' -bench 'Decode|Prefill' -benchmem -benchtime 2s ./host/model/
 	go test -run '^$' -bench . -benchmem -benchtime 3x ./host/engine/
 	go test -run '^$' -bench 'StandardStep' -benchmem -benchtime 1s ./host/sampling/
-	go test -run '^$' -bench 'MatMulGEMM|MatMul$' -benchmem -benchtime 200ms ./kernels/cpu/
+	go test -run '^$' -bench 'MatMulGEMM|MatMul$|MatVecStream' -benchmem -benchtime 200ms ./kernels/cpu/
 } 2>&1 | tee "$out"

@@ -223,7 +223,7 @@ func Build(f Config, log *slog.Logger, stdout io.Writer) (*Stack, error) {
 		f.ChunkedPrefill = c.ContextLen
 	}
 	log.Info("model loaded", "name", m.Name, "arch", c.Arch, "params", c.Params(), "weight_bytes", m.WeightBytes(), "mapped_from_file_bytes", m.MappedBytes, "context", c.ContextLen)
-	for _, n := range c.Notes() {
+	for _, n := range append(c.Notes(), m.Notes...) {
 		log.Info(n)
 	}
 	_ = s.Act.EmptyCache()
@@ -253,7 +253,7 @@ func Build(f Config, log *slog.Logger, stdout io.Writer) (*Stack, error) {
 	b.KVConfigurator, b.KVDType = kc.Record(), kc.StoredAs()
 	s.kv = kc
 	s.tl.Mark("KV configurator")
-	log.Info("KV layout configured", "plugin", kc.Plugin, "version", kc.Version, "kv_dtype", kc.KVDType, "cell_bytes", kc.CellBytes,
+	log.Info("KV layout configured", "plugin", kc.Plugin, "version", kc.Version, "recalled", kc.Recalled(), "kv_dtype", kc.KVDType, "cell_bytes", kc.CellBytes,
 		"pools", len(kc.Layout.Pools), "buffers", kc.Layout.Buffers())
 	b.GraphBuckets = plan.DecodeBuckets(GraphMaxBS(f, info), f.MaxRunning)
 	if f.SGLangCompat {
@@ -284,10 +284,11 @@ func Build(f Config, log *slog.Logger, stdout io.Writer) (*Stack, error) {
 	}
 	if f.Constraints != nil {
 		// The constraint runner (a large plugin given the whole
-		// vocabulary) loads while the server already answers; only a
-		// request with a constraint waits for it.
+		// vocabulary: ~30 MiB resident) loads on the first request with a
+		// constraint, which waits for it; a server that never sees one
+		// never loads it.
 		build, tok, vocab := f.Constraints, m.Tokenizer, c.Vocab
-		ecfg.Constraints = constraint.NewBackground(func() (constraint.Runner, error) {
+		ecfg.Constraints = constraint.NewOnDemand(func() (constraint.Runner, error) {
 			start := time.Now()
 			r, err := build(tok, vocab)
 			if err != nil {

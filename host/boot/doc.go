@@ -18,10 +18,10 @@
 // kernel run — so the phase costs milliseconds; elsewhere they run. The
 // decode graphs are captured inside the phase on every device (recording
 // only, on the CPU device), so a request never meets a stack without them
-// and plan's ledger equals serve's. The output-constraint runner loads in
-// the background (constraint.Background) and the KV configurator is
-// unloaded once the pools are sized: neither holds device memory, so
-// neither moves the ledger.
+// and plan's ledger equals serve's. The output-constraint runner loads on
+// the first constrained request (constraint.NewOnDemand) and the KV
+// configurator is unloaded once the pools are sized: neither holds device
+// memory, so neither moves the ledger.
 //
 // Every byte the stack takes from the device is held by an allocator the
 // ledger knows (weights, caching, kv_arena), so on the CPU device

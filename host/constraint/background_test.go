@@ -106,3 +106,66 @@ func TestBackgroundLoadFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestOnDemandLoadsOnFirstOpen: an on-demand runner loads nothing until
+// the first Open (EOG and Name answer without starting or waiting), loads
+// once however many Opens race, and a runner closed before any Open
+// never loads and fails a later Open.
+func TestOnDemandLoadsOnFirstOpen(t *testing.T) {
+	toks := newByteTokens()
+	loads := make(chan struct{}, 8)
+	load := func() (constraint.Runner, error) {
+		loads <- struct{}{}
+		return constraint.NewNativeFor(toks, len(toks), grammar.Options{})
+	}
+	bg := constraint.NewOnDemand(load)
+	if bg.Started() || bg.EOG() != nil || !strings.Contains(bg.Name(), "first constrained request") {
+		t.Fatalf("before any Open: started %v, EOG %v, name %q", bg.Started(), bg.EOG(), bg.Name())
+	}
+	bg.Step(context.Background(), nil)
+	select {
+	case <-loads:
+		t.Fatal("loaded before the first Open")
+	case <-time.After(20 * time.Millisecond):
+	}
+	g, err := compile.Regex(`ab+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := spec(t, "regex", g)
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() {
+			s, err := bg.Open(context.Background(), sp)
+			if err == nil {
+				s.Close()
+			}
+			errs <- err
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(loads) != 1 {
+		t.Fatalf("%d loads for 4 Opens, want 1", len(loads))
+	}
+	if bg.Name() != "grammar-native" || len(bg.EOG()) != 1 {
+		t.Fatalf("after the load: name %q, EOG %v", bg.Name(), bg.EOG())
+	}
+	if err := bg.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	idle := constraint.NewOnDemand(load)
+	if err := idle.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := idle.Open(context.Background(), sp); err == nil || !strings.Contains(err.Error(), "closed before it loaded") {
+		t.Fatalf("open after closing an unloaded runner: %v", err)
+	}
+	if len(loads) != 1 {
+		t.Fatal("a runner closed before any Open loaded")
+	}
+}

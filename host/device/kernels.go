@@ -28,6 +28,7 @@ const (
 	Q6_K
 	IQ4_NL
 	IQ4_XS
+	MXFP4
 )
 
 func (d DType) String() string { return kcpu.DType(d).String() }

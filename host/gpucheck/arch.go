@@ -56,7 +56,10 @@ func (c *checker) checkArch(run func(string, func() (KernelResult, error))) {
 	for _, rt := range archRouters {
 		run("route "+rt.name, func() (KernelResult, error) { return c.route(ak, rt.r, rt.bias) })
 	}
-	run("group_experts + gather + expert matmul + scatter_add", func() (KernelResult, error) { return c.groupScatter(ak) })
+	// f32 experts, and MXFP4 ones (gpt-oss's, decoded by matvec_q).
+	for _, t := range []kcpu.DType{kcpu.F32, kcpu.MXFP4} {
+		run("group_experts + gather + expert matmul "+t.String()+" + scatter_add", func() (KernelResult, error) { return c.groupScatter(ak, t) })
+	}
 	run("geglu_tanh / swiglu_oai / softcap / scale", func() (KernelResult, error) { return c.activations(ak) })
 }
 
@@ -190,7 +193,7 @@ func (c *checker) route(ak archKernels, r kcpu.Router, withBias bool) (KernelRes
 	return res, nil
 }
 
-func (c *checker) groupScatter(ak archKernels) (KernelResult, error) {
+func (c *checker) groupScatter(ak archKernels, wt kcpu.DType) (KernelResult, error) {
 	const n, k, experts, dim = 50, 4, 16, 96
 	idv := make([]int32, n*k)
 	for i := range n {
@@ -286,7 +289,7 @@ func (c *checker) groupScatter(ak archKernels) (KernelResult, error) {
 	// Each expert's rows through its slice of a stacked weight.
 	const width = 48
 	wm := c.rand(experts*width*dim, 0.2)
-	ew, em, err := c.weight(kcpu.F32, experts*width, dim, wm)
+	ew, em, err := c.weight(wt, experts*width, dim, wm)
 	if err != nil {
 		return KernelResult{}, err
 	}
@@ -307,7 +310,11 @@ func (c *checker) groupScatter(ak archKernels) (KernelResult, error) {
 		lo, hi := g.Rows(e)
 		if hi > lo {
 			sub := kcpu.Matrix{Type: em.Type, Rows: width, Cols: dim, Data: em.Data[e*eb : (e+1)*eb]}
-			c.cpu.MatMul(wantEY[lo*width:hi*width], wantXS[lo*dim:hi*dim], hi-lo, sub)
+			if wt.Quantized() { // matvec_q's reference: decoded weights, f32 x (CheckKernels' matmul)
+				quantRef(wantEY[lo*width:hi*width], wantXS[lo*dim:hi*dim], hi-lo, sub)
+			} else {
+				c.cpu.MatMul(wantEY[lo*width:hi*width], wantXS[lo*dim:hi*dim], hi-lo, sub)
+			}
 		}
 	}
 	if r := compare("", gotEY, wantEY, 1e-4); !r.OK {

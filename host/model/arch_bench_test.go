@@ -108,7 +108,7 @@ func BenchmarkArchPrefill(b *testing.B) {
 // ungroup sets the experts of every MoE layer to run a row at a time.
 func ungroup(m *Model, on bool) {
 	for _, l := range m.layers {
-		if f, ok := l.FFN.(*moeFFN); ok {
+		if f, ok := l.FFN.(*moePart); ok {
 			f.ungrouped = on
 		}
 	}

@@ -15,18 +15,22 @@ import (
 // is the Llama entry with SWAConfig set).
 func init() {
 	for _, e := range []struct {
-		name, hf     string
+		name         string
+		hf           []string // [0] is the class swaFromHF reads the config as
+		defaults     map[string]any
 		qkNorm, bias bool
 		hfName       func(string) string
 		read         func(hfSource, string) ([]byte, device.DType, []int, bool, error)
 		layers       func(*Builder) ([]Layer, error)
 	}{
-		{name: "gemma2", hf: "Gemma2ForCausalLM", hfName: gemmaHFName, read: gemmaHFRead, layers: swaLayers},
-		{name: "gemma3", hf: "Gemma3ForCausalLM", qkNorm: true, hfName: gemmaHFName, read: gemmaHFRead, layers: swaLayers},
-		{name: "gpt-oss", hf: "GptOssForCausalLM", bias: true, hfName: hfName, read: hfSource.ossTensor, layers: swaLayers},
+		{name: "gemma2", hf: []string{"Gemma2ForCausalLM"}, hfName: gemmaHFName, read: gemmaHFRead, layers: swaLayers},
+		// Gemma3ForConditionalGeneration: the text model of the multimodal
+		// checkpoints (hf.Normalize, load_hf_wrapped.go)
+		{name: "gemma3", hf: []string{"Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"}, defaults: gemma3TextDefaults, qkNorm: true, hfName: gemmaHFName, read: gemmaHFRead, layers: swaLayers},
+		{name: "gpt-oss", hf: []string{"GptOssForCausalLM"}, bias: true, hfName: hfName, read: hfSource.ossTensor, layers: swaLayers},
 	} {
 		register(&Arch{
-			Name: e.name, HF: []string{e.hf},
+			Name: e.name, HF: e.hf,
 			FromGGUF: func(g ggufMeta) (Config, error) {
 				c, err := g.common(true)
 				if err != nil {
@@ -36,12 +40,21 @@ func init() {
 				return c, swaFromGGUF(g, &c)
 			},
 			FromHF: func(hc hf.Config, raw []byte, path string) (Config, error) {
+				if e.defaults != nil {
+					var err error
+					if raw, err = hf.WithDefaults(raw, e.defaults); err == nil {
+						hc, err = hf.ParseConfig(raw)
+					}
+					if err != nil {
+						return Config{}, fmt.Errorf("model: %s: %w", path, err)
+					}
+				}
 				c, err := hfCommon(hc, path)
 				if err != nil {
 					return Config{}, err
 				}
 				c.QKNorm, c.QKVBias = e.qkNorm, c.QKVBias || e.bias
-				return c, swaFromHF(raw, e.hf, &c, path)
+				return c, swaFromHF(raw, e.hf[0], &c, path)
 			},
 			HFTensor: e.hfName, HFRead: e.read,
 			ConfigJSON: swaConfigJSON,
@@ -50,6 +63,16 @@ func init() {
 			Params:     swaParams,
 		})
 	}
+}
+
+// gemma3TextDefaults are transformers' Gemma3TextConfig defaults, which
+// the published multimodal configs' text_config leaves out (gemma-3-12b-it
+// gives only the sizes, rope_scaling and sliding_window).
+var gemma3TextDefaults = map[string]any{
+	"vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+	"num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh",
+	"max_position_embeddings": 131072, "rms_norm_eps": 1e-6, "rope_theta": 1e6, "query_pre_attn_scalar": 256,
+	"sliding_window": 4096, "rope_local_base_freq": 1e4, "sliding_window_pattern": 6,
 }
 
 // swaConfigJSON adds a sliding-window model's keys to its config.json

@@ -103,6 +103,7 @@ func init() {
 			FromGGUF: hybridFromGGUF,
 			FromHF:   func(_ hf.Config, raw []byte, path string) (Config, error) { return fromHF(raw, path) },
 			HFTensor: func(canon string) string { return hybridHFName(name, canon) },
+			HFRead:   hybridHFRead[name],
 			ConfigJSON: func(c Config, out map[string]any) {
 				for k, v := range c.HybridHF() {
 					out[k] = v

@@ -180,8 +180,9 @@ func (a *hybridAttention) Mix(s *Step, x, hb device.Buf) error {
 	return residual(s, a.h, x, hb)
 }
 
-// hybridFFN is a layer's MLP: squared ReLU (Nemotron-H) or SwiGLU
-// (Granite's shared_mlp), behind its own RMSNorm.
+// hybridFFN is a layer's dense MLP: squared ReLU (Nemotron-H) or SwiGLU
+// (Granite without experts), behind its own RMSNorm. Granite's MoE layers
+// are the MoE part (hybridMoE).
 type hybridFFN struct {
 	w    *hybridLayer
 	h    *Hybrid
@@ -193,13 +194,6 @@ func (f *hybridFFN) Forward(s *Step, x, hb device.Buf) error {
 	k, rows, c, L := s.K, s.Rows, s.C, f.w
 	if err := k.RMSNorm(hb, x, f.norm, rows, c.Hidden, c.RMSEps); err != nil {
 		return err
-	}
-	var moe moeOut
-	if f.kind == FFNMoE {
-		var err error
-		if moe, err = f.experts(s, hb); err != nil {
-			return err
-		}
 	}
 	u, err := s.Buf(rows * c.Intermediate)
 	if err != nil {
@@ -213,7 +207,7 @@ func (f *hybridFFN) Forward(s *Step, x, hb device.Buf) error {
 		if err := k.(device.Elementwise).ReLUSquare(u, u); err != nil {
 			return err
 		}
-	case FFNSwiGLU, FFNMoE:
+	case FFNSwiGLU:
 		g, err := s.Buf(rows * c.Intermediate)
 		if err != nil {
 			return err
@@ -232,101 +226,17 @@ func (f *hybridFFN) Forward(s *Step, x, hb device.Buf) error {
 		return err
 	}
 	s.Free(u)
-	if f.kind == FFNMoE { // MoE(v) + shared_mlp(v)
-		if err := k.(device.Experts).ScatterAdd(hb, moe.y, c.Hidden, moe.g, rows, true); err != nil {
-			return err
-		}
-		for _, b := range moe.bufs {
-			s.Free(b)
-		}
-	}
 	return residual(s, f.h, x, hb)
 }
 
-// moeOut is the experts' output awaiting the scatter: y, one row per
-// (token, choice) grouped by expert, the groups, and the activations
-// holding them.
-type moeOut struct {
-	y    device.Buf
-	g    device.ExpertGroups
-	bufs [5]device.Buf
-}
-
-func span(b device.Buf) device.Span { return device.Span{Ptr: b.Ptr, Bytes: 4 * int64(b.N)} }
-
-// experts routes the normed rows hn (Granite: top-k on the router's
-// logits, softmax over the k chosen; llama.cpp's softmax gating with the
-// weights renormalised is the same) and runs each expert's SwiGLU over its
-// rows, grouped so each expert's weights are read once.
-func (f *hybridFFN) experts(s *Step, hn device.Buf) (moeOut, error) {
-	k, rows, c, L, h := s.K, s.Rows, s.C, f.w, f.h
-	ek := k.(device.Experts)
-	E, K, ff := h.Experts, h.ExpertsUsed, h.ExpertFF
-	var out moeOut
-	for i, n := range [...]int{E + 1, rows * K, rows * K, rows * K, rows * K * c.Hidden} {
-		b, err := s.Buf(n)
-		if err != nil {
-			return moeOut{}, err
-		}
-		out.bufs[i] = b
-	}
-	b := out.bufs
-	out.g = device.ExpertGroups{Experts: E, K: K, Offsets: span(b[0]), Tokens: span(b[1]), Slots: span(b[2]), Weights: b[3]}
-	out.y = b[4]
-	logits, err := s.Buf(rows * E)
-	if err != nil {
-		return moeOut{}, err
-	}
-	ids, err := s.Buf(rows * K)
-	if err != nil {
-		return moeOut{}, err
-	}
-	wts, err := s.Buf(rows * K)
-	if err != nil {
-		return moeOut{}, err
-	}
-	if err := k.MatMul(logits, hn, rows, L.router); err != nil {
-		return moeOut{}, err
-	}
-	r := device.Router{Experts: E, TopK: K, Scoring: kcpu.ScoreSoftmaxTopK}
-	if err := ek.RouteExperts(r, logits, rows, device.Weight{}, span(ids), wts); err != nil {
-		return moeOut{}, err
-	}
-	if err := ek.GroupExperts(span(ids), wts, rows, out.g); err != nil {
-		return moeOut{}, err
-	}
-	s.Free(wts)
-	s.Free(ids)
-	s.Free(logits)
-	xg, err := s.Buf(rows * K * c.Hidden)
-	if err != nil {
-		return moeOut{}, err
-	}
-	if err := ek.GatherRowsAt(xg, hn, c.Hidden, out.g.Tokens, rows*K); err != nil {
-		return moeOut{}, err
-	}
-	gate, err := s.Buf(rows * K * ff)
-	if err != nil {
-		return moeOut{}, err
-	}
-	up, err := s.Buf(rows * K * ff)
-	if err != nil {
-		return moeOut{}, err
-	}
-	if err := ek.ExpertMatMul(gate, xg, rows, L.gateExps, out.g); err != nil {
-		return moeOut{}, err
-	}
-	if err := ek.ExpertMatMul(up, xg, rows, L.upExps, out.g); err != nil {
-		return moeOut{}, err
-	}
-	if err := k.SiLUMul(gate, gate, up); err != nil {
-		return moeOut{}, err
-	}
-	s.Free(up)
-	if err := ek.ExpertMatMul(out.y, gate, rows, L.downExps, out.g); err != nil {
-		return moeOut{}, err
-	}
-	s.Free(gate)
-	s.Free(xg)
-	return out, nil
+// hybridMoE is a Granite MoE layer as the MoE part: top-k on the router's
+// logits with softmax over the k chosen (llama.cpp's softmax gating with
+// the weights renormalised is the same), SwiGLU experts, the shared_mlp
+// (L.gate, L.up, L.down) as the shared expert, the residual multiplier.
+func hybridMoE(b *Builder, L *hybridLayer, h *Hybrid, norm device.Weight) (*moePart, error) {
+	c := b.C
+	f := &moePart{norm: norm, router: L.router, r: device.Router{Experts: h.Experts, TopK: h.ExpertsUsed, Scoring: kcpu.ScoreSoftmaxTopK},
+		width: h.ExpertFF, gate: L.gateExps, up: L.upExps, down: L.downExps, act: actSwiGLU,
+		shared: c.Intermediate, shGate: L.gate, shUp: L.up, shDown: L.down, resScale: h.ResidualScale, eps: c.RMSEps}
+	return f, f.moeKernels(b)
 }

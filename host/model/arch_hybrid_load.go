@@ -91,6 +91,11 @@ func hybridHFName(arch, canon string) string {
 	return p + map[string]string{
 		"attn_norm.weight": "input_layernorm.weight", "ffn_norm.weight": "post_attention_layernorm.weight",
 		"ffn_gate_up.weight": "shared_mlp.input_linear.weight", "ffn_down.weight": "shared_mlp.output_linear.weight",
+		// the MoE sizes (GraniteMoeHybridMoE): the shared MLP's down, the
+		// router, the experts' fused gate/up [E, 2·ff, hidden] (gate rows,
+		// then up rows, per expert; hybridHFRead splits it) and down
+		"ffn_down_shexp.weight": "shared_mlp.output_linear.weight", "ffn_gate_inp.weight": "block_sparse_moe.router.layer.weight",
+		"ffn_up_exps.weight": "block_sparse_moe.input_linear.weight", "ffn_down_exps.weight": "block_sparse_moe.output_linear.weight",
 	}[part]
 }
 
@@ -221,6 +226,20 @@ func hybridLayers(b *Builder) ([]Layer, error) {
 			*dst, err = rowView(w, r0, r1)
 		}
 	}
+	// Granite's SwiGLU MLP (the shared expert beside MoE: sfx "_shexp");
+	// HF fuses gate and up into shared_mlp.input_linear [2·ff, hidden]
+	// (gate rows first), loaded once and viewed as two.
+	swiglu := func(L *hybridLayer, p, sfx string) {
+		if fromHF {
+			mat(&L.gateUp, p+"ffn_gate_up.weight", 2*c.Intermediate, c.Hidden)
+			view(&L.gate, L.gateUp, 0, c.Intermediate)
+			view(&L.up, L.gateUp, c.Intermediate, 2*c.Intermediate)
+		} else {
+			mat(&L.gate, p+"ffn_gate"+sfx+".weight", c.Intermediate, c.Hidden)
+			mat(&L.up, p+"ffn_up"+sfx+".weight", c.Intermediate, c.Hidden)
+		}
+		mat(&L.down, p+"ffn_down"+sfx+".weight", c.Hidden, c.Intermediate)
+	}
 	for i, kind := range h.Layers {
 		L, p := &hybridLayer{}, fmt.Sprintf("blk.%d.", i)
 		vec(&L.norm, p+"attn_norm.weight", c.Hidden)
@@ -267,20 +286,8 @@ func hybridLayers(b *Builder) ([]Layer, error) {
 			mat(&L.up, p+"ffn_up.weight", c.Intermediate, c.Hidden)
 			mat(&L.down, p+"ffn_down.weight", c.Hidden, c.Intermediate)
 		case FFNSwiGLU:
-			if fromHF {
-				mat(&L.gateUp, p+"ffn_gate_up.weight", 2*c.Intermediate, c.Hidden)
-				view(&L.gate, L.gateUp, 0, c.Intermediate)
-				view(&L.up, L.gateUp, c.Intermediate, 2*c.Intermediate)
-			} else {
-				mat(&L.gate, p+"ffn_gate.weight", c.Intermediate, c.Hidden)
-				mat(&L.up, p+"ffn_up.weight", c.Intermediate, c.Hidden)
-			}
-			mat(&L.down, p+"ffn_down.weight", c.Hidden, c.Intermediate)
+			swiglu(L, p, "")
 		case FFNMoE:
-			if fromHF {
-				err = fmt.Errorf("model: %s layer %d: the experts of a Hugging Face Granite MoE checkpoint (block_sparse_moe.input_linear, gate and up interleaved per expert) are not loaded yet; convert it to GGUF", c.Arch, i)
-				break
-			}
 			if _, ok := b.Kernels().(device.Experts); !ok {
 				err = fmt.Errorf("model: %s needs the mixture-of-experts kernels, which the %s device lacks", c.Arch, b.m.dev.Info().Kind)
 				break
@@ -296,16 +303,18 @@ func hybridLayers(b *Builder) ([]Layer, error) {
 			if err == nil {
 				L.downExps, err = b.Stacked(p+"ffn_down_exps.weight", E, c.Hidden, ff)
 			}
-			mat(&L.gate, p+"ffn_gate_shexp.weight", c.Intermediate, c.Hidden)
-			mat(&L.up, p+"ffn_up_shexp.weight", c.Intermediate, c.Hidden)
-			mat(&L.down, p+"ffn_down_shexp.weight", c.Hidden, c.Intermediate)
+			swiglu(L, p, "_shexp")
 		}
 		if kind.FFN != FFNNone {
 			norm := L.ffnNorm
 			if kind.Mixer == MixerNone {
 				norm = L.norm // Nemotron-H: one norm per layer
 			}
-			out[i].FFN = &hybridFFN{w: L, h: h, kind: kind.FFN, norm: norm}
+			if kind.FFN != FFNMoE {
+				out[i].FFN = &hybridFFN{w: L, h: h, kind: kind.FFN, norm: norm}
+			} else if err == nil {
+				out[i].FFN, err = hybridMoE(b, L, h, norm)
+			}
 		}
 		if err != nil {
 			return nil, err

@@ -208,31 +208,17 @@ func (c Config) mla() *MLAConfig {
 	return nil
 }
 
-var _ FFN = (*moeFFN)(nil)
-
-// moeFFN is the routed experts as a layer's FFN part: RMSNorm, router
-// logits in f32, route, group the rows by expert so each expert's
-// matrices are read once per step for all its rows, gather, grouped
-// SwiGLU, weighted scatter-add onto the shared expert's output (when the
-// model has one), residual add. The router weight keeps its stored type;
-// the stacked experts are GGUF {in, out, E} tensors as stored (Rows =
-// experts × width).
-type moeFFN struct {
-	norm, router, bias               device.Weight
-	gateExps, upExps, downExps       device.Weight
-	gateShared, upShared, downShared device.Weight
-	cfg                              *MoEConfig
-	eps                              float32
-	// ungrouped (benchmarks only) runs the rows one at a time: each
-	// token reads its experts' matrices, the baseline grouping improves on.
-	ungrouped bool
-}
-
-// loadMoE loads layer p's experts through b.
-func loadMoE(b *Builder, p string) (*moeFFN, error) {
+// loadMoE loads layer p's experts (Qwen3-MoE, DeepSeek-V2/V3) through b
+// as the MoE part: ffn_norm, a router without logit bias (DeepSeek-V3's
+// selection bias when configured), SwiGLU experts, the shared expert when
+// the model has one.
+func loadMoE(b *Builder, p string) (*moePart, error) {
 	c := b.C
 	e := c.moe()
-	f := &moeFFN{cfg: e, eps: c.RMSEps}
+	f := &moePart{r: e.Router, width: e.Intermediate, act: actSwiGLU, shared: e.Shared, eps: c.RMSEps}
+	if err := f.moeKernels(b); err != nil {
+		return nil, err
+	}
 	E, w, d := e.Router.Experts, e.Intermediate, c.Hidden
 	var err error
 	if f.norm, err = b.Vector(p+"ffn_norm.weight", d); err != nil {
@@ -242,7 +228,7 @@ func loadMoE(b *Builder, p string) (*moeFFN, error) {
 		return nil, err
 	}
 	if e.SelectionBias {
-		if f.bias, err = b.Vector(p+"exp_probs_b.bias", E); err != nil {
+		if f.selBias, err = b.Vector(p+"exp_probs_b.bias", E); err != nil {
 			return nil, err
 		}
 	}
@@ -250,7 +236,7 @@ func loadMoE(b *Builder, p string) (*moeFFN, error) {
 		dst        *device.Weight
 		name       string
 		rows, cols int
-	}{{&f.gateExps, "ffn_gate_exps.weight", w, d}, {&f.upExps, "ffn_up_exps.weight", w, d}, {&f.downExps, "ffn_down_exps.weight", d, w}} {
+	}{{&f.gate, "ffn_gate_exps.weight", w, d}, {&f.up, "ffn_up_exps.weight", w, d}, {&f.down, "ffn_down_exps.weight", d, w}} {
 		if *s.dst, err = b.Stacked(p+s.name, E, s.rows, s.cols); err != nil {
 			return nil, err
 		}
@@ -260,160 +246,13 @@ func loadMoE(b *Builder, p string) (*moeFFN, error) {
 			dst        *device.Weight
 			name       string
 			rows, cols int
-		}{{&f.gateShared, "ffn_gate_shexp.weight", e.Shared, d}, {&f.upShared, "ffn_up_shexp.weight", e.Shared, d}, {&f.downShared, "ffn_down_shexp.weight", d, e.Shared}} {
+		}{{&f.shGate, "ffn_gate_shexp.weight", e.Shared, d}, {&f.shUp, "ffn_up_shexp.weight", e.Shared, d}, {&f.shDown, "ffn_down_shexp.weight", d, e.Shared}} {
 			if *s.dst, err = b.Matrix(p+s.name, s.rows, s.cols); err != nil {
 				return nil, err
 			}
 		}
 	}
 	return f, nil
-}
-
-// Forward implements FFN.
-func (f *moeFFN) Forward(s *Step, x, h device.Buf) error {
-	d := s.C.Hidden
-	if err := s.K.RMSNorm(h, x, f.norm, s.Rows, d, f.eps); err != nil {
-		return err
-	}
-	if f.ungrouped && s.Rows > 1 {
-		for i := range s.Rows {
-			if err := f.experts(s, x.Slice(i*d, d), h.Slice(i*d, d), 1); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	return f.experts(s, x, h, s.Rows)
-}
-
-// ints takes an activation of n int32 values (4 bytes each, as floats).
-func ints(s *Step, n int) (device.Span, device.Buf, error) {
-	b, err := s.Buf(n)
-	return device.Span{Ptr: b.Ptr, Bytes: 4 * int64(max(n, 1))}, b, err
-}
-
-// experts adds the experts' output for the normed rows h to x.
-func (f *moeFFN) experts(s *Step, x, h device.Buf, rows int) error {
-	k, e := s.K, f.cfg
-	ek, ok := k.(device.Experts)
-	if !ok {
-		return fmt.Errorf("model: %s needs the device's Experts capability", s.C.Arch)
-	}
-	E, K, d, w := e.Router.Experts, e.Router.TopK, s.C.Hidden, e.Intermediate
-	n := rows * K
-	logits, err := s.Buf(rows * E)
-	if err != nil {
-		return err
-	}
-	if err := k.MatMul(logits, h, rows, f.router); err != nil {
-		return err
-	}
-	ids, idsBuf, err := ints(s, n)
-	if err != nil {
-		return err
-	}
-	wts, err := s.Buf(n)
-	if err != nil {
-		return err
-	}
-	if err := ek.RouteExperts(e.Router, logits, rows, f.bias, ids, wts); err != nil {
-		return err
-	}
-	s.Free(logits)
-	g := device.ExpertGroups{Experts: E, K: K}
-	var gb [3]device.Buf
-	if g.Offsets, gb[0], err = ints(s, E+1); err != nil {
-		return err
-	}
-	if g.Tokens, gb[1], err = ints(s, n); err != nil {
-		return err
-	}
-	if g.Slots, gb[2], err = ints(s, n); err != nil {
-		return err
-	}
-	if g.Weights, err = s.Buf(n); err != nil {
-		return err
-	}
-	if err := ek.GroupExperts(ids, wts, rows, g); err != nil {
-		return err
-	}
-	s.Free(idsBuf)
-	s.Free(wts)
-	xs, err := s.Buf(n * d)
-	if err != nil {
-		return err
-	}
-	if err := ek.GatherRowsAt(xs, h, d, g.Tokens, n); err != nil {
-		return err
-	}
-	gate, err := s.Buf(n * w)
-	if err != nil {
-		return err
-	}
-	up, err := s.Buf(n * w)
-	if err != nil {
-		return err
-	}
-	if err := ek.ExpertMatMul(gate, xs, rows, f.gateExps, g); err != nil {
-		return err
-	}
-	if err := ek.ExpertMatMul(up, xs, rows, f.upExps, g); err != nil {
-		return err
-	}
-	if err := k.SiLUMul(gate, gate, up); err != nil {
-		return err
-	}
-	s.Free(up)
-	if err := ek.ExpertMatMul(xs, gate, rows, f.downExps, g); err != nil {
-		return err
-	}
-	s.Free(gate)
-	shared := e.Shared > 0
-	if shared {
-		// The shared expert's output replaces h once h is read; the
-		// routed sum accumulates onto it.
-		if err := swiGLU(s, h, h, rows, e.Shared, f.gateShared, f.upShared, f.downShared); err != nil {
-			return err
-		}
-	}
-	if err := ek.ScatterAdd(h, xs, d, g, rows, shared); err != nil {
-		return err
-	}
-	s.Free(xs)
-	for _, b := range gb {
-		s.Free(b)
-	}
-	s.Free(g.Weights)
-	return k.Add(x, x, h)
-}
-
-// swiGLU computes out = down(silu(gate(h))·up(h)) for rows of width inter;
-// out may be h (h is read before out is written).
-func swiGLU(s *Step, out, h device.Buf, rows, inter int, gw, uw, dw device.Weight) error {
-	k := s.K
-	g, err := s.Buf(rows * inter)
-	if err != nil {
-		return err
-	}
-	u, err := s.Buf(rows * inter)
-	if err != nil {
-		return err
-	}
-	if err := k.MatMul(g, h, rows, gw); err != nil {
-		return err
-	}
-	if err := k.MatMul(u, h, rows, uw); err != nil {
-		return err
-	}
-	if err := k.SiLUMul(g, g, u); err != nil {
-		return err
-	}
-	s.Free(u)
-	if err := k.MatMul(out, g, rows, dw); err != nil {
-		return err
-	}
-	s.Free(g)
-	return nil
 }
 
 // moeHFNames are the Hugging Face names of the expert and latent-attention

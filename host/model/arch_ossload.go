@@ -14,8 +14,8 @@ import (
 // ossTensor reads a gpt-oss checkpoint's tensor by canonical (GGUF) name,
 // doing what llama.cpp's converter does (docs/architectures/gpt-oss.md,
 // "Tensors"): renames, the interleaved gate_up projection split into even
-// (gate) and odd (up) rows, MXFP4 *_blocks/*_scales decoded to BF16 (exact)
-// as [in, out, E] stacks.
+// (gate) and odd (up) rows, MXFP4 *_blocks/*_scales repacked into GGML
+// MXFP4 blocks (the same bytes, the kernels' layout) as [in, out, E] stacks.
 func (s hfSource) ossTensor(canon string) ([]byte, device.DType, []int, bool, error) {
 	rest, ok := strings.CutPrefix(canon, "blk.")
 	if !ok {
@@ -50,14 +50,15 @@ func (s hfSource) ossTensor(canon string) ([]byte, device.DType, []int, bool, er
 	return s.named(hfName(canon))
 }
 
-// ossExperts decodes base_blocks [E, R, G, 16] and base_scales [E, R, G]
-// (U8) into BF16 [E, rows, G·32]: every row (parity −1) or the rows of one
+// ossExperts repacks base_blocks [E, R, G, 16] and base_scales [E, R, G]
+// (U8) into GGML MXFP4 [E, rows, G·32] (17 bytes per 32 values, what the
+// two tensors hold together): every row (parity −1) or the rows of one
 // parity of the interleaved gate_up projection.
 func (s hfSource) ossExperts(base string, parity int) ([]byte, device.DType, []int, bool, error) {
 	bi, blocks, err := s.u8(base + "_blocks")
 	if err != nil || bi == nil {
 		if _, dense := s.set.Info(base); err == nil && dense {
-			err = fmt.Errorf("model: %s: %s is a dequantized expert tensor; kvhost reads gpt-oss's MXFP4 %s_blocks/_scales", s.path, base, base)
+			return s.ossDenseExperts(base, parity) // load_hf_fused.go
 		}
 		return nil, 0, nil, false, err
 	}
@@ -77,9 +78,8 @@ func (s hfSource) ossExperts(base string, parity int) ([]byte, device.DType, []i
 		}
 		rows = R / 2
 	}
-	in := G * 32
-	out := make([]byte, 2*E*rows*in)
-	vals := make([]float32, in)
+	rb := G * kcpu.MXFP4BlockBytes
+	out := make([]byte, E*rows*rb)
 	for e := 0; e < E; e++ {
 		for r := 0; r < rows; r++ {
 			src := r
@@ -87,16 +87,13 @@ func (s hfSource) ossExperts(base string, parity int) ([]byte, device.DType, []i
 				src = 2*r + parity
 			}
 			row := e*R + src
-			if err := kcpu.DequantizeMXFP4HF(vals, blocks[row*G*16:(row+1)*G*16], scales[row*G:(row+1)*G]); err != nil {
+			dst := out[(e*rows+r)*rb : (e*rows+r+1)*rb]
+			if err := kcpu.MXFP4FromHF(dst, blocks[row*G*16:(row+1)*G*16], scales[row*G:(row+1)*G]); err != nil {
 				return nil, 0, nil, false, fmt.Errorf("model: %s: %s: %w", s.path, base, err)
-			}
-			dst := out[2*(e*rows+r)*in:]
-			for i, v := range vals {
-				binary.LittleEndian.PutUint16(dst[2*i:], kcpu.F32ToBF16(v))
 			}
 		}
 	}
-	return out, device.BF16, []int{in, rows, E}, true, nil
+	return out, device.MXFP4, []int{G * 32, rows, E}, true, nil
 }
 
 // u8 reads a U8 tensor (nil info when absent).
@@ -168,4 +165,18 @@ func toF32(raw []byte, typ device.DType) ([]float32, error) {
 		return out, nil
 	}
 	return nil, fmt.Errorf("dtype %s, want f32, f16 or bf16", typ)
+}
+
+// HFQuantizedBytes is what the Hugging Face loader keeps for matrix t of a
+// model c when the checkpoint stores it quantized rather than in its dense
+// dtype, as config.json's quantization_config.quant_method (quant) says:
+// gpt-oss's "mxfp4" experts arrive as *_blocks/*_scales and stay MXFP4 (17
+// bytes per 32 values, ossExperts). ok is false for a dense matrix. Plan
+// sizes a Hugging Face model's weights by it.
+func HFQuantizedBytes(c Config, quant string, t TensorShape) (n int64, ok bool) {
+	if c.Arch != "gpt-oss" || quant != "mxfp4" || !strings.HasSuffix(t.Name, "_exps.weight") {
+		return 0, false
+	}
+	rb, err := kcpu.MXFP4.RowBytes(t.Cols)
+	return int64(rb) * int64(t.Rows), err == nil
 }

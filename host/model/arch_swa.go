@@ -238,20 +238,19 @@ func swaFromGGUF(g ggufMeta, c *Config) error {
 
 // hfSWAFields are the config.json keys of the sliding-window family.
 type hfSWAFields struct {
-	SlidingWindow        *int       `json:"sliding_window"`
-	LayerTypes           []string   `json:"layer_types"`
-	SlidingWindowPattern *int       `json:"sliding_window_pattern"`
-	QueryPreAttnScalar   *float64   `json:"query_pre_attn_scalar"`
-	AttnSoftCap          *float64   `json:"attn_logit_softcapping"`
-	FinalSoftCap         *float64   `json:"final_logit_softcapping"`
-	HiddenActivation     string     `json:"hidden_activation"`
-	RopeLocalBaseFreq    *float64   `json:"rope_local_base_freq"`
-	NumLocalExperts      int        `json:"num_local_experts"`
-	ExpertsPerTok        int        `json:"num_experts_per_tok"`
-	ExpertsPerToken      int        `json:"experts_per_token"`
-	SwigluLimit          *float64   `json:"swiglu_limit"`
-	RopeParameters       *yesOrNull `json:"rope_parameters"`
-	TieWordEmbeddings    *bool      `json:"tie_word_embeddings"`
+	SlidingWindow        *int     `json:"sliding_window"`
+	LayerTypes           []string `json:"layer_types"`
+	SlidingWindowPattern *int     `json:"sliding_window_pattern"`
+	QueryPreAttnScalar   *float64 `json:"query_pre_attn_scalar"`
+	AttnSoftCap          *float64 `json:"attn_logit_softcapping"`
+	FinalSoftCap         *float64 `json:"final_logit_softcapping"`
+	HiddenActivation     string   `json:"hidden_activation"`
+	RopeLocalBaseFreq    *float64 `json:"rope_local_base_freq"`
+	NumLocalExperts      int      `json:"num_local_experts"`
+	ExpertsPerTok        int      `json:"num_experts_per_tok"`
+	ExpertsPerToken      int      `json:"experts_per_token"`
+	SwigluLimit          *float64 `json:"swiglu_limit"`
+	TieWordEmbeddings    *bool    `json:"tie_word_embeddings"`
 	RopeScaling          *struct {
 		BetaFast float64 `json:"beta_fast"`
 		BetaSlow float64 `json:"beta_slow"`
@@ -262,20 +261,12 @@ type hfSWAFields struct {
 	} `json:"rope_scaling"`
 }
 
-// yesOrNull records whether a key held something other than null.
-type yesOrNull bool
-
-func (y *yesOrNull) UnmarshalJSON(b []byte) error { *y = string(b) != "null"; return nil }
-
 // swaFromHF fills c.Ext from config.json's raw bytes for the architectures
 // that slide (hfArch is architectures[0]).
 func swaFromHF(raw []byte, hfArch string, c *Config, path string) error {
 	var f hfSWAFields
 	if err := json.Unmarshal(raw, &f); err != nil {
 		return fmt.Errorf("model: %s: %w", path, err)
-	}
-	if f.RopeParameters != nil && bool(*f.RopeParameters) {
-		return fmt.Errorf("model: %s: rope_parameters (transformers ≥ 5) is not read yet; write rope_theta and rope_scaling instead", path)
 	}
 	family := map[string]bool{"Gemma2ForCausalLM": true, "Gemma3ForCausalLM": true, "GptOssForCausalLM": true}[hfArch]
 	if f.SlidingWindow == nil || *f.SlidingWindow == 0 {

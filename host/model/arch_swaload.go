@@ -6,22 +6,7 @@ import (
 	"strings"
 
 	"github.com/kvhost/kvhost/host/device"
-	kcpu "github.com/kvhost/kvhost/kernels/cpu"
 )
-
-// decodeMXFP4 turns GGML MXFP4 blocks (17 bytes per 32 values) into BF16,
-// exact: every E2M1 value times a power of two has a one-bit mantissa.
-func decodeMXFP4(raw []byte, n int) ([]byte, error) {
-	f := make([]float32, n)
-	if err := kcpu.DequantizeMXFP4(f, raw); err != nil {
-		return nil, err
-	}
-	out := make([]byte, 2*n)
-	for i, v := range f {
-		binary.LittleEndian.PutUint16(out[2*i:], kcpu.F32ToBF16(v))
-	}
-	return out, nil
-}
 
 // gemmaHFName is hfName for Gemma checkpoints, whose post_attention_layernorm
 // follows attention (GGUF post_attention_norm) rather than feeding the MLP

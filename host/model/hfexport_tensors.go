@@ -255,22 +255,10 @@ func hfMXFP4(raw []byte) (blocks, scales []byte) {
 	return blocks, scales
 }
 
-// graniteMoEHFNames are Granite-4.0-H's expert tensors
-// (GraniteMoeHybridMoE: block_sparse_moe.router.layer, input_linear
-// [E, 2·ff, hidden] gate rows then up rows per expert, output_linear
-// [E, hidden, ff]) and its shared MLP's.
-var graniteMoEHFNames = map[string]string{
-	"ffn_gate_inp.weight": "block_sparse_moe.router.layer.weight", "ffn_up_exps.weight": "block_sparse_moe.input_linear.weight",
-	"ffn_down_exps.weight": "block_sparse_moe.output_linear.weight", "ffn_down_shexp.weight": "shared_mlp.output_linear.weight",
-}
-
 // hybridTensor is tensor for Nemotron-H and Granite-4.0-H.
 func (x *hfExporter) hybridTensor(ti gguf.TensorInfo, layer, part string) ([]safetensors.Tensor, error) {
 	c, p := x.c, "blk."+layer+"."
-	name := hybridHFName(c.Arch, ti.Name)
-	if n, ok := graniteMoEHFNames[part]; ok && c.Arch == "granitehybrid" {
-		name = "model.layers." + layer + "." + n
-	}
+	name := hybridHFName(c.Arch, ti.Name) // Granite's experts: block_sparse_moe.*
 	// Granite fuses gate and up (shared or per expert) into one input_linear:
 	// the gate half first.
 	if c.Arch == "granitehybrid" {

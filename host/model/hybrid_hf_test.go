@@ -6,10 +6,10 @@ import (
 
 // TestHybridHFMatchesGGUF: both hybrids loaded from the Hugging Face
 // directory ExportHF writes of their GGUF files (A_log, conv [C, 1, K],
-// Granite's fused input_linear) give the logits their GGUF files
+// Granite's fused input_linear, dense and per expert) give the logits their GGUF files
 // give, at every position of a prefill and the decode steps after it.
 func TestHybridHFMatchesGGUF(t *testing.T) {
-	for _, arch := range []string{"nemotron_h", "granitehybrid"} { // HF MoE experts are not loaded yet
+	for _, arch := range hybridArchs { // granitehybrid-moe: block_sparse_moe's fused experts
 		t.Run(arch, func(t *testing.T) {
 			path := writeHybridBPE(t, arch, "tiny")
 			g := hybridRig(t, path)

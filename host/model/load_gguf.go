@@ -274,7 +274,7 @@ func tokenizerFromGGUF(f *gguf.File) (tokenizer.Tokenizer, error) {
 
 // ggufSource reads tensors from a GGUF model (one file or a split model's
 // shards, gguf.OpenModel). Every tensor type the kernels run (f32, f16,
-// bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k–q6_k, iq4_nl, iq4_xs) is kept as
+// bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k–q6_k, iq4_nl, iq4_xs, mxfp4) is kept as
 // stored: no expansion, so device weight memory is the files' bytes. The
 // files the headers were parsed from stay open while loading, so a device
 // that maps files serves each tensor from its own shard in place.
@@ -288,15 +288,9 @@ var (
 )
 
 // GGUFDeviceBytes is how many bytes a GGUF tensor occupies once loaded:
-// its file bytes, since every type the kernels run stays as stored, except
-// MXFP4 (gpt-oss experts), decoded to bf16 at load. Plan uses it to predict
-// the weights phase.
-func GGUFDeviceBytes(ti gguf.TensorInfo) int64 {
-	if ti.Type == gguf.TypeMXFP4 && strings.HasSuffix(ti.Name, "_exps.weight") { // decoded to bf16 at load
-		return int64(ti.Size) / 17 * 32 * 2
-	}
-	return int64(ti.Size)
-}
+// its file bytes, since every type the kernels run (MXFP4 included) stays
+// as stored. Plan uses it to predict the weights phase.
+func GGUFDeviceBytes(ti gguf.TensorInfo) int64 { return int64(ti.Size) }
 
 func (s ggufSource) tensor(name string) ([]byte, device.DType, []int, bool, error) {
 	ti, raw, err := s.f.Tensor(name)
@@ -314,30 +308,15 @@ func (s ggufSource) tensor(name string) ([]byte, device.DType, []int, bool, erro
 		}
 		dims[i] = int(d)
 	}
-	if ti.Type == gguf.TypeMXFP4 && strings.HasSuffix(name, "_exps.weight") {
-		// gpt-oss's experts, the only MXFP4 tensors published: decoded to
-		// bf16 (decodeMXFP4); no kernel runs MXFP4 elsewhere.
-		n := 1
-		for _, d := range dims {
-			n *= d
-		}
-		if raw, err = decodeMXFP4(raw, n); err != nil {
-			return nil, 0, nil, false, fmt.Errorf("model: %s: tensor %s: %w", s.f.PathOf(ti), name, err)
-		}
-		return raw, device.BF16, dims, true, nil
-	}
 	typ, ok := ti.Type.DType()
 	if !ok {
-		return nil, 0, nil, false, fmt.Errorf("model: %s: tensor %s has type %s; supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs", s.f.PathOf(ti), name, ti.Type)
+		return nil, 0, nil, false, fmt.Errorf("model: %s: tensor %s has type %s; supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs, mxfp4", s.f.PathOf(ti), name, ti.Type)
 	}
 	return raw, device.DType(typ), dims, true, nil
 }
 
 // fileRange is where a tensor's bytes lie: its shard's file and offset.
 func (s ggufSource) fileRange(name string) (*os.File, int64, bool) {
-	if ti, ok := s.find(name); ok && ti.Type == gguf.TypeMXFP4 {
-		return nil, 0, false // MXFP4 is decoded, never served in place
-	}
 	return s.f.TensorFile(name)
 }
 

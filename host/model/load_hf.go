@@ -14,6 +14,11 @@ import (
 // ConfigFromHF derives the configuration from config.json's bytes through
 // the registry entry of its first architecture (Arch.FromHF).
 func ConfigFromHF(raw []byte, path string) (Config, error) {
+	n, err := hf.Normalize(raw) // transformers 5's spellings, text_config
+	if err != nil {
+		return Config{}, fmt.Errorf("model: %s: %w", path, err)
+	}
+	raw = n.JSON
 	hc, err := hf.ParseConfig(raw)
 	if err != nil {
 		return Config{}, fmt.Errorf("model: %s: %w", path, err)
@@ -99,6 +104,8 @@ type hfSource struct {
 	path string
 	name func(canon string) string                                                 // Arch.HFTensor
 	read func(s hfSource, canon string) ([]byte, device.DType, []int, bool, error) // Arch.HFRead
+	// wrapped: the language model of a multimodal wrapper (load_hf_wrapped.go)
+	wrapped bool
 }
 
 var stTypes = map[safetensors.DType]device.DType{
@@ -110,13 +117,20 @@ func (s hfSource) tensor(canon string) ([]byte, device.DType, []int, bool, error
 		return s.read(s, canon)
 	}
 	if strings.HasSuffix(canon, "_exps.weight") {
-		return s.experts(canon) // arch_moe.go: per-expert tensors stacked
+		raw, typ, dims, ok, err := s.experts(canon) // arch_moe.go: per-expert tensors stacked
+		if ok || err != nil {
+			return raw, typ, dims, ok, err
+		}
+		return s.tf5Experts(canon) // load_hf_fused.go: transformers 5's fused tensors
 	}
 	return s.named(s.name(canon))
 }
 
 // named reads the HF tensor name, ok=false when absent.
 func (s hfSource) named(name string) ([]byte, device.DType, []int, bool, error) {
+	if s.wrapped {
+		name = s.textName(name)
+	}
 	if _, ok := s.set.Info(name); !ok {
 		return nil, 0, nil, false, nil
 	}
@@ -189,6 +203,10 @@ func LoadHF(dir string, o Options) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
+	norm, err := hf.Normalize(hm.ConfigJSON) // ConfigFromHF has read it: no error
+	if err != nil {
+		return nil, err
+	}
 	a, err := cfg.arch()
 	if err != nil {
 		return nil, err
@@ -219,7 +237,10 @@ func LoadHF(dir string, o Options) (*Model, error) {
 	if eos := tok.EOS(); eos >= 0 {
 		m.EOSText = tok.TokenText(eos)
 	}
-	if err := m.build(hfSource{set: set, path: dir, name: a.HFTensor, read: a.HFRead}, o); err != nil {
+	if norm.Wrapper != "" {
+		m.Notes = append(m.Notes, wrapperNote(norm.Wrapper))
+	}
+	if err := m.build(hfSource{set: set, path: dir, name: a.HFTensor, read: a.HFRead, wrapped: norm.Wrapper != ""}, o); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -210,11 +210,11 @@ func TestLoadRejectsBadModels(t *testing.T) {
 		{"quantized type without a kernel", rewrite(t, src, func(kvs []gguf.KV, ts []gguf.TensorSpec) ([]gguf.KV, []gguf.TensorSpec) {
 			for i := range ts {
 				if ts[i].Name == "blk.0.ffn_down.weight" {
-					ts[i].Type, ts[i].Data = gguf.TypeMXFP4, make([]byte, ts[i].Dims[0]*ts[i].Dims[1]/32*17)
+					ts[i].Type, ts[i].Data = gguf.TypeQ8_1, make([]byte, ts[i].Dims[0]*ts[i].Dims[1]/32*36)
 				}
 			}
 			return kvs, ts
-		}), []string{"blk.0.ffn_down.weight", "MXFP4", "q4_k", "iq4_xs"}},
+		}), []string{"blk.0.ffn_down.weight", "Q8_1", "q4_k", "iq4_xs", "mxfp4"}},
 		{"rope_freqs of the wrong length", withRopeFreqs(t, src, gguf.TypeF32, f32Bytes(1, 2, 3)), []string{"rope_freqs.weight", "want [8]"}},
 		{"rope_freqs not F32", withRopeFreqs(t, src, gguf.TypeF16, make([]byte, 16)), []string{"rope_freqs.weight", "want F32"}},
 		{"rope_freqs with a zero factor", withRopeFreqs(t, src, gguf.TypeF32, f32Bytes(1, 1, 1, 0, 2, 2, 2, 2)), []string{"rope_freqs.weight[3]", "positive"}},

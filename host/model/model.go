@@ -25,6 +25,10 @@ type Model struct {
 	// MappedBytes are the weight bytes served in place from the model
 	// file (a device that maps files: the CPU device), not copied.
 	MappedBytes int64
+	// Notes are what serve says at startup about parts of the file it does
+	// not load (a multimodal wrapper's vision tower); Config.Notes those of
+	// the architecture.
+	Notes []string
 
 	dev     device.Device
 	k       device.Kernels

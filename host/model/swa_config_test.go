@@ -118,7 +118,10 @@ func TestSWAConfigRefusals(t *testing.T) {
 		{"top-k", set(oss, "num_experts_per_tok", "40"), "num_experts_per_tok = 40 is out of range [1, num_local_experts 32]"},
 		{"experts", set(oss, "num_local_experts", "0"), "num_local_experts = 0 is out of range [1, 1024]"},
 		{"swiglu", set(oss, "swiglu_limit", "0"), "swiglu_limit = 0 must be positive and finite"},
-		{"rope_parameters", set(oss, "rope_parameters", `{"rope_theta": 150000}`), "rope_parameters (transformers ≥ 5) is not read yet"},
+		{"rope_parameters theta", set(oss, "rope_parameters", `{"rope_theta": 50000}`), "rope_theta = 150000 and rope_parameters.rope_theta = 50000 disagree"},
+		{"rope_parameters layer type", set(gemma, "rope_parameters", `{"chunked_attention": {"rope_theta": 1e4}, "full_attention": {}}`), "rope_parameters.chunked_attention: layer type not supported (full_attention, sliding_attention)"},
+		{"rope_parameters sliding scaled", set(gemma, "rope_parameters", `{"sliding_attention": {"rope_type": "linear", "factor": 8}}`), `rope_parameters.sliding_attention.rope_type "linear"`},
+		{"rope_parameters type", set(gemma, "rope_parameters", `{"rope_type": "dynamic", "factor": 2}`), `rope_scaling type "dynamic" is not supported`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ConfigFromHF([]byte(tc.cfg), "config.json")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/kvhost/kvhost/host/model/gguf"
@@ -24,6 +25,10 @@ type swaRef struct {
 	invLoc []float64     // local rope's inverse frequencies (nil: global's)
 	invGlb []float64
 	attnF  float64 // YaRN attention factor on cos/sin
+	// q8Experts: the expert matrices are MXFP4, which kvhost (as llama.cpp)
+	// multiplies with 8-bit activation blocks: the reference rounds each
+	// expert input as the format defines (refQ8).
+	q8Experts bool
 }
 
 func newSWARef(t *testing.T, path string, c Config) *swaRef {
@@ -48,6 +53,7 @@ func newSWARef(t *testing.T, path string, c Config) *swaRef {
 			r.w[ti.Name] = out
 		case gguf.TypeMXFP4:
 			r.w[ti.Name] = refMXFP4(raw)
+			r.q8Experts = r.q8Experts || strings.HasSuffix(ti.Name, "_exps.weight")
 		default:
 			t.Fatalf("reference reads f32 and mxfp4 tensors, %s is %s", ti.Name, ti.Type)
 		}
@@ -81,6 +87,28 @@ func refMXFP4(raw []byte) []float64 {
 			}
 		}
 		out = append(out, blk[:]...)
+	}
+	return out
+}
+
+// refQ8 rounds activations as GGML's quantize_row_q8_1 defines for a
+// 4-bit weight's dot product, in float32: per 32 values d = max|x|/127,
+// q = round-half-even(x·(1/d)), the value d·q.
+func refQ8(x []float64) []float64 {
+	out := make([]float64, len(x))
+	for b := 0; b < len(x); b += 32 {
+		var amax float32
+		for _, v := range x[b : b+32] {
+			amax = max(amax, float32(math.Abs(v)))
+		}
+		d := amax / 127
+		if d == 0 {
+			continue
+		}
+		id := 1 / d
+		for i, v := range x[b : b+32] {
+			out[b+i] = float64(d) * math.RoundToEven(float64(float32(v)*id))
+		}
 	}
 	return out
 }
@@ -285,10 +313,17 @@ func (r *swaRef) experts(p string, h []float64) []float64 {
 	}
 	out := make([]float64, d)
 	lim, alpha := float64(m.Limit), float64(m.Alpha)
+	q8 := func(x []float64) []float64 {
+		if r.q8Experts {
+			return refQ8(x)
+		}
+		return x
+	}
+	hq := q8(h)
 	for j, e := range idx {
 		slice := func(name string, rows, cols int) []float64 { return r.w[p+name][e*rows*cols : (e+1)*rows*cols] }
-		g := matvec(slice("ffn_gate_exps.weight", f, d), h, f)
-		u := matvec(slice("ffn_up_exps.weight", f, d), h, f)
+		g := matvec(slice("ffn_gate_exps.weight", f, d), hq, f)
+		u := matvec(slice("ffn_up_exps.weight", f, d), hq, f)
 		addTo(g, r.w[p+"ffn_gate_exps.bias"][e*f:(e+1)*f])
 		addTo(u, r.w[p+"ffn_up_exps.bias"][e*f:(e+1)*f])
 		for i := range g {
@@ -296,7 +331,7 @@ func (r *swaRef) experts(p string, h []float64) []float64 {
 			uu := math.Min(math.Max(u[i], -lim), lim)
 			g[i] = gg / (1 + math.Exp(-alpha*gg)) * (uu + 1)
 		}
-		y := matvec(slice("ffn_down_exps.weight", d, f), g, d)
+		y := matvec(slice("ffn_down_exps.weight", d, f), q8(g), d)
 		addTo(y, r.w[p+"ffn_down_exps.bias"][e*d:(e+1)*d])
 		for i := range out {
 			out[i] += wts[j] / z * y[i]

@@ -25,12 +25,24 @@ var swaArchs = []struct{ arch, hf string }{
 // writeSWA generates gen-model's f32 model of arch and size into a temp file.
 func writeSWA(t *testing.T, arch, size string) string {
 	t.Helper()
+	return writeSWAExperts(t, arch, size, false)
+}
+
+// writeSWAExperts is writeSWA with gpt-oss's experts stored f32 (dense)
+// instead of MXFP4.
+func writeSWAExperts(t *testing.T, arch, size string, dense bool) string {
+	t.Helper()
 	spec, err := synth.ArchPreset(arch, size, "f32")
 	if err != nil {
 		t.Fatal(err)
 	}
+	spec.DenseExperts = dense
 	return writeSpec(t, spec)
 }
+
+// mxfp4ModelTol bounds a model with MXFP4 experts against the float64
+// reference (TestSWAMatchesFloat64Reference says why).
+const mxfp4ModelTol = 1e-2
 
 // swaConfigJSON is the config.json the swa configurator reads for c.
 func swaTestConfigJSON(t testing.TB, c Config, hfArch string) []byte {
@@ -163,10 +175,30 @@ func relDiff(a []float32, b []float64) float64 {
 // chunk smaller than the window and one larger, then over 200 greedy
 // decode steps far past the window, while the window pool's pages are
 // released as the window moves (at most window/page + 2 held).
+//
+// gpt-oss runs twice: with f32 experts to 1e-4, and with its MXFP4 experts
+// to mxfp4ModelTol. MXFP4 weights are dotted with 8-bit activation blocks
+// (as llama.cpp does); the reference rounds every expert input the same
+// way (refQ8), but kvhost's float32 activations and the reference's
+// float64 ones land on different codes where a value sits within float32
+// rounding of a half step, which moves that input by a whole step
+// (its block's max/127): about 3e-3 of one expert's output on this tiny
+// model; measured 2.8e-3 of the logits over the whole run (2.4e-2 with
+// unrounded reference inputs).
 func TestSWAMatchesFloat64Reference(t *testing.T) {
+	type refCase struct {
+		name, arch, hf string
+		dense          bool
+		tol            float64
+	}
+	var cases []refCase
 	for _, a := range swaArchs {
-		t.Run(a.arch, func(t *testing.T) {
-			path := writeSWA(t, a.arch, "tiny")
+		cases = append(cases, refCase{a.arch, a.arch, a.hf, a.arch == "gpt-oss", 1e-4})
+	}
+	cases = append(cases, refCase{"gpt-oss mxfp4", "gpt-oss", "GptOssForCausalLM", false, mxfp4ModelTol})
+	for _, a := range cases {
+		t.Run(a.name, func(t *testing.T) {
+			path := writeSWAExperts(t, a.arch, "tiny", a.dense)
 			r := loadSWA(t, path, a.hf, 64)
 			c := r.m.Config
 			ref := newSWARef(t, path, c)
@@ -192,8 +224,8 @@ func TestSWAMatchesFloat64Reference(t *testing.T) {
 				last = got[(n-1)*V:]
 				pos += n
 			}
-			if worst > 1e-4 {
-				t.Fatalf("prefill logits differ from the float64 reference by %g relative", worst)
+			if worst > a.tol {
+				t.Fatalf("prefill logits differ from the float64 reference by %g relative (bound %g)", worst, a.tol)
 			}
 			pre := worst
 			bound := W/16 + 2
@@ -208,10 +240,10 @@ func TestSWAMatchesFloat64Reference(t *testing.T) {
 					}
 				}
 			}
-			if worst > 1e-4 {
-				t.Fatalf("decode logits differ from the float64 reference by %g relative", worst)
+			if worst > a.tol {
+				t.Fatalf("decode logits differ from the float64 reference by %g relative (bound %g)", worst, a.tol)
 			}
-			t.Logf("%s: max relative difference %.2g in prefill, %.2g over 200 decode steps to position %d", a.arch, pre, worst, pos)
+			t.Logf("%s: max relative difference %.2g in prefill, %.2g over 200 decode steps to position %d", a.name, pre, worst, pos)
 		})
 	}
 }

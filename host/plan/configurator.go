@@ -154,6 +154,10 @@ func (k KVConfig) StoredAs() string {
 	return d.String()
 }
 
+// Recalled reports whether the configurator's declaration is its recorded
+// answer to this exact input (plugin.Config.RecallAnswers), not a new call.
+func (k KVConfig) Recalled() bool { return k.layout != nil && k.layout.Recalled }
+
 // Record is kc without its live plugin handle, for budgets and JSON.
 func (k KVConfig) Record() *KVConfig {
 	k.layout = nil

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/kvhost/kvhost/host/model/hf"
 )
 
 // HFModel is what a GPU plan reads from a Hugging Face config.json besides
@@ -80,6 +82,10 @@ type MoEShape struct {
 type hfFields map[string]json.RawMessage
 
 func parseHFFields(raw []byte) (hfFields, error) {
+	raw, err := hf.Spellings(raw) // transformers 5's dtype, rope_parameters
+	if err != nil {
+		return nil, fmt.Errorf("plan: %w", err)
+	}
 	var top hfFields
 	if err := json.Unmarshal(raw, &top); err != nil {
 		return nil, fmt.Errorf("plan: config.json: %w", err)

@@ -107,7 +107,19 @@ func configJSON(raw []byte, cfgPath string) (model.Config, []Tensor, error) {
 	if hc.TorchDType == "float32" {
 		elem = 4
 	}
-	ts, err := WeightTensors(c, DenseMatrices(elem))
+	var q struct {
+		Q struct {
+			Method string `json:"quant_method"`
+		} `json:"quantization_config"`
+	}
+	_ = json.Unmarshal(raw, &q) // valid JSON: ParseConfig read it; a malformed entry is no quantization
+	dense := DenseMatrices(elem)
+	ts, err := WeightTensors(c, func(t model.TensorShape) (int64, bool) {
+		if n, ok := model.HFQuantizedBytes(c, q.Q.Method, t); ok {
+			return n, true
+		}
+		return dense(t)
+	})
 	return c, ts, err
 }
 

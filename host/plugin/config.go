@@ -22,6 +22,20 @@ type Config struct {
 	CacheDir      string
 	NoCache       bool
 	MaxCacheBytes int64
+	// RecallAnswers records every configure and size answer a
+	// configurator gives in CacheDir and recalls it when the same version
+	// is asked the same question again, without loading the module
+	// (answers.go); Registry.ForArchitecture then returns a deferred
+	// Plugin for a claimant whose record says it was accepted and
+	// self-tested. Serve turns it on (startup); off, every call runs.
+	RecallAnswers bool
+	// InterpretConfigurators runs configurators on wazero's interpreter
+	// instead of compiling them: the same instrumented module (fuel,
+	// watchdog deadline, memory and table caps unchanged), never written
+	// to the compilation cache. A configurator answers a handful of calls
+	// at startup, so compiling a 3.5 MB Go guest (~1.3 s of CPU and ~150
+	// MiB transient on an empty cache) costs more than interpreting them.
+	InterpretConfigurators bool
 
 	// MemoryLimitPages caps a configurator instance's linear memory in 64
 	// KiB pages (default 512 = 32 MiB; Go guests need at least 32 pages);

@@ -21,6 +21,9 @@ type Layout struct {
 	Plugin string
 	Input  sdk.ConfigureInput
 	Pools  []sdk.Pool
+	// Recalled: the pools are this version's recorded answer to this
+	// exact input (answers.go), checked again, not a new call.
+	Recalled bool
 
 	p     *Plugin
 	input string // the exact JSON sent to the plugin
@@ -59,14 +62,22 @@ func (l *Layout) Pool(name string) (sdk.Pool, bool) {
 func (p *Plugin) Configure(ctx context.Context, in sdk.ConfigureInput) (*Layout, error) {
 	in.Host = in.Host.WithDefaults()
 	if err := in.Host.Validate(); err != nil {
-		return nil, fmt.Errorf("plugin: %s: configure: %w", p.m.name, err)
+		return nil, fmt.Errorf("plugin: %s: configure: %w", p.name, err)
 	}
 	raw, err := json.Marshal(in)
 	if err != nil {
-		return nil, fmt.Errorf("plugin: %s: configure input: %w", p.m.name, err)
+		return nil, fmt.Errorf("plugin: %s: configure input: %w", p.name, err)
 	}
 	if len(raw) > sdk.MaxInputBytes {
-		return nil, fmt.Errorf("plugin: %s: configure input is %d bytes, limit %d", p.m.name, len(raw), sdk.MaxInputBytes)
+		return nil, fmt.Errorf("plugin: %s: configure input is %d bytes, limit %d", p.name, len(raw), sdk.MaxInputBytes)
+	}
+	if err := p.isClosed(); err != nil {
+		return nil, err
+	}
+	key := answerKey(p.sha, sdk.ExportConfigure, raw)
+	var recalled []sdk.Pool
+	if p.disk.recall(key, &recalled) && p.checkPools(recalled) == nil {
+		return &Layout{Plugin: p.name, Input: in, Pools: recalled, Recalled: true, p: p, input: string(raw)}, nil
 	}
 	inst, err := p.acquire(ctx)
 	if err != nil {
@@ -77,7 +88,22 @@ func (p *Plugin) Configure(ctx context.Context, in sdk.ConfigureInput) (*Layout,
 	if err != nil {
 		return nil, err
 	}
-	return &Layout{Plugin: p.m.name, Input: in, Pools: pools, p: p, input: string(raw)}, nil
+	p.disk.record(key, pools)
+	return &Layout{Plugin: p.name, Input: in, Pools: pools, p: p, input: string(raw)}, nil
+}
+
+// checkPools is what a configure answer must pass, whether the guest just
+// gave it or it is recalled: at least one pool, each one well formed.
+func (p *Plugin) checkPools(pools []sdk.Pool) error {
+	if len(pools) == 0 {
+		return &ContractError{Plugin: p.name, Call: "configure", Detail: "declared no pools"}
+	}
+	for _, pool := range pools {
+		if err := pool.Check(); err != nil {
+			return &ContractError{Plugin: p.name, Call: "configure", Detail: strings.TrimPrefix(err.Error(), "sdk: ")}
+		}
+	}
+	return nil
 }
 
 // configure runs kvhost_configure on inst and verifies the declarations.
@@ -89,10 +115,10 @@ func (p *Plugin) configure(ctx context.Context, inst *instance, input string) ([
 	}
 	ptr := api.DecodeU32(res[0])
 	if ptr == 0 || !inst.mod.Memory().WriteString(ptr, input) {
-		return nil, &ContractError{Plugin: p.m.name, Call: sdk.ExportMalloc,
+		return nil, &ContractError{Plugin: p.name, Call: sdk.ExportMalloc,
 			Detail: fmt.Sprintf("returned block %d cannot hold %d bytes", ptr, len(input))}
 	}
-	st := &callState{plugin: p.m.name, phase: phaseConfigure}
+	st := &callState{plugin: p.name, phase: phaseConfigure}
 	res, err = p.call(ctx, inst, sdk.ExportConfigure, st, api.EncodeU32(ptr), api.EncodeI32(int32(len(input))))
 	if err != nil {
 		return nil, err
@@ -103,18 +129,13 @@ func (p *Plugin) configure(ctx context.Context, inst *instance, input string) ([
 	// A protocol violation outranks the guest's status, which may only be
 	// the guest's reaction to the host refusing it.
 	if st.err != nil {
-		return nil, &ContractError{Plugin: p.m.name, Call: "configure", Detail: st.err.Error()}
+		return nil, &ContractError{Plugin: p.name, Call: "configure", Detail: st.err.Error()}
 	}
 	if s := api.DecodeI32(res[0]); s != sdk.StatusOK {
-		return nil, &GuestError{Plugin: p.m.name, Call: "configure", Status: s, Msg: p.lastError(ctx, inst)}
+		return nil, &GuestError{Plugin: p.name, Call: "configure", Status: s, Msg: p.lastError(ctx, inst)}
 	}
-	if len(st.pools) == 0 {
-		return nil, &ContractError{Plugin: p.m.name, Call: "configure", Detail: "declared no pools"}
-	}
-	for _, pool := range st.pools {
-		if err := pool.Check(); err != nil {
-			return nil, &ContractError{Plugin: p.m.name, Call: "configure", Detail: strings.TrimPrefix(err.Error(), "sdk: ")}
-		}
+	if err := p.checkPools(st.pools); err != nil {
+		return nil, err
 	}
 	inst.configured = input
 	return st.pools, nil
@@ -127,7 +148,15 @@ func (p *Plugin) configure(ctx context.Context, inst *instance, input string) ([
 func (l *Layout) Size(ctx context.Context, available, tokenCap, requestCap int64) (map[string]int64, error) {
 	p := l.p
 	if available < 0 || tokenCap < 0 || requestCap < 0 {
-		return nil, fmt.Errorf("plugin: %s: size(%d, %d, %d): arguments must be >= 0", p.m.name, available, tokenCap, requestCap)
+		return nil, fmt.Errorf("plugin: %s: size(%d, %d, %d): arguments must be >= 0", p.name, available, tokenCap, requestCap)
+	}
+	if err := p.isClosed(); err != nil {
+		return nil, err
+	}
+	key := answerKey(p.sha, sdk.ExportSize, fmt.Appendf(nil, "%s\x00%d %d %d", l.input, available, tokenCap, requestCap))
+	var recalled map[string]int64
+	if p.disk.recall(key, &recalled) && l.checkUnits(recalled, available, tokenCap, requestCap) == nil {
+		return recalled, nil
 	}
 	inst, err := p.acquire(ctx)
 	if err != nil {
@@ -135,6 +164,9 @@ func (l *Layout) Size(ctx context.Context, available, tokenCap, requestCap int64
 	}
 	units, err := l.size(ctx, inst, available, tokenCap, requestCap)
 	p.release(inst, err)
+	if err == nil {
+		p.disk.record(key, units)
+	}
 	return units, err
 }
 
@@ -147,56 +179,74 @@ func (l *Layout) size(ctx context.Context, inst *instance, available, tokenCap, 
 		}
 		if !reflect.DeepEqual(pools, l.Pools) {
 			inst.configured = ""
-			return nil, &ContractError{Plugin: p.m.name, Call: "configure",
+			return nil, &ContractError{Plugin: p.name, Call: "configure",
 				Detail: "declared different pools for the same input (configure must be a pure function)"}
 		}
 	}
-	st := &callState{plugin: p.m.name, phase: phaseSize, pools: l.Pools, units: map[string]int64{}}
+	st := &callState{plugin: p.name, phase: phaseSize, pools: l.Pools, units: map[string]int64{}}
 	res, err := p.call(ctx, inst, sdk.ExportSize, st,
 		api.EncodeI64(available), api.EncodeI64(tokenCap), api.EncodeI64(requestCap))
 	if err != nil {
 		return nil, err
 	}
-	refuse := func(format string, args ...any) error {
-		return &ContractError{Plugin: p.m.name, Call: fmt.Sprintf("size(%d, %d, %d)", available, tokenCap, requestCap),
-			Detail: fmt.Sprintf(format, args...)}
-	}
 	if st.err != nil {
-		return nil, refuse("%v", st.err)
+		return nil, l.sizeError(available, tokenCap, requestCap, "%v", st.err)
 	}
 	if s := api.DecodeI32(res[0]); s != sdk.StatusOK {
-		return nil, &GuestError{Plugin: p.m.name, Call: "size", Status: s, Msg: p.lastError(ctx, inst)}
+		return nil, &GuestError{Plugin: p.name, Call: "size", Status: s, Msg: p.lastError(ctx, inst)}
+	}
+	if err := l.checkUnits(st.units, available, tokenCap, requestCap); err != nil {
+		return nil, err
+	}
+	return st.units, nil
+}
+
+func (l *Layout) sizeError(available, tokenCap, requestCap int64, format string, args ...any) error {
+	return &ContractError{Plugin: l.p.name, Call: fmt.Sprintf("size(%d, %d, %d)", available, tokenCap, requestCap),
+		Detail: fmt.Sprintf(format, args...)}
+}
+
+// checkUnits is what a size answer must pass, whether the guest just gave
+// it or it is recalled: every declared pool and no other gets ≥ 1 unit,
+// within its cap, in whole pages, and Σ units × bytes_per_unit ≤
+// available.
+func (l *Layout) checkUnits(units map[string]int64, available, tokenCap, requestCap int64) error {
+	refuse := func(format string, args ...any) error {
+		return l.sizeError(available, tokenCap, requestCap, format, args...)
 	}
 	var total uint64
 	var terms []string
 	for _, pool := range l.Pools {
-		n, ok := st.units[pool.Name]
+		n, ok := units[pool.Name]
 		if !ok {
-			return nil, refuse("pool %s got no units", pool.Name)
+			return refuse("pool %s got no units", pool.Name)
 		}
 		if n < 1 {
-			return nil, refuse("pool %s got %d units, want >= 1", pool.Name, n)
+			return refuse("pool %s got %d units, want >= 1", pool.Name, n)
 		}
 		limit := tokenCap
 		if pool.Unit() == sdk.UnitRequest {
 			limit = requestCap
 		}
 		if limit > 0 && n > limit {
-			return nil, refuse("pool %s got %d %ss, over the cap of %d", pool.Name, n, pool.Unit(), limit)
+			return refuse("pool %s got %d %ss, over the cap of %d", pool.Name, n, pool.Unit(), limit)
 		}
 		if n%pool.PageSize != 0 {
-			return nil, refuse("pool %s got %d tokens, not a whole number of %d-token pages", pool.Name, n, pool.PageSize)
+			return refuse("pool %s got %d tokens, not a whole number of %d-token pages", pool.Name, n, pool.PageSize)
 		}
 		hi, lo := bits.Mul64(uint64(n), uint64(pool.BytesPerUnit))
 		if hi != 0 || lo > math.MaxInt64 || total+lo > math.MaxInt64 {
-			return nil, refuse("pool %s: %d units × %d bytes overflows", pool.Name, n, pool.BytesPerUnit)
+			return refuse("pool %s: %d units × %d bytes overflows", pool.Name, n, pool.BytesPerUnit)
 		}
 		total += lo
 		terms = append(terms, fmt.Sprintf("%s %d × %d B", pool.Name, n, pool.BytesPerUnit))
 	}
+	if len(units) != len(l.Pools) {
+		return refuse("%d pools got units, %d were declared", len(units), len(l.Pools))
+	}
 	if int64(total) > available {
 		sort.Strings(terms)
-		return nil, refuse("units need %d bytes (%s) but only %d are available", total, strings.Join(terms, " + "), available)
+		return refuse("units need %d bytes (%s) but only %d are available", total, strings.Join(terms, " + "), available)
 	}
-	return st.units, nil
+	return nil
 }

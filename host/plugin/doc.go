@@ -57,6 +57,22 @@
 //     file being written. Registry.ForArchitecture decides which
 //     configurator claims a model from the records, or else by asking the
 //     interpreter (Runtime.Describe), and compiles only the claimant.
+//   - With Config.RecallAnswers a configurator's configure and size
+//     answers are recorded beside the records, keyed by the module's
+//     sha256, the export and the exact input, and recalled when the same
+//     version is asked the same question (answers.go): they are pure
+//     functions of the bytes and the input (no clock, randomness or files
+//     reach a guest). A recalled answer passes the checks a fresh one
+//     does, and a claimant recorded as accepted and self-tested is
+//     returned deferred, loaded on the first question it was never asked.
+//   - With Config.InterpretConfigurators a configurator's instrumented
+//     module runs on the interpreter instead of being compiled: the same
+//     fuel and caps, and the same deadline, enforced there through the
+//     call's context (the interpreter stops a guest whose context ends)
+//     rather than the watchdog (TestInterpretedConfigurators runs the
+//     hostile configurators there); nothing is written to the
+//     compilation cache. Samplers and constraint plugins are always
+//     compiled (they run on every decode step).
 //   - Versions are swapped with Generation and Current: a new version is
 //     built and checked completely, published atomically, and the old one
 //     closes when its last call returns (drains). The sampling registry

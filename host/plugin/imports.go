@@ -48,7 +48,7 @@ func (m *module) checkImports() error {
 			return &ImportError{Plugin: m.name, Module: mod, Name: fn,
 				Problem: fmt.Sprintf("a %s may import only %s functions", m.kind.name, strings.Join(m.kind.imports, " and "))}
 		}
-		host := m.rt.rt.Module(mod)
+		host := m.engine.Module(mod)
 		if host == nil {
 			return &ImportError{Plugin: m.name, Module: mod, Name: fn, Problem: "this host does not provide it"}
 		}

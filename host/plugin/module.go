@@ -28,6 +28,9 @@ type module struct {
 	size int
 	key  string // in Runtime.compiled
 	raw  []byte // the descriptor JSON
+	// engine compiled the module and instantiates it: the runtime's
+	// compiler, or its interpreter (Config.InterpretConfigurators).
+	engine wazero.Runtime
 
 	compiled wazero.CompiledModule
 	// recMu guards the cache bookkeeping, which accept updates while the
@@ -201,7 +204,7 @@ func (m *module) instantiate(ctx context.Context) (*instance, error) {
 		WithStderr(stderr).
 		WithStdout(stderr)
 	start := time.Now()
-	mod, err := m.rt.rt.InstantiateModule(ctx, m.compiled, cfg)
+	mod, err := m.engine.InstantiateModule(ctx, m.compiled, cfg)
 	if err != nil {
 		inst := &instance{m: m, stderr: stderr}
 		return nil, m.classify(inst, "instantiate", err, m.rt.cfg.InitFuel, 0, time.Since(start), false)
@@ -322,11 +325,21 @@ func (m *module) call(ctx context.Context, inst *instance, export string, budget
 func (m *module) callFn(ctx context.Context, inst *instance, fn api.Function, export string, budget int64, deadline time.Duration, stack []uint64) error {
 	inst.fuel.Set(uint64(budget))
 	start := time.Now()
-	if deadline > 0 {
+	// On the interpreter a guest is ordinary Go code that honours its
+	// context (the interpreter runtime closes the instance when it
+	// ends): the deadline is the call's context there, and the watchdog,
+	// whose fuel write would race with the interpreter's plain reads of
+	// the global, stays out of it. Compiled guests get the watchdog.
+	interpreted := m.engine != m.rt.rt
+	if deadline > 0 && interpreted {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, deadline)
+		defer cancel()
+	} else if deadline > 0 {
 		m.rt.dog.arm(inst, start.Add(deadline))
 	}
 	err := fn.CallWithStack(ctx, stack)
-	expired := deadline > 0 && m.rt.dog.disarm(inst)
+	expired := deadline > 0 && !interpreted && m.rt.dog.disarm(inst)
 	elapsed := time.Since(start)
 	m.calls.Add(1)
 	m.nanos.Add(int64(elapsed))

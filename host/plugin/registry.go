@@ -1,9 +1,14 @@
 package plugin
 
 import (
+	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -13,18 +18,57 @@ import (
 	"sync/atomic"
 
 	"github.com/kvhost/kvhost/host/plugin/allowlist"
+	"github.com/kvhost/kvhost/host/plugin/fuel"
 	"github.com/kvhost/kvhost/sdk"
 )
 
-// Source is where a plugin's bytes came from.
+// Source is where a plugin's bytes came from. A plugins folder file's
+// bytes are read once, when the folder is listed; a built-in's are read
+// from the embedded set on each Wasm call and not held (five Go
+// configurators are 17 MiB the heap would otherwise keep for nothing: a
+// warm start asks their records, not their bytes).
 type Source struct {
 	Name   string // file name without .wasm
 	Origin string // "builtin" or the file's path
-	Wasm   []byte
+	wasm   []byte // a folder file's bytes
+	fsys   fs.FS  // a built-in's embedded set
+	file   string // its name there
 }
 
 // Builtin reports whether the source is one of the embedded plugins.
 func (s Source) Builtin() bool { return s.Origin == "builtin" }
+
+// Wasm returns the plugin's bytes (a built-in's read now, a copy the
+// caller owns).
+func (s Source) Wasm() ([]byte, error) {
+	if s.fsys == nil {
+		return s.wasm, nil
+	}
+	b, err := fs.ReadFile(s.fsys, s.file)
+	if err != nil {
+		return nil, fmt.Errorf("plugin: built-in %s: %w", s.file, err)
+	}
+	return b, nil
+}
+
+// sum is the hex sha256 of the plugin's bytes, hashed as a stream (a
+// built-in's bytes are not copied onto the heap).
+func (s Source) sum() (string, int64, error) {
+	if s.fsys == nil {
+		return sum256(s.wasm), int64(len(s.wasm)), nil
+	}
+	f, err := s.fsys.Open(s.file)
+	if err != nil {
+		return "", 0, fmt.Errorf("plugin: built-in %s: %w", s.file, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return "", 0, fmt.Errorf("plugin: built-in %s: %w", s.file, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), n, nil
+}
 
 // Registry is the set of available plugins of every kind: the built-ins
 // overlaid by the .wasm files of a plugins folder (same name wins). It is
@@ -38,8 +82,13 @@ type Registry struct {
 	dir      string
 	sources  map[string]Source
 	builtins map[string]Source              // the embedded set, even where the folder overrides a name
-	trusted  map[string]bool                // sha256 of the built-ins' bytes
 	allow    atomic.Pointer[allowlist.List] // SetAllowSHA256 replaces it
+
+	trustOnce sync.Once
+	trusted   map[string]bool // sha256 of the built-ins' bytes, hashed on first use
+
+	sumMu sync.Mutex
+	sums  map[string]sourceSum // by name
 
 	mu      sync.Mutex
 	loaded  map[string]*Plugin
@@ -78,7 +127,7 @@ func NewRegistryWith(rt *Runtime, builtin fs.FS, dir string, opts RegistryOption
 	if log == nil {
 		log = rt.cfg.Logger
 	}
-	r := &Registry{rt: rt, log: log, dir: dir, sources: map[string]Source{}, builtins: map[string]Source{}, trusted: map[string]bool{},
+	r := &Registry{rt: rt, log: log, dir: dir, sources: map[string]Source{}, builtins: map[string]Source{}, sums: map[string]sourceSum{},
 		loaded: map[string]*Plugin{}, refused: map[string]bool{}}
 	r.allow.Store(allow)
 	if builtin != nil {
@@ -87,14 +136,9 @@ func NewRegistryWith(rt *Runtime, builtin fs.FS, dir string, opts RegistryOption
 			return nil, fmt.Errorf("plugin: built-in set: %w", err)
 		}
 		for _, n := range names {
-			b, err := fs.ReadFile(builtin, n)
-			if err != nil {
-				return nil, fmt.Errorf("plugin: built-in %s: %w", n, err)
-			}
 			name := strings.TrimSuffix(n, ".wasm")
-			r.sources[name] = Source{Name: name, Origin: "builtin", Wasm: b}
+			r.sources[name] = Source{Name: name, Origin: "builtin", fsys: builtin, file: n}
 			r.builtins[name] = r.sources[name]
-			r.trusted[allowlist.Sum(b)] = true
 		}
 	}
 	if dir != "" {
@@ -114,7 +158,7 @@ func NewRegistryWith(rt *Runtime, builtin fs.FS, dir string, opts RegistryOption
 				log.Warn("plugins folder entry skipped", "err", err)
 				continue
 			}
-			r.sources[e.Name] = Source{Name: e.Name, Origin: e.Path, Wasm: b}
+			r.sources[e.Name] = Source{Name: e.Name, Origin: e.Path, wasm: b}
 		}
 	}
 	return r, nil
@@ -159,7 +203,104 @@ func (r *Registry) Kind(name string) (string, error) {
 	if !ok {
 		return "", r.unknown(name)
 	}
-	return r.rt.KindOf(name, src.Wasm)
+	sum, err := r.sum(name)
+	if err != nil {
+		return "", err
+	}
+	if r.rt.disk != nil {
+		if rec, ok := r.rt.disk.get(sum.sha); ok && rec.Kind != "" {
+			return rec.Kind, nil
+		}
+	}
+	if src.fsys != nil {
+		// A built-in: its export section is read as a stream, the
+		// bytes are not copied.
+		exports, err := src.exports()
+		if err != nil {
+			return "", refused(name, "instrument", err)
+		}
+		k, err := kindOf(name, exports, configuratorKind)
+		if err != nil {
+			return "", refused(name, "exports", err)
+		}
+		return k.name, nil
+	}
+	return r.rt.KindOf(name, src.wasm)
+}
+
+// exports reads a built-in's exported function names from a stream: the
+// sections before the export section are skipped unread, and the export
+// section alone is parsed (fuel.Exports, on the header and that section).
+// A module with none exports nothing. Loading checks the whole module.
+func (s Source) exports() ([]string, error) {
+	f, err := s.fsys.Open(s.file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	br := bufio.NewReader(f)
+	head := make([]byte, 8)
+	if _, err := io.ReadFull(br, head); err != nil {
+		return fuel.Exports(head)
+	}
+	for {
+		id, err := br.ReadByte()
+		if err == io.EOF {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		size, err := binary.ReadUvarint(br)
+		if err != nil || size > 1<<30 {
+			return nil, fmt.Errorf("plugin: built-in %s: a malformed section header", s.file)
+		}
+		switch {
+		case id == 7: // the export section
+			body := make([]byte, size)
+			if _, err := io.ReadFull(br, body); err != nil {
+				return nil, err
+			}
+			mod := binary.AppendUvarint(append(append([]byte(nil), head...), id), size)
+			return fuel.Exports(append(mod, body...))
+		case id > 7 && id != 0: // sections that follow the exports: there are none
+			return nil, nil
+		}
+		if _, err := io.CopyN(io.Discard, br, int64(size)); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// sourceSum is a source's sha256 and size.
+type sourceSum struct {
+	sha  string
+	size int64
+}
+
+// sum returns the named source's sha256 and size, hashed once.
+func (r *Registry) sum(name string) (sourceSum, error) {
+	r.sumMu.Lock()
+	defer r.sumMu.Unlock()
+	if s, ok := r.sums[name]; ok {
+		return s, nil
+	}
+	src, ok := r.sources[name]
+	if !ok {
+		return sourceSum{}, r.unknown(name)
+	}
+	sha, n, err := src.sum()
+	if err != nil {
+		return sourceSum{}, err
+	}
+	r.sums[name] = sourceSum{sha, n}
+	return r.sums[name], nil
+}
+
+// SHA256 is the hex sha256 of the named plugin's bytes.
+func (r *Registry) SHA256(name string) (string, error) {
+	s, err := r.sum(name)
+	return s.sha, err
 }
 
 func (r *Registry) unknown(name string) error {
@@ -167,19 +308,37 @@ func (r *Registry) unknown(name string) error {
 }
 
 // Trusted reports whether wasm is the bytes of a built-in.
-func (r *Registry) Trusted(wasm []byte) bool { return r.trusted[allowlist.Sum(wasm)] }
+func (r *Registry) Trusted(wasm []byte) bool { return r.isTrusted(allowlist.Sum(wasm)) }
+
+// isTrusted reports whether sum is a built-in's sha256 (the built-ins are
+// hashed on the first question, as a stream).
+func (r *Registry) isTrusted(sum string) bool {
+	r.trustOnce.Do(func() {
+		r.trusted = map[string]bool{}
+		for name := range r.builtins {
+			if sha, _, err := r.builtins[name].sum(); err == nil {
+				r.trusted[sha] = true
+			}
+		}
+	})
+	return r.trusted[sum]
+}
 
 // Allowed checks wasm, to be loaded as name, against the allow-list: the
 // built-ins' bytes always pass; with a list, other bytes must be listed
 // (for name, when the entry names one). A refusal is an
 // *allowlist.NotAllowedError (errors.Is allowlist.ErrNotAllowed).
 func (r *Registry) Allowed(name string, wasm []byte) error {
-	allow := r.allow.Load()
-	if !allow.Enabled() {
+	if !r.allow.Load().Enabled() {
 		return nil
 	}
-	sum := allowlist.Sum(wasm)
-	if r.trusted[sum] {
+	return r.allowedSum(name, allowlist.Sum(wasm))
+}
+
+// allowedSum is Allowed for bytes with sha256 sum.
+func (r *Registry) allowedSum(name, sum string) error {
+	allow := r.allow.Load()
+	if !allow.Enabled() || r.isTrusted(sum) {
 		return nil
 	}
 	return allow.Check(name, sum)
@@ -213,10 +372,14 @@ func (r *Registry) Plugin(ctx context.Context, name string) (*Plugin, error) {
 	if p, ok := r.loaded[name]; ok {
 		return p, nil
 	}
-	if err := r.Allowed(name, src.Wasm); err != nil {
+	wasm, err := src.Wasm()
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Allowed(name, wasm); err != nil {
 		return nil, fmt.Errorf("plugin: %w (from %s)", err, src.Origin)
 	}
-	p, err := r.rt.Load(ctx, name, src.Wasm)
+	p, err := r.rt.Load(ctx, name, wasm)
 	if err != nil {
 		return nil, fmt.Errorf("%w (from %s)", err, src.Origin)
 	}
@@ -236,11 +399,12 @@ func (r *Registry) Loaded(name string) (*Plugin, bool) {
 // Recorded returns the named plugin's kind and descriptor from the record
 // of an earlier load or Describe of the same bytes, running nothing.
 func (r *Registry) Recorded(name string) (kind string, raw []byte, ok bool) {
-	src, found := r.sources[name]
-	if !found {
+	sum, err := r.sum(name)
+	if err != nil || r.rt.disk == nil {
 		return "", nil, false
 	}
-	return r.rt.recorded(src.Wasm)
+	rec, ok := r.rt.disk.get(sum.sha)
+	return rec.Kind, rec.Descriptor, ok
 }
 
 // describe returns the named configurator's descriptor without compiling
@@ -248,15 +412,26 @@ func (r *Registry) Recorded(name string) (kind string, raw []byte, ok bool) {
 // after the allow-list. ok is false for a plugin of another kind.
 func (r *Registry) describe(ctx context.Context, name string) (d sdk.Descriptor, ok bool, err error) {
 	src := r.sources[name]
-	if kind, err := r.rt.KindOf(name, src.Wasm); err == nil && kind != KindConfigurator {
+	if kind, err := r.Kind(name); err == nil && kind != KindConfigurator {
 		return d, false, nil
 	}
-	if err := r.Allowed(name, src.Wasm); err != nil {
+	sum, err := r.sum(name)
+	if err != nil {
+		return d, false, err
+	}
+	if err := r.allowedSum(name, sum.sha); err != nil {
 		return d, false, fmt.Errorf("plugin: %w (from %s)", err, src.Origin)
 	}
-	kind, raw, err := r.rt.Describe(ctx, name, src.Wasm)
-	if err != nil {
-		return d, false, fmt.Errorf("%w (from %s)", err, src.Origin)
+	kind, raw, ok := r.Recorded(name)
+	if !ok {
+		// Not described before: the bytes are read and interpreted.
+		wasm, err := src.Wasm()
+		if err != nil {
+			return d, false, err
+		}
+		if kind, raw, err = r.rt.Describe(ctx, name, wasm); err != nil {
+			return d, false, fmt.Errorf("%w (from %s)", err, src.Origin)
+		}
 	}
 	if kind != KindConfigurator {
 		return d, false, nil
@@ -297,6 +472,9 @@ func (r *Registry) ForArchitecture(ctx context.Context, arch, kvDType string) (*
 		if !d.Claims(arch) || !d.AcceptsKVDType(kvDType) {
 			continue
 		}
+		if p, ok := r.deferred(name, d); ok {
+			return p, nil
+		}
 		p, err := r.Plugin(ctx, name)
 		if err == nil {
 			err = r.selfTest(ctx, p)
@@ -311,6 +489,48 @@ func (r *Registry) ForArchitecture(ctx context.Context, arch, kvDType string) (*
 	err := fmt.Errorf("plugin: no configurator claims architecture %q with kv_dtype %q among %s",
 		arch, kvDType, strings.Join(configurators, ", "))
 	return nil, errors.Join(append([]error{err}, loadErrs...)...)
+}
+
+// deferred returns the named configurator as a deferred Plugin (loaded on
+// the first call whose answer is not recorded) when answers are recalled
+// and a record says these bytes were accepted and passed the self-test;
+// one already loaded is returned as it is. The caller has checked the
+// allow-list (describe).
+func (r *Registry) deferred(name string, d sdk.Descriptor) (*Plugin, bool) {
+	if !r.rt.cfg.RecallAnswers || r.rt.disk == nil {
+		return nil, false
+	}
+	src := r.sources[name]
+	sum, err := r.sum(name)
+	if err != nil {
+		return nil, false
+	}
+	rec, ok := r.rt.disk.get(sum.sha)
+	if !ok || rec.Kind != KindConfigurator || !rec.Accepted || !rec.SelfTested {
+		return nil, false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p, ok := r.loaded[name]; ok {
+		return p, true
+	}
+	p := &Plugin{desc: d, name: name, sha: sum.sha, size: int(sum.size), disk: r.rt.disk,
+		load: func(ctx context.Context) (*module, error) {
+			wasm, err := src.Wasm()
+			if err != nil {
+				return nil, err
+			}
+			if sum256(wasm) != sum.sha {
+				return nil, fmt.Errorf("plugin: %s changed since it was hashed (from %s)", name, src.Origin)
+			}
+			q, err := r.rt.Load(ctx, name, wasm)
+			if err != nil {
+				return nil, fmt.Errorf("%w (from %s)", err, src.Origin)
+			}
+			return q.m, nil
+		}}
+	r.loaded[name] = p
+	return p, true
 }
 
 // selfTest runs a configurator's self-test once per version (and not at

@@ -215,7 +215,10 @@ func (r *Runtime) prepare(ctx context.Context, k *kindSpec, name string, wasm []
 	if found != k {
 		return nil, &KindError{Plugin: name, Want: k.name, Found: found.name}
 	}
-	m := &module{rt: r, kind: k, name: name, sha: sum, size: len(wasm), key: k.name + "/" + sum}
+	m := &module{rt: r, kind: k, name: name, sha: sum, size: len(wasm), key: k.name + "/" + sum, engine: r.rt}
+	if k == configuratorKind && r.cfg.InterpretConfigurators {
+		m.engine, m.key = r.validator, m.key+"/interpreted"
+	}
 	var rec record
 	var known bool
 	if r.disk != nil {
@@ -233,7 +236,7 @@ func (r *Runtime) prepare(ctx context.Context, k *kindSpec, name string, wasm []
 		}
 	} else {
 		r.mu.Unlock()
-		cm, files, err := r.compile(ctx, name, wasm, code, !known)
+		cm, files, err := r.compile(ctx, name, m.engine, wasm, code, !known)
 		if err != nil {
 			return nil, err
 		}
@@ -300,13 +303,13 @@ type compileJob struct {
 // the worker then finishes on its own, discards the result and deletes
 // what it wrote to the compilation cache. It returns the compiled module
 // and the compiled-code files this compile added.
-func (r *Runtime) compile(ctx context.Context, name string, orig, code []byte, validate bool) (wazero.CompiledModule, []string, error) {
+func (r *Runtime) compile(ctx context.Context, name string, engine wazero.Runtime, orig, code []byte, validate bool) (wazero.CompiledModule, []string, error) {
 	if err := r.acquireWorker(ctx, name, "compile"); err != nil {
 		return nil, nil, err
 	}
 	j := &compileJob{done: make(chan struct{})}
 	r.workers.Add(1)
-	go r.runCompile(j, orig, code, validate)
+	go r.runCompile(j, engine, orig, code, validate)
 	timer := time.NewTimer(r.cfg.CompileTimeout)
 	defer timer.Stop()
 	var cause error
@@ -329,7 +332,7 @@ func (r *Runtime) compile(ctx context.Context, name string, orig, code []byte, v
 	return j.cm, j.files, nil
 }
 
-func (r *Runtime) runCompile(j *compileJob, orig, code []byte, validate bool) {
+func (r *Runtime) runCompile(j *compileJob, engine wazero.Runtime, orig, code []byte, validate bool) {
 	defer r.workers.Done()
 	defer func() { <-r.compiling }()
 	ctx := context.Background()
@@ -350,8 +353,12 @@ func (r *Runtime) runCompile(j *compileJob, orig, code []byte, validate bool) {
 	}
 	if err == nil {
 		stage = "compile"
-		r.compiles.Add(1)
-		cm, err = r.rt.CompileModule(ctx, code)
+		if engine == r.rt {
+			r.compiles.Add(1)
+		} else {
+			r.interprets.Add(1)
+		}
+		cm, err = engine.CompileModule(ctx, code)
 	}
 	var files []string
 	if r.disk != nil {

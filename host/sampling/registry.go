@@ -141,21 +141,36 @@ func NewRegistry(ctx context.Context, opts Options) (*Registry, error) {
 	r.policies.Store(&map[string]*entry{})
 	r.scratch = make(chan *batchScratch, 64)
 	for _, name := range r.plugins.Names() {
-		if b, ok := r.plugins.Builtin(name); ok && r.isSampler(name, b.Wasm) {
-			r.builtins[name] = b.Wasm
+		b, ok := r.plugins.Builtin(name)
+		if !ok {
+			continue
+		}
+		if src, _ := r.plugins.Source(name); src.Builtin() {
+			// The kind of a built-in nothing overrides comes from its
+			// record: a configurator's bytes are not read for it.
+			if kind, err := r.plugins.Kind(name); err != nil || kind != plugin.KindSampler {
+				continue
+			}
+		}
+		if wasm, err := b.Wasm(); err == nil && r.isSampler(name, wasm) {
+			r.builtins[name] = wasm
 		}
 	}
 	if !opts.NoBuiltins {
 		for _, name := range r.plugins.Names() {
 			src, _ := r.plugins.Source(name)
-			if !r.isSampler(name, src.Wasm) {
+			if kind, err := r.plugins.Kind(name); err != nil || kind != plugin.KindSampler {
 				continue
 			}
 			source := SourceBuiltin
 			if !src.Builtin() {
 				source = SourceFolder
 			}
-			if err := r.Swap(ctx, name, src.Wasm, source); err != nil {
+			wasm, err := src.Wasm()
+			if err == nil {
+				err = r.Swap(ctx, name, wasm, source)
+			}
+			if err != nil {
 				if source == SourceBuiltin {
 					_ = r.Close(ctx)
 					return nil, fmt.Errorf("sampling: built-in %s: %w", name, err)

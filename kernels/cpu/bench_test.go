@@ -9,7 +9,7 @@ import (
 // streamed; run with -benchtime=200ms on a shared machine.
 func BenchmarkMatMul(b *testing.B) {
 	r := newRand(60)
-	for _, dt := range []DType{F32, F16, Q8_0} {
+	for _, dt := range []DType{F32, F16, BF16, Q8_0, MXFP4} {
 		for _, s := range []struct{ rows, cols int }{{768, 2048}, {2048, 768}} {
 			w := makeMatrix(b, r, dt, s.rows, s.cols)
 			for _, m := range []int{1, 16} {
@@ -74,11 +74,15 @@ func BenchmarkMatMulGEMM(b *testing.B) {
 					x := randVec(r, m*s.cols, 1)
 					out := make([]float32, m*s.rows)
 					b.ReportAllocs()
+					cpu0 := processCPU()
 					for b.Loop() {
 						p.MatMul(out, x, m, w)
 					}
 					sec := b.Elapsed().Seconds() / float64(b.N)
 					b.ReportMetric(2*float64(m*s.rows*s.cols)/sec/1e9, "GFLOP/s")
+					// Per CPU-second, steadier than the wall clock on a
+					// shared machine (compare it at t=1).
+					b.ReportMetric(2*float64(m*s.rows*s.cols)*float64(b.N)/(processCPU()-cpu0)/1e9, "GFLOP/cpu-s")
 				})
 			}
 		}

@@ -86,6 +86,8 @@ func dequantBlock(t DType, blk []byte, y []float32) {
 		dequantQ6K(blk, y)
 	case IQ4_XS:
 		dequantIQ4XS(blk, y)
+	case MXFP4:
+		dequantMXFP4(blk, y)
 	default:
 		panic(fmt.Sprintf("cpu: dequantize %s: not a block-quantized dtype", t))
 	}

@@ -1,7 +1,8 @@
 // Package cpu holds the CPU kernels an LLM forward pass runs on: matrix
 // multiplication over f32/f16/bf16 weights and GGML's block-quantized
-// formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K–Q6_K, IQ4_NL, IQ4_XS),
-// RMSNorm, SiLU·mul, softmax, rotary embeddings, and causal attention over a
+// formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K–Q6_K, IQ4_NL, IQ4_XS) and
+// OCP MXFP4 (gpt-oss's experts, GGML's block_mxfp4 layout), RMSNorm,
+// SiLU·mul, softmax, rotary embeddings, and causal attention over a
 // paged KV cache stored in any of seven encodings (f32, f16, bf16, FP8
 // E4M3/E5M2, MXFP8, NVFP4), with grouped queries, sliding windows,
 // soft-capping, attention sinks, separate key and value head dims and MLA's
@@ -16,12 +17,14 @@
 //     files need no conversion and no second copy.
 //   - Quantized weights are multiplied as llama.cpp multiplies them: each
 //     call quantizes the m activation rows once to 8 bits (qact.go: 32-value
-//     blocks for the 32-value formats, 256-value blocks with 16-value sums
-//     for the K-quants and IQ4_XS) and every output is an integer dot
-//     product of a weight row with an activation row (VPMADDUBSW/VPMADDWD
-//     on AVX2; VPDPBUSD and 512-bit vectors with AVX-512 VNNI for Q8_0,
-//     Q4_K, Q5_K, Q6_K; portable Go elsewhere), with the float scales
-//     applied once per block. From m = 4 the common formats dot each
+//     blocks for the 32-value formats and MXFP4, 256-value blocks with
+//     16-value sums for the K-quants and IQ4_XS) and every output is an
+//     integer dot product of a weight row with an activation row
+//     (VPMADDUBSW/VPMADDWD on AVX2; VPDPBUSD and 512-bit vectors with
+//     AVX-512 VNNI for Q8_0, Q4_K, Q5_K, Q6_K and MXFP4; portable Go
+//     elsewhere), with the float scales applied once per block (MXFP4's
+//     E2M1 codes doubled to integers, its E8M0 scale halved, as ggml
+//     does). From m = 4 the common formats dot each
 //     unpacked weight block with four activation rows at once. The same
 //     arithmetic serves every m, so a sequence's results do not depend on
 //     what it is batched with.
@@ -40,9 +43,12 @@
 //     and uses a packed GEMM (gemm.go): 16-row weight panels are converted to
 //     f32 and packed k-major, 256 columns at a time, into a buffer on the
 //     worker's stack, and a register tile of out accumulates from broadcasts
-//     of x: 12×16 with AVX-512 where the CPU has it, 6×16 with AVX2, or a
-//     portable Go tile. Weights are never converted or copied outside that
-//     per-call scratch.
+//     of x: 16×16 or 12×16 with AVX-512 where the CPU has it, 6×16 with
+//     AVX2, or a portable Go tile. Weights are never converted or copied
+//     outside that per-call scratch. A work item packs a run of consecutive
+//     panels and prefetches the next one while multiplying this one, as the
+//     decode matvec (rows4) prefetches its next four rows: the hardware
+//     prefetcher does not get ahead of many short row streams.
 //   - The KV cache is encoded on write (WriteKV, WriteKVRows; EncodeKV
 //     rounds to nearest even, FP8 saturates, block scales follow the OCP MX
 //     and NVFP4 rules — kvformat.go) and decoded inside attention a tile at

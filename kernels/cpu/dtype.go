@@ -30,6 +30,7 @@ const (
 	Q6_K                // GGML Q6_K: 256 6-bit q, 16 int8 scales, f16 d
 	IQ4_NL              // GGML IQ4_NL: f16 d, 32 4-bit indices into a fixed non-linear table
 	IQ4_XS              // GGML IQ4_XS: f16 d, 8 6-bit sub-block scales, 256 IQ4_NL indices
+	MXFP4               // OCP MXFP4 (GGML block_mxfp4): E8M0 scale byte, 32 E2M1 codes (mxfp4.go)
 	numDTypes
 )
 
@@ -58,6 +59,7 @@ var dtypes = [numDTypes]dtypeInfo{
 	Q2_K: {"q2_k", QKK, 84}, Q3_K: {"q3_k", QKK, 110}, Q4_K: {"q4_k", QKK, 144},
 	Q5_K: {"q5_k", QKK, 176}, Q6_K: {"q6_k", QKK, 210},
 	IQ4_NL: {"iq4_nl", 32, 18}, IQ4_XS: {"iq4_xs", QKK, 136},
+	MXFP4: {"mxfp4", MXFP4Block, MXFP4BlockBytes},
 }
 
 // DTypes lists every dtype in numbering order.
@@ -80,8 +82,8 @@ func (d DType) String() string {
 	return fmt.Sprintf("dtype(%d)", uint8(d))
 }
 
-// Quantized reports whether d is block-quantized (Q8_0 and the 4/5/6-bit
-// formats): rows are whole blocks and MatMul quantizes x to 8 bits for it.
+// Quantized reports whether d is block-quantized (Q8_0, the 4/5/6-bit
+// formats and MXFP4): rows are whole blocks and MatMul quantizes x to 8 bits for it.
 func (d DType) Quantized() bool { return d.Valid() && dtypes[d].block > 1 }
 
 // BlockSize is the number of values per block (1 for plain types, 0 for an

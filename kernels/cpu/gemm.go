@@ -10,8 +10,8 @@ import (
 // are split into panels of gemmNR rows; for each chunk of gemmKC columns a
 // panel is converted to f32 and packed k-major (pk[k*gemmNR+j] = W[r0+j][k0+k])
 // into a per-worker buffer that stays in L1, then a register tile of out is
-// accumulated per k from the panel row and broadcasts of x: 12×16 with
-// AVX-512 (one zmm load, twelve broadcast-FMAs per k), 6×16 with AVX2 (two
+// accumulated per k from the panel row and broadcasts of x: 16×16 or 12×16
+// with AVX-512 (one zmm load, sixteen or twelve broadcast-FMAs per k), 6×16 with AVX2 (two
 // ymm loads, six broadcasts, twelve FMAs), or the portable Go kernel. Every
 // weight element is converted once per call (per gemmMC block of x rows)
 // rather than once per four x rows as in the dot-product tiles, and there are
@@ -21,26 +21,45 @@ const (
 	gemmNR = 16  // weight rows per panel (two ymm or one zmm vector)
 	gemmKC = 256 // columns per packed chunk: 16 KiB of panel, a multiple of Q8Block
 	gemmMC = 240 // x rows per work item: a 240×256 f32 block of x stays in L2
+	// gemm16MR x rows per AVX-512 16-row tile, taken wherever 16 x rows
+	// remain against a full panel: a decode batch of 16 is one tile, not a
+	// 12-row tile plus a 6-row one with two padded rows.
+	gemm16MR = 16
+	// gemm16Alias: x rows whose stride is a multiple of 4 KiB (1024
+	// floats) all fall in one L1 set, and sixteen of them overflow its
+	// ways; such shapes (an FFN width of 2048, 4096) keep the 12-row tile,
+	// which measured 20–30 % faster there.
+	gemm16Alias = 1024
 )
 
 // gemmBufLen is the per-worker packing buffer in floats, with room to align
 // the panel to a cache line.
 const gemmBufLen = gemmNR*gemmKC + 16
 
-// gemmTask is one GEMM MatMul split into work items of (x-row block, panel).
+// gemmTask is one GEMM MatMul split into work items of (x-row block, run of
+// grp consecutive panels). An item walks its panels in memory order, so the
+// packers' prefetch of the next panel (gemm_amd64.s) fetches the item's own
+// next data while the current panel is multiplied.
 type gemmTask struct {
 	out, x []float32
 	m      int
 	w      Matrix
 	rb     int
 	npan   int // panels of gemmNR weight rows
+	grp    int // panels per work item
+	ngrp   int // work items per x-row block
 	ch     chunker
 }
 
-func (t *gemmTask) init(out, x []float32, m int, w Matrix, rb int) {
+// init sets up the call for threads workers: about eight items each, which
+// balances load when a core is shared.
+func (t *gemmTask) init(out, x []float32, m int, w Matrix, rb, threads int) {
 	t.out, t.x, t.m, t.w, t.rb = out, x, m, w, rb
 	t.npan = (w.Rows + gemmNR - 1) / gemmNR
-	t.ch.reset(t.npan * ((m + gemmMC - 1) / gemmMC))
+	xblocks := (m + gemmMC - 1) / gemmMC
+	t.grp = max(1, t.npan*xblocks/(8*threads))
+	t.ngrp = (t.npan + t.grp - 1) / t.grp
+	t.ch.reset(t.ngrp * xblocks)
 }
 
 func (t *gemmTask) run(int) {
@@ -51,19 +70,23 @@ func (t *gemmTask) run(int) {
 	off := int(-uintptr(unsafe.Pointer(&buf[0]))&63) / 4
 	pk := buf[off : off+gemmNR*gemmKC]
 	for c := t.ch.take(); c >= 0; c = t.ch.take() {
-		t.item(c, pk, &xt)
+		xb, g := c/t.ngrp, c%t.ngrp
+		for p := g * t.grp; p < min((g+1)*t.grp, t.npan); p++ {
+			t.item(xb, p, pk, &xt)
+		}
 	}
 }
 
-// item computes out for x rows [i0, i1) and weight rows [r0, r0+nr). Full
-// tiles are written in place; partial ones (fewer x rows or weight rows) go
-// through tile and are copied out. xt holds the x rows of a partial
-// 12-row tile, which the 12-row kernel addresses by a fixed stride.
-func (t *gemmTask) item(c int, pk []float32, xt *[2 * gemmMR * gemmKC]float32) {
+// item computes out for x rows [i0, i1) of x-row block xb and weight rows
+// [r0, r0+nr) of panel p. Full tiles are written in place; partial ones
+// (fewer x rows or weight rows) go through tile and are copied out. xt holds
+// the x rows of a partial 12-row tile, which the 12-row kernel addresses by
+// a fixed stride.
+func (t *gemmTask) item(xb, p int, pk []float32, xt *[2 * gemmMR * gemmKC]float32) {
 	cols, rows := t.w.Cols, t.w.Rows
-	i0 := c / t.npan * gemmMC
+	i0 := xb * gemmMC
 	i1 := min(i0+gemmMC, t.m)
-	r0 := c % t.npan * gemmNR
+	r0 := p * gemmNR
 	nr := min(gemmNR, rows-r0)
 	var xo [gemmMR]int
 	var tile [2 * gemmMR * gemmNR]float32
@@ -72,6 +95,11 @@ func (t *gemmTask) item(c int, pk []float32, xt *[2 * gemmMR * gemmKC]float32) {
 		packPanel(pk, t.w, t.rb, r0, nr, k0, kc)
 		acc := k0 > 0
 		for i := i0; i < i1; {
+			if i1-i >= gemm16MR && nr == gemmNR && cols%gemm16Alias != 0 &&
+				gemmTile16SIMD(t.out, i*rows+r0, rows, t.x, i*cols+k0, cols, pk, kc, acc) {
+				i += gemm16MR
+				continue
+			}
 			mr := min(2*gemmMR, i1-i)
 			if mr > gemmMR && useSIMD && useAVX512 {
 				x, xoff, xs := t.x, i*cols+k0, cols

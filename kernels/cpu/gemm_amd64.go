@@ -94,3 +94,22 @@ func gemmTile12SIMD(out []float32, c, ldc int, x []float32, xo, xs int, pk []flo
 	gemm12x16AVX512(&x[xo], xs, &pk[0], kc, &out[c], ldc, a)
 	return true
 }
+
+//go:noescape
+func gemm16x16AVX512(x *float32, xs int, b *float32, kc int, c *float32, ldc int, acc int)
+
+// gemmTile16SIMD is gemmTile12SIMD for the full 16×16 tile.
+func gemmTile16SIMD(out []float32, c, ldc int, x []float32, xo, xs int, pk []float32, kc int, acc bool) bool {
+	if !useSIMD || !useAVX512 {
+		return false
+	}
+	_ = out[c+(gemm16MR-1)*ldc+gemmNR-1]
+	_ = pk[kc*gemmNR-1]
+	_ = x[xo+(gemm16MR-1)*xs+kc-1]
+	a := 0
+	if acc {
+		a = 1
+	}
+	gemm16x16AVX512(&x[xo], xs, &pk[0], kc, &out[c], ldc, a)
+	return true
+}

@@ -155,10 +155,24 @@ add:
 	VMOVUPS     Y15, 448+off(DI)
 
 // ROWPTRS sets AX, BX to rows 0 and 4 of the eight rows starting at base
-// (row stride R8 bytes, R9 = 3*R8).
+// (row stride R8 bytes, R9 = 3*R8) and prefetches the same columns of the
+// eight rows one panel (R11 = 16 rows) further on: a work item packs
+// consecutive panels (gemm.go), so that is its next panel's data, fetched
+// while this one is multiplied; the hardware prefetcher, which sees sixteen
+// short strided streams, does not get ahead of them. Clobbers R12, R13.
 #define ROWPTRS(base) \
-	MOVQ base, AX            \
-	LEAQ (AX)(R8*4), BX
+	MOVQ       base, AX          \
+	LEAQ       (AX)(R8*4), BX    \
+	LEAQ       (AX)(R11*1), R12  \
+	LEAQ       (BX)(R11*1), R13  \
+	PREFETCHT0 (R12)             \
+	PREFETCHT0 (R12)(R8*1)       \
+	PREFETCHT0 (R12)(R8*2)       \
+	PREFETCHT0 (R12)(R9*1)       \
+	PREFETCHT0 (R13)             \
+	PREFETCHT0 (R13)(R8*1)       \
+	PREFETCHT0 (R13)(R8*2)       \
+	PREFETCHT0 (R13)(R9*1)
 
 // Loads of eight consecutive k from each of the eight rows at AX, BX into
 // Y0..Y7, converted to f32.
@@ -208,6 +222,8 @@ TEXT ·pack16F32AVX(SB), NOSPLIT, $0-32
 	MOVQ n8+24(FP), CX
 	LEAQ (R8)(R8*2), R9   // 3*stride
 	LEAQ (SI)(R8*8), R10  // row 8
+	MOVQ R8, R11
+	SHLQ $4, R11          // 16*stride: the next panel
 
 loop:
 	ROWPTRS(SI)
@@ -232,6 +248,8 @@ TEXT ·pack16F16AVX(SB), NOSPLIT, $0-32
 	MOVQ n8+24(FP), CX
 	LEAQ (R8)(R8*2), R9   // 3*stride
 	LEAQ (SI)(R8*8), R10  // row 8
+	MOVQ R8, R11
+	SHLQ $4, R11          // 16*stride: the next panel
 
 loop:
 	ROWPTRS(SI)
@@ -256,6 +274,8 @@ TEXT ·pack16BF16AVX(SB), NOSPLIT, $0-32
 	MOVQ n8+24(FP), CX
 	LEAQ (R8)(R8*2), R9   // 3*stride
 	LEAQ (SI)(R8*8), R10  // row 8
+	MOVQ R8, R11
+	SHLQ $4, R11          // 16*stride: the next panel
 
 loop:
 	ROWPTRS(SI)

@@ -15,3 +15,7 @@ var useAVX512 = false
 func gemmTile12SIMD([]float32, int, int, []float32, int, int, []float32, int, bool) bool {
 	return false
 }
+
+func gemmTile16SIMD([]float32, int, int, []float32, int, int, []float32, int, bool) bool {
+	return false
+}

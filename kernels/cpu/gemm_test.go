@@ -59,7 +59,7 @@ func TestMatMulGEMMEdges(t *testing.T) {
 	}
 	for _, dt := range []DType{F32, F16, BF16} {
 		colsList := []int{1, 31, 257, 1000}
-		for _, m := range []int{7, 8, 13, 64, 129} {
+		for _, m := range []int{7, 8, 13, 16, 64, 129} {
 			for _, rows := range []int{15, 16, 17, 33} {
 				for _, cols := range colsList {
 					if m*rows*cols > 1<<21 && rows != 33 {
@@ -70,6 +70,7 @@ func TestMatMulGEMMEdges(t *testing.T) {
 			}
 		}
 		add(dt, 2*gemmMC+13, 17, 64) // three x-row blocks, the last partial
+		add(dt, 16, 51*gemmNR+5, 40) // work items of several panels, the last item and panel partial
 	}
 	pool := NewPool(3)
 	defer pool.Close()

@@ -47,14 +47,14 @@ func (p *Pool) MatMul(out, x []float32, m int, w Matrix) {
 	if m >= gemmMinM(w.Type) {
 		if threads == 1 {
 			var t gemmTask
-			t.init(out, x, m, w, rb)
+			t.init(out, x, m, w, rb, 1)
 			t.run(0)
 			return
 		}
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		t := &p.gm
-		t.init(out, x, m, w, rb)
+		t.init(out, x, m, w, rb, threads)
 		p.parallel(t)
 		t.out, t.x, t.w.Data = nil, nil, nil
 		return

@@ -23,6 +23,11 @@ import (
 //     llama.cpp's converter repacks this into the GGML layout
 //     (GptOssModel.transform_nibble_layout), as MXFP4FromHF does.
 //
+// MXFP4 is also a weight dtype the kernels run natively (DType MXFP4, the
+// GGML layout): MatMul dots its rows with Q8 activation blocks as llama.cpp
+// does, the codes doubled to the integers kvaluesMXFP4 and the scale halved
+// (e8m0Half), so each block is one integer dot product times one float.
+//
 // Every value is exact in float32 (E2M1 has 2 significant bits; scales reach
 // 2^-127, products 2^-128, a float32 subnormal) except 6·2^127 and above,
 // which overflow to ±Inf as they do in ggml.
@@ -33,6 +38,19 @@ const (
 
 // e2m1 holds the 16 FP4 E2M1 values by code.
 var e2m1 = [16]float32{0, 0.5, 1, 1.5, 2, 3, 4, 6, float32(math.Copysign(0, -1)), -0.5, -1, -1.5, -2, -3, -4, -6}
+
+// kvaluesMXFP4 are the E2M1 values doubled (ggml's kvalues_mxfp4): integers,
+// so the dot kernels multiply them with int8 activations.
+var kvaluesMXFP4 = [16]int8{0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12}
+
+// e8m0Half[e] is half the scale byte e's value (e8m0(e)/2, exact; NaN for
+// 255), what kvaluesMXFP4 multiply. The AVX2 kernel indexes it.
+var e8m0Half = func() (t [256]float32) {
+	for e := range t {
+		t[e] = e8m0(byte(e)) / 2
+	}
+	return t
+}()
 
 // e8m0 decodes an E8M0 scale byte: 2^(e-127), NaN for 255.
 func e8m0(e byte) float32 {
@@ -52,16 +70,53 @@ func DequantizeMXFP4(out []float32, blocks []byte) error {
 	if len(out)%MXFP4Block != 0 || len(blocks) != nb*MXFP4BlockBytes {
 		return fmt.Errorf("cpu: mxfp4: %d values need whole blocks of %d and %d bytes, have %d: %w", len(out), MXFP4Block, nb*MXFP4BlockBytes, len(blocks), ErrShape)
 	}
-	for b := range nb {
-		blk := blocks[b*MXFP4BlockBytes : (b+1)*MXFP4BlockBytes]
-		s := e8m0(blk[0])
-		o := out[b*MXFP4Block : (b+1)*MXFP4Block]
-		for j, q := range blk[1:] {
-			o[j] = e2m1[q&0x0f] * s
-			o[j+16] = e2m1[q>>4] * s
+	dequantQuant(MXFP4, blocks, out)
+	return nil
+}
+
+// dequantMXFP4 decodes one GGML MXFP4 block into y (32 values).
+func dequantMXFP4(blk []byte, y []float32) {
+	s := e8m0(blk[0])
+	for j, q := range blk[1:MXFP4BlockBytes] {
+		y[j] = e2m1[q&0x0f] * s
+		y[j+16] = e2m1[q>>4] * s
+	}
+}
+
+// quantMXFP4 encodes 32 values as one GGML MXFP4 block, as ggml's
+// quantize_row_mxfp4_ref: the shared exponent e = floor(log2(amax)) − 2
+// (stored +127, clamped to [1, 254]) puts the largest magnitude in [4, 8);
+// each value takes the nearest E2M1 magnitude (6 at most; ties to the
+// smaller code) and its sign.
+func quantMXFP4(x []float32, blk []byte) {
+	amax := 0.0
+	for _, v := range x {
+		amax = math.Max(amax, math.Abs(float64(v)))
+	}
+	e := 0
+	if amax > 0 {
+		e = min(max(int(math.Floor(math.Log2(amax)))-2+127, 1), 254)
+	}
+	blk[0] = byte(e)
+	scale := math.Ldexp(1, e-127)
+	for j := range 16 {
+		blk[1+j] = e2m1Code(x[j], scale) | e2m1Code(x[j+16], scale)<<4
+	}
+}
+
+// e2m1Code is the code of the E2M1 value nearest v/scale.
+func e2m1Code(v float32, scale float64) byte {
+	a := math.Abs(float64(v)) / scale
+	best := 0
+	for i, m := range e2m1[:8] {
+		if math.Abs(a-float64(m)) < math.Abs(a-float64(e2m1[best])) {
+			best = i
 		}
 	}
-	return nil
+	if v < 0 {
+		best |= 8
+	}
+	return byte(best)
 }
 
 // DequantizeMXFP4HF decodes len(out) values from Hugging Face's layout:

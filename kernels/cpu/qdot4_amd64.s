@@ -70,6 +70,13 @@ DATA one8x4<>+16(SB)/8, $0x0101010101010101
 DATA one8x4<>+24(SB)/8, $0x0101010101010101
 GLOBL one8x4<>(SB), RODATA|NOPTR, $32
 
+// mxfp4x4 is MXFP4's doubled E2M1 values in both lanes (kvaluesMXFP4).
+DATA mxfp4x4<>+0(SB)/8, $0x0c08060403020100
+DATA mxfp4x4<>+8(SB)/8, $0xf4f8fafcfdfeff00
+DATA mxfp4x4<>+16(SB)/8, $0x0c08060403020100
+DATA mxfp4x4<>+24(SB)/8, $0xf4f8fafcfdfeff00
+GLOBL mxfp4x4<>(SB), RODATA|NOPTR, $32
+
 DATA eighthx4<>+0(SB)/4, $0.125
 GLOBL eighthx4<>(SB), RODATA|NOPTR, $4
 
@@ -411,6 +418,42 @@ q8x4blk:
 	JNZ          q8x4blk
 	X4END
 	JNZ          q8x4row
+	VZEROUPPER
+	RET
+
+// func dot4RowsMXFP4AVX2(w *byte, rb, n int, x *byte, xs, nb int, out *float32, os int)
+// Q8_0's four-row loop over MXFP4 blocks: the nibbles (IQ4_NL order, after
+// the scale byte) looked up in mxfp4x4, the scale e8m0Half[e].
+TEXT ·dot4RowsMXFP4AVX2(SB), NOSPLIT, $0-64
+	X4ARGS
+	VMOVDQU nib4x4<>(SB), Y14
+	VMOVDQU ones16x4<>(SB), Y15
+	VMOVDQU mxfp4x4<>(SB), Y9
+	LEAQ    ·e8m0Half(SB), R12
+
+mx4row:
+	X4START
+
+mx4blk:
+	VMOVDQU      1(SI), X1
+	VPSRLW       $4, X1, X2
+	VINSERTI128  $1, X2, Y1, Y1
+	VPAND        Y14, Y1, Y1
+	VPSHUFB      Y1, Y9, Y1
+	VPSIGNB      Y1, Y1, Y2
+	MOVBLZX      (SI), AX
+	VBROADCASTSS (R12)(AX*4), Y5
+	Q8X4ROW((DI), Y0)
+	Q8X4ROW((DI)(R14*1), Y6)
+	Q8X4ROW((DI)(R14*2), Y7)
+	Q8X4ROW((R13), Y8)
+	ADDQ         $17, SI
+	ADDQ         $40, DI
+	ADDQ         $40, R13
+	DECQ         CX
+	JNZ          mx4blk
+	X4END
+	JNZ          mx4row
 	VZEROUPPER
 	RET
 

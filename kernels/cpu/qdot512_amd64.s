@@ -6,7 +6,8 @@
 // signatures, same register roles), for the formats where 64-byte vectors
 // pay: Q8_0 (two blocks per vector, VNNI's VPDPBUSD replacing
 // VPMADDUBSW+VPMADDWD), Q6_K (128 values per pair of vectors), Q4_K and
-// Q5_K (64 values per vector). They need AVX512F/BW/VL and VNNI
+// Q5_K (64 values per vector), MXFP4 (two blocks per vector, as Q8_0).
+// They need AVX512F/BW/VL and VNNI
 // (useQ512); every other format keeps its AVX2 kernel on these CPUs.
 
 // 64-byte constants.
@@ -63,6 +64,17 @@ DATA halfshuf<>+40(SB)/8, $0x0302030203020302
 DATA halfshuf<>+48(SB)/8, $0x0302030203020302
 DATA halfshuf<>+56(SB)/8, $0x0302030203020302
 GLOBL halfshuf<>(SB), RODATA|NOPTR, $64
+
+// mxfp4z is MXFP4's doubled E2M1 values in every 128-bit lane.
+DATA mxfp4z<>+0(SB)/8, $0x0c08060403020100
+DATA mxfp4z<>+8(SB)/8, $0xf4f8fafcfdfeff00
+DATA mxfp4z<>+16(SB)/8, $0x0c08060403020100
+DATA mxfp4z<>+24(SB)/8, $0xf4f8fafcfdfeff00
+DATA mxfp4z<>+32(SB)/8, $0x0c08060403020100
+DATA mxfp4z<>+40(SB)/8, $0xf4f8fafcfdfeff00
+DATA mxfp4z<>+48(SB)/8, $0x0c08060403020100
+DATA mxfp4z<>+56(SB)/8, $0xf4f8fafcfdfeff00
+GLOBL mxfp4z<>(SB), RODATA|NOPTR, $64
 
 // ROWARGS512, ROWSTART512 and ROWEND512 are qdot_amd64.s's row loop.
 #define ROWARGS512 \
@@ -152,6 +164,87 @@ q8done:
 	HSUMZ0
 	ROWEND512
 	JNZ q8row
+	VZEROUPPER
+	RET
+
+// MXFP4NIB(off, yr) unpacks the 16 nibble bytes at off(SI) into 32 codes
+// in yr (low nibbles, then high; IQ4_NL order), not yet masked. Y2 is a
+// temporary.
+#define MXFP4NIB(off, yr, xr) \
+	VMOVDQU     off(SI), xr \
+	VPSRLW      $4, xr, X2  \
+	VINSERTI128 $1, X2, yr, yr
+
+// func dotRowsMXFP4AVX512(w *byte, rb, n int, x *byte, nb int, out *float32)
+// dotRowsQ8_0AVX512's loop over MXFP4 blocks (17 bytes: the E8M0 byte,
+// then nibbles): two blocks' codes looked up in mxfp4z, scaled by
+// [e8m0Half[eA]·d_xA ×8 | e8m0Half[eB]·d_xB ×8].
+TEXT ·dotRowsMXFP4AVX512(SB), NOSPLIT, $0-48
+	ROWARGS512
+	VPXORD    Z15, Z15, Z15
+	VMOVDQU64 nib4z<>(SB), Z14
+	VMOVDQU64 mxfp4z<>(SB), Z9
+	LEAQ      ·e8m0Half(SB), R12
+
+mxrow:
+	ROWSTART512
+	VPXORD Z0, Z0, Z0
+
+mxpair:
+	CMPQ          CX, $2
+	JL            mxtail
+	MXFP4NIB(1, Y1, X1)
+	MXFP4NIB(18, Y3, X3)
+	VINSERTI64X4  $1, Y3, Z1, Z1
+	VPANDD        Z14, Z1, Z1
+	VPSHUFB       Z1, Z9, Z1
+	VMOVDQU       8(DI), Y2
+	VINSERTI64X4  $1, 48(DI), Z2, Z2
+	VPMOVB2M      Z1, K1
+	VPABSB        Z1, Z1
+	VPSUBB        Z2, Z15, K1, Z2
+	VPXORD        Z3, Z3, Z3
+	VPDPBUSD      Z2, Z1, Z3
+	VCVTDQ2PS     Z3, Z3
+	MOVBLZX       (SI), AX
+	MOVBLZX       17(SI), BX
+	VBROADCASTSS  (R12)(AX*4), Y4
+	VBROADCASTSS  (R12)(BX*4), Y5
+	VINSERTF64X4  $1, Y5, Z4, Z4
+	VBROADCASTSS  (DI), Y5
+	VBROADCASTSS  40(DI), Y6
+	VINSERTF64X4  $1, Y6, Z5, Z5
+	VMULPS        Z5, Z4, Z4
+	VFMADD231PS   Z4, Z3, Z0
+	ADDQ          $34, SI
+	ADDQ          $80, DI
+	SUBQ          $2, CX
+	JMP           mxpair
+
+mxtail:
+	TESTQ         CX, CX
+	JZ            mxdone
+	MXFP4NIB(1, Y1, X1)
+	VPAND         Y14, Y1, Y1
+	VPSHUFB       Y1, Y9, Y1
+	VMOVDQU       8(DI), Y2
+	VPMOVB2M      Y1, K1
+	VPABSB        Y1, Y1
+	VPSUBB        Y2, Y15, K1, Y2
+	VPXORD        Y3, Y3, Y3
+	VPDPBUSD      Y2, Y1, Y3
+	VCVTDQ2PS     Y3, Y3
+	MOVBLZX       (SI), AX
+	VBROADCASTSS  (R12)(AX*4), Y4
+	VBROADCASTSS  (DI), Y5
+	VMULPS        Y5, Y4, Y4
+	VMULPS        Y4, Y3, Y3
+	VADDPS        Z3, Z0, Z0 // a 256-bit write to Y0 would clear Z0's upper half
+
+mxdone:
+	HSUMZ0
+	ROWEND512
+	JNZ mxrow
 	VZEROUPPER
 	RET
 

@@ -27,6 +27,9 @@ func dotRowsQ5_1AVX2(w *byte, rb, n int, x *byte, nb int, out *float32)
 func dotRowsIQ4NLAVX2(w *byte, rb, n int, x *byte, nb int, out *float32)
 
 //go:noescape
+func dotRowsMXFP4AVX2(w *byte, rb, n int, x *byte, nb int, out *float32)
+
+//go:noescape
 func dotRowsQ2KAVX2(w *byte, rb, n int, x *byte, nb int, out *float32)
 
 //go:noescape
@@ -74,6 +77,9 @@ func quantQ8KVec(dst []q8KBlock, x []float32) bool {
 func dotRowsQ8_0AVX512(w *byte, rb, n int, x *byte, nb int, out *float32)
 
 //go:noescape
+func dotRowsMXFP4AVX512(w *byte, rb, n int, x *byte, nb int, out *float32)
+
+//go:noescape
 func dotRowsQ4KAVX512(w *byte, rb, n int, x *byte, nb int, out *float32)
 
 //go:noescape
@@ -112,6 +118,9 @@ func dot4RowsQ4_1AVX2(w *byte, rb, n int, x *byte, xs, nb int, out *float32, os 
 func dot4RowsQ5_0AVX2(w *byte, rb, n int, x *byte, xs, nb int, out *float32, os int)
 
 //go:noescape
+func dot4RowsMXFP4AVX2(w *byte, rb, n int, x *byte, xs, nb int, out *float32, os int)
+
+//go:noescape
 func dot4RowsQ5_1AVX2(w *byte, rb, n int, x *byte, xs, nb int, out *float32, os int)
 
 type dotRowsFunc func(w *byte, rb, n int, x *byte, nb int, out *float32)
@@ -122,6 +131,7 @@ type dot4RowsFunc func(w *byte, rb, n int, x *byte, xs, nb int, out *float32, os
 var dot4RowsAVX2 = [numDTypes]dot4RowsFunc{
 	Q8_0: dot4RowsQ8_0AVX2, Q4_0: dot4RowsQ4_0AVX2, Q4_1: dot4RowsQ4_1AVX2, Q5_0: dot4RowsQ5_0AVX2,
 	Q5_1: dot4RowsQ5_1AVX2, Q4_K: dot4RowsQ4KAVX2, Q5_K: dot4RowsQ5KAVX2, Q6_K: dot4RowsQ6KAVX2,
+	MXFP4: dot4RowsMXFP4AVX2,
 }
 
 // vecDot4RowsSIMD dots n weight rows with four activation rows (xq, xq+xs,
@@ -146,6 +156,7 @@ func vecDot4RowsSIMD(t DType, w []byte, rb, n int, xq []byte, xs, nb int, out []
 // ones; the rest run AVX2 on every AVX2 CPU.
 var dotRowsAVX512 = [numDTypes]dotRowsFunc{
 	Q8_0: dotRowsQ8_0AVX512, Q4_K: dotRowsQ4KAVX512, Q5_K: dotRowsQ5KAVX512, Q6_K: dotRowsQ6KAVX512,
+	MXFP4: dotRowsMXFP4AVX512,
 }
 
 // dotRowsAVX2 is the AVX2 kernel of each quantized dtype.
@@ -153,6 +164,7 @@ var dotRowsAVX2 = [numDTypes]dotRowsFunc{
 	Q8_0: dotRowsQ8_0AVX2, Q4_0: dotRowsQ4_0AVX2, Q4_1: dotRowsQ4_1AVX2, Q5_0: dotRowsQ5_0AVX2,
 	Q5_1: dotRowsQ5_1AVX2, IQ4_NL: dotRowsIQ4NLAVX2, Q2_K: dotRowsQ2KAVX2, Q3_K: dotRowsQ3KAVX2,
 	Q4_K: dotRowsQ4KAVX2, Q5_K: dotRowsQ5KAVX2, Q6_K: dotRowsQ6KAVX2, IQ4_XS: dotRowsIQ4XSAVX2,
+	MXFP4: dotRowsMXFP4AVX2,
 }
 
 // vecDotRowsSIMD runs the assembly kernel for t over n weight rows and

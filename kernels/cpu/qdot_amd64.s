@@ -94,6 +94,13 @@ DATA iq4nl<>+16(SB)/8, $0xf6eaddcfbfad9881
 DATA iq4nl<>+24(SB)/8, $0x7159453526190d01
 GLOBL iq4nl<>(SB), RODATA|NOPTR, $32
 
+// mxfp4 is MXFP4's doubled E2M1 values in both lanes (kvaluesMXFP4).
+DATA mxfp4<>+0(SB)/8, $0x0c08060403020100
+DATA mxfp4<>+8(SB)/8, $0xf4f8fafcfdfeff00
+DATA mxfp4<>+16(SB)/8, $0x0c08060403020100
+DATA mxfp4<>+24(SB)/8, $0xf4f8fafcfdfeff00
+GLOBL mxfp4<>(SB), RODATA|NOPTR, $32
+
 DATA negeight<>+0(SB)/4, $-8.0
 GLOBL negeight<>(SB), RODATA|NOPTR, $4
 
@@ -274,6 +281,40 @@ TEXT ·dotRowsQ5_1AVX2(SB), NOSPLIT, $0-48
 // func dotRowsIQ4NLAVX2(w *byte, rb, n int, x *byte, nb int, out *float32)
 TEXT ·dotRowsIQ4NLAVX2(SB), NOSPLIT, $0-48
 	LEGACY32(BODYIQ4NL, OFFNONE, 18, FINNONE)
+
+// func dotRowsMXFP4AVX2(w *byte, rb, n int, x *byte, nb int, out *float32)
+// A 17-byte block is the E8M0 scale byte, then IQ4_NL-ordered nibbles
+// indexing mxfp4; the block's float scale is e8m0Half[e] (a Go table, so
+// the 255 → NaN and subnormal cases are the decoder's) times x's d.
+TEXT ·dotRowsMXFP4AVX2(SB), NOSPLIT, $0-48
+	ROWARGS
+	VMOVDQU nib4<>(SB), Y14
+	VMOVDQU ones16<>(SB), Y15
+	VMOVDQU mxfp4<>(SB), Y9
+	LEAQ    ·e8m0Half(SB), R12
+
+row:
+	ROWSTART
+	VXORPS Y0, Y0, Y0
+
+blk:
+	NIB32(1)
+	VPSHUFB      Y1, Y9, Y1
+	SDOT
+	MOVBLZX      (SI), AX
+	VBROADCASTSS (R12)(AX*4), Y4
+	VBROADCASTSS (DI), Y5
+	VMULPS       Y5, Y4, Y4
+	VFMADD231PS  Y4, Y3, Y0
+	ADDQ         $17, SI
+	ADDQ         $40, DI
+	DECQ         CX
+	JNZ          blk
+	HSUMY0
+	ROWEND
+	JNZ          row
+	VZEROUPPER
+	RET
 
 // ---- 256-value formats: x blocks are {d float32; bsums [16]int16;
 // q [256]int8} (292 bytes: bsums at 4, codes at 36). Y3 accumulates the

@@ -64,6 +64,12 @@ func dot32Go(t DType, w []byte, x []q8Block) float32 {
 			for j, q := range blk[2:18] {
 				s += int32(kvaluesIQ4NL[q&0xf])*int32(xb.q[j]) + int32(kvaluesIQ4NL[q>>4])*int32(xb.q[j+16])
 			}
+		case MXFP4: // doubled E2M1 codes, the halved E8M0 scale
+			for j, q := range blk[1:17] {
+				s += int32(kvaluesMXFP4[q&0xf])*int32(xb.q[j]) + int32(kvaluesMXFP4[q>>4])*int32(xb.q[j+16])
+			}
+			sum += float32(s) * (e8m0Half[blk[0]] * xb.d)
+			continue
 		}
 		sum += float32(s) * (half(blk) * xb.d)
 		if t == Q4_1 || t == Q5_1 {

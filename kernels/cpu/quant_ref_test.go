@@ -86,6 +86,22 @@ func refParts(t DType, blk []byte, i int) (a, b float64) {
 		high := int(blk[128+32*half+l]>>(2*quarter)) & 3
 		scale := float64(int8(blk[192+8*half+l/16+2*quarter]))
 		return h(208) * scale * float64(low|high<<4), h(208) * scale * 32
+	case MXFP4:
+		// E2M1 code: sign, two exponent bits, one mantissa bit (subnormal
+		// at exponent 0); the E8M0 byte at 0 scales by 2^(e−127).
+		c := nib(blk[1:], i)
+		e, m := c>>1&3, float64(c&1)
+		v := m / 2
+		if e > 0 {
+			v = (1 + m/2) * math.Ldexp(1, e-1)
+		}
+		if c&8 != 0 {
+			v = -v
+		}
+		if blk[0] == 255 {
+			return math.NaN(), 0
+		}
+		return v * math.Ldexp(1, int(blk[0])-127), 0
 	case IQ4_XS:
 		ib := i / 32
 		lo := int(blk[4+ib/2]>>(4*(ib%2))) & 15
@@ -101,7 +117,7 @@ func refElem(t DType, blk []byte, i int) float64 {
 }
 
 // quantTypes are the block-quantized dtypes.
-var quantTypes = []DType{Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS}
+var quantTypes = []DType{Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4}
 
 // scaleFields is where each quantized format keeps its f16 scales.
 var scaleFields = map[DType][]int{
@@ -121,6 +137,9 @@ func randomBlocks(r *rand.Rand, t DType, n int) []byte {
 	for b := range n {
 		for _, off := range scaleFields[t] {
 			binary.LittleEndian.PutUint16(raw[b*ts+off:], F32ToF16(float32(r.NormFloat64()*0.01)))
+		}
+		if t == MXFP4 { // an E8M0 scale byte: 2^-10 .. 2^-4, values up to 0.375
+			raw[b*ts] = byte(117 + r.IntN(7))
 		}
 	}
 	return raw

@@ -286,7 +286,7 @@ func TestQuantizeBlocks(t *testing.T) {
 	clear(src[QKK : 2*QKK]) // an all-zero super-block
 	maxRMSE := map[DType]float64{
 		Q8_0: 0.007, Q6_K: 0.022, Q5_K: 0.045, Q5_0: 0.06, Q5_1: 0.05, IQ4_XS: 0.09, IQ4_NL: 0.09,
-		Q4_K: 0.085, Q4_0: 0.12, Q4_1: 0.1, Q3_K: 0.18, Q2_K: 0.35,
+		Q4_K: 0.085, Q4_0: 0.12, Q4_1: 0.1, Q3_K: 0.18, Q2_K: 0.35, MXFP4: 0.14,
 	}
 	for _, typ := range quantTypes {
 		t.Run(typ.String(), func(t *testing.T) {

@@ -47,6 +47,8 @@ func QuantizeBlocks(t DType, dst []byte, src []float32) error {
 			quantIQ4NL(x, blk)
 		case IQ4_XS:
 			quantIQ4XS(x, blk)
+		case MXFP4:
+			quantMXFP4(x, blk)
 		}
 	}
 	return nil

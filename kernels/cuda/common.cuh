@@ -21,6 +21,7 @@
 #define DT_Q6_K 12
 #define DT_IQ4_NL 13
 #define DT_IQ4_XS 14
+#define DT_MXFP4 15
 
 __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

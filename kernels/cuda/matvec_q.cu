@@ -1,5 +1,5 @@
 // matvec_q: out[m, N] = x[m, K] · wᵀ for a block-quantized row-major weight
-// w [N, K] (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K–Q6_K, IQ4_NL, IQ4_XS), decoding
+// w [N, K] (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K–Q6_K, IQ4_NL, IQ4_XS, MXFP4), decoding
 // the weights on the fly with f32 activations and f32 accumulation. One
 // warp per output feature n; each lane takes 32-value groups of the row
 // (group g covers values 32g..32g+31 of one block) in turn, decodes them

@@ -29,6 +29,7 @@ __device__ __forceinline__ void block_shape(int dt, int* vals, int* bytes) {
     case DT_Q4_K: *vals = 256; *bytes = 144; return;
     case DT_Q5_K: *vals = 256; *bytes = 176; return;
     case DT_Q6_K: *vals = 256; *bytes = 210; return;
+    case DT_MXFP4: *vals = 32; *bytes = 17; return;
     default: *vals = 256; *bytes = 136; return; // DT_IQ4_XS
     }
 }
@@ -36,6 +37,19 @@ __device__ __forceinline__ void block_shape(int dt, int* vals, int* bytes) {
 __device__ __forceinline__ int iq4nl_value(int q) {
     const signed char kv[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
     return kv[q];
+}
+
+// mxfp4_value is value i of a GGML MXFP4 block (kernels/cpu/mxfp4.go): an
+// E2M1 code (sign, two exponent bits, one mantissa bit: ±{0, 0.5, 1, 1.5,
+// 2, 3, 4, 6}) times the E8M0 scale byte's 2^(e−127) (e = 0: the subnormal
+// 2^-127; 255: NaN). Every product is exact (or overflows, as on the CPU).
+__device__ __forceinline__ float mxfp4_value(const unsigned char* b, int i) {
+    const float e2m1[8] = {0.f, 0.5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f};
+    int q = i < 16 ? b[1 + i] & 15 : b[1 + i - 16] >> 4;
+    unsigned int e = b[0];
+    float s = __uint_as_float(e == 255 ? 0x7fc00000u : e == 0 ? 0x00400000u : e << 23);
+    float v = __fmul_rn(e2m1[q & 7], s);
+    return q & 8 ? -v : v;
 }
 
 // nib32 is value i of a 32-value block's 16 nibble bytes: low nibbles are
@@ -91,6 +105,8 @@ __device__ __forceinline__ float dequant_block_elem(const unsigned char* b, int 
         int sc = ((const signed char*)b)[192 + 8 * half + l / 16 + 2 * quarter];
         return f16_at(b + 208) * (float)sc * (float)((lo | hi << 4) - 32);
     }
+    case DT_MXFP4:
+        return mxfp4_value(b, i);
     default: { // DT_IQ4_XS: sub-block scales (6 bits, +32), IQ4_NL codes
         int ib = i / 32;
         int ls = ((b[4 + ib / 2] >> (4 * (ib % 2))) & 15) | (((b[2] | b[3] << 8) >> (2 * ib)) & 3) << 4;

@@ -58,11 +58,15 @@ func folderConstraint(reg *plugin.Registry, log *slog.Logger) (string, []byte) {
 		if kind, err := reg.Kind(name); err != nil || kind != plugin.KindConstraint {
 			continue
 		}
-		if err := reg.Allowed(name, src.Wasm); err != nil {
+		wasm, err := src.Wasm()
+		if err == nil {
+			err = reg.Allowed(name, wasm)
+		}
+		if err != nil {
 			log.Error("constraint plugin refused by the allow-list; the built-in serves output constraints", "plugin", name, "file", src.Origin, "err", err)
 			continue
 		}
-		return name, src.Wasm
+		return name, wasm
 	}
 	return "", nil
 }

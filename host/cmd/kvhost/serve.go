@@ -376,7 +376,10 @@ func load(ctx context.Context, f serveFlags, gate *server.Gate, log *slog.Logger
 	// One plugin runtime and one registry for every plugin kind: the
 	// built-ins overlaid by --plugins, under one allow-list. The sampling
 	// policies come from it, and so does the KV configurator.
-	if sm.rt, err = plugin.NewRuntime(ctx, plugin.Config{Logger: log}); err != nil {
+	// Configurator answers are recalled across starts (the same version,
+	// the same question): a warm start loads no configurator. One that
+	// must run is interpreted, not compiled: it answers a few calls once.
+	if sm.rt, err = plugin.NewRuntime(ctx, plugin.Config{Logger: log, RecallAnswers: true, InterpretConfigurators: true}); err != nil {
 		return nil, sm, fmt.Errorf("serve: plugin runtime: %w", err)
 	}
 	if sm.plugins, err = plugin.NewRegistryWith(sm.rt, builtin.FS(), f.pluginsDir, plugin.RegistryOptions{AllowSHA256: allow, Logger: log}); err != nil {

@@ -12,7 +12,6 @@ import (
 	"github.com/kvhost/kvhost/host/metrics"
 	"github.com/kvhost/kvhost/host/plan"
 	"github.com/kvhost/kvhost/host/plugin"
-	"github.com/kvhost/kvhost/host/plugin/allowlist"
 	"github.com/kvhost/kvhost/host/sampling"
 	"github.com/kvhost/kvhost/host/sampling/admin"
 	"github.com/kvhost/kvhost/host/server"
@@ -115,6 +114,7 @@ func webPlugins(s *boot.Stack, reg *sampling.Registry) []web.Plugin {
 				continue
 			}
 			src, _ := c.Source(name)
+			sha, _ := c.SHA256(name)
 			p := web.Plugin{Kind: "configurator", Name: name, Source: src.Origin}
 			if pl, ok := c.Loaded(name); ok {
 				d := pl.Descriptor()
@@ -123,7 +123,7 @@ func webPlugins(s *boot.Stack, reg *sampling.Registry) []web.Plugin {
 				p.Calls, p.Failures = uint64(calls), uint64(failures)
 			} else if _, raw, ok := c.Recorded(name); ok {
 				if d, err := sdk.ParseDescriptor(raw); err == nil {
-					p.Version, p.ABI, p.SHA256 = d.Version, d.ABI, allowlist.Sum(src.Wasm)
+					p.Version, p.ABI, p.SHA256 = d.Version, d.ABI, sha
 				}
 			}
 			out = append(out, p)

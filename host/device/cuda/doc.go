@@ -62,6 +62,6 @@
 // GEMMs: a matvec kernel of ours for small M (decode); cuBLAS (dlopened at
 // run time, sonames .13, .12, .11, with a fixed workspace) for larger M in
 // f32, f16 and bf16; and for the block-quantized weights (Q8_0, Q4_0, Q4_1,
-// Q5_0, Q5_1, Q2_K–Q6_K, IQ4_NL, IQ4_XS, kept as the file stores them)
+// Q5_0, Q5_1, Q2_K–Q6_K, IQ4_NL, IQ4_XS, MXFP4, kept as the file stores them)
 // matvec_q, which decodes them on the fly, at every M.
 package cuda

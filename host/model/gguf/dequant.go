@@ -13,11 +13,11 @@ var kernelTypes = map[TensorType]kcpu.DType{
 	TypeF32: kcpu.F32, TypeF16: kcpu.F16, TypeBF16: kcpu.BF16,
 	TypeQ8_0: kcpu.Q8_0, TypeQ4_0: kcpu.Q4_0, TypeQ4_1: kcpu.Q4_1, TypeQ5_0: kcpu.Q5_0, TypeQ5_1: kcpu.Q5_1,
 	TypeQ2_K: kcpu.Q2_K, TypeQ3_K: kcpu.Q3_K, TypeQ4_K: kcpu.Q4_K, TypeQ5_K: kcpu.Q5_K, TypeQ6_K: kcpu.Q6_K,
-	TypeIQ4_NL: kcpu.IQ4_NL, TypeIQ4_XS: kcpu.IQ4_XS,
+	TypeIQ4_NL: kcpu.IQ4_NL, TypeIQ4_XS: kcpu.IQ4_XS, TypeMXFP4: kcpu.MXFP4,
 }
 
 // DType is the kernels' dtype for t; ok is false for the GGML types the
-// kernels do not run (the other IQ formats, TQ*, MXFP4, integers, F64).
+// kernels do not run (the other IQ formats, TQ*, integers, F64).
 func (t TensorType) DType() (kcpu.DType, bool) {
 	d, ok := kernelTypes[t]
 	return d, ok

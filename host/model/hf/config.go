@@ -86,10 +86,14 @@ func (t *TokenIDs) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// ParseConfig parses config.json bytes.
+// ParseConfig parses config.json bytes, in any spelling Normalize reads.
 func ParseConfig(b []byte) (Config, error) {
+	n, err := Normalize(b)
+	if err != nil {
+		return Config{}, err
+	}
 	var c Config
-	if err := json.Unmarshal(PythonJSON(b), &c); err != nil {
+	if err := json.Unmarshal(PythonJSON(n.JSON), &c); err != nil {
 		return Config{}, fmt.Errorf("hf: config.json: %w", err)
 	}
 	return c, nil

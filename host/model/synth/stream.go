@@ -237,14 +237,6 @@ func fill(t gguf.TensorType, buf []byte, r *rng, std float64) {
 		for j := 0; j < len(buf); j += 4 {
 			binary.LittleEndian.PutUint32(buf[j:], math.Float32bits(float32(r.normal()*std)))
 		}
-	case gguf.TypeMXFP4:
-		vals := make([]float32, 32)
-		for b := 0; b < len(buf); b += 17 {
-			for j := range vals {
-				vals[j] = float32(r.normal() * std)
-			}
-			quantizeMXFP4(buf[b:b+17], vals)
-		}
 	default:
 		vals := make([]float32, len(buf)/int(t.TypeSize())*int(t.BlockSize()))
 		for j := range vals {

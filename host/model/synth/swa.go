@@ -213,43 +213,6 @@ func setF32(kvs []gguf.KV, k string, v float32) {
 	}
 }
 
-// e2m1 are the FP4 (E2M1) magnitudes of codes 0..7.
-var e2m1 = [8]float64{0, 0.5, 1, 1.5, 2, 3, 4, 6}
-
-// quantizeMXFP4 encodes 32 values as one GGML MXFP4 block (scale byte,
-// then qs[j] = code(j) | code(j+16)<<4), as ggml's quantize_row_mxfp4_ref:
-// the shared exponent e = floor(log2(amax)) − 2 puts the largest magnitude
-// in [4, 8), each value takes the nearest E2M1 code (6 at most).
-func quantizeMXFP4(dst []byte, v []float32) {
-	amax := 0.0
-	for _, x := range v {
-		amax = math.Max(amax, math.Abs(float64(x)))
-	}
-	e := 0
-	if amax > 0 {
-		e = int(math.Floor(math.Log2(amax))) - 2 + 127
-		e = min(max(e, 1), 254)
-	}
-	dst[0] = byte(e)
-	scale := math.Ldexp(1, e-127)
-	code := func(x float32) byte {
-		a := math.Abs(float64(x)) / scale
-		best := 0
-		for i, m := range e2m1 {
-			if math.Abs(a-m) < math.Abs(a-e2m1[best]) {
-				best = i
-			}
-		}
-		if x < 0 {
-			best |= 8
-		}
-		return byte(best)
-	}
-	for j := 0; j < 16; j++ {
-		dst[1+j] = code(v[j]) | code(v[j+16])<<4
-	}
-}
-
 // swaParams counts the elements of s's tensors.
 func swaParams(s Spec) int64 {
 	_, plans, err := layoutSWA(s)

@@ -357,7 +357,7 @@ func (s *Stack) sizeCompat(f Config, b *plan.Budget) error {
 	b.Policy = "sglang-compat"
 	b.Caps(false, f.MemFractionStatic)
 	b.MemFractionStatic, b.FractionFromFlag = f.MemFractionStatic, f.MemFractionStatic > 0
-	sg := plan.SGLangFigures(b.TotalBytes, b.PBytes, b.ABytes, f.MemFractionStatic, f.ChunkedPrefill, 1, float64(s.kv.CellBytes), f.PageSize, f.MaxTotalTokens, c.ContextLen)
+	sg := plan.SGLangFigures(s.sglangInput(f, b, f.MemFractionStatic))
 	b.SGLang = &sg
 	b.MemFractionStatic = sg.MemFractionStatic
 	b.HeadroomBytes = int64(sg.SlackGiB * budget.GiB)
@@ -383,6 +383,14 @@ func (s *Stack) sizeCompat(f Config, b *plan.Budget) error {
 	}
 	L.Phase(PhaseCapture)
 	return nil
+}
+
+// sglangInput is SGLang's view of this start (spec §2–§3): the budget's
+// readings, the flags, the KV cell and whether the pools are MLA's.
+func (s *Stack) sglangInput(f Config, b *plan.Budget, fraction float64) plan.SGLangInput {
+	return plan.SGLangInput{TotalBytes: b.TotalBytes, PBytes: b.PBytes, ABytes: b.ABytes, MemFractionStatic: fraction, ChunkedPrefill: f.ChunkedPrefill,
+		TP: 1, CellBytes: float64(s.kv.CellBytes), PageSize: f.PageSize, MaxTotalTokens: f.MaxTotalTokens, ContextLen: s.Model.Config.ContextLen,
+		MLA: plan.LatentLayout(s.kv.Layout)}
 }
 
 // configurators returns the registry a Config names: its own, the built-in
@@ -446,7 +454,7 @@ func (s *Stack) sizeKVHost(f Config, b *plan.Budget) error {
 	b.Policy = "kvhost"
 	b.Granularity = vm.Granularity()
 	b.Caps(s.Dev.Info().Kind == "cpu", f.MemFractionStatic)
-	sg := plan.SGLangFigures(b.TotalBytes, b.PBytes, b.ABytes, 0, f.ChunkedPrefill, 1, float64(s.kv.CellBytes), f.PageSize, f.MaxTotalTokens, c.ContextLen)
+	sg := plan.SGLangFigures(s.sglangInput(f, b, 0))
 	b.SGLang = &sg
 	ctx := context.Background()
 	if err := b.Reserve(ctx, s.kv); err != nil {

@@ -114,6 +114,24 @@ func TestPlanMatchesServe(t *testing.T) {
 			return c
 		}})
 	}
+	// SGLang's default f on an MLA model takes the flat 1536 MiB prefill
+	// graph term on serve's side as on plan's (8 GiB: f 0.357, not the dense
+	// rule's 0.516; the pool capped so that it stays small).
+	{
+		spec, err := synth.ArchPreset("deepseek2", "tiny", "f32")
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := writeSpec(t, spec)
+		cases = append(cases, struct {
+			name string
+			cfg  func(t *testing.T) Config
+		}{"deepseek2 compat default f", func(t *testing.T) Config {
+			c := baseConfig(path, 8<<30)
+			c.SGLangCompat, c.MaxTotalTokens = true, 4096
+			return c
+		}})
+	}
 	// Every KV encoding: the configurator declares the pool in it, serve
 	// allocates and profiles it, plan predicts it (mxfp8 needs head dims
 	// that are multiples of 32: a model of head dim 32).

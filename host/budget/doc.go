@@ -10,6 +10,12 @@
 // vectors (§7, V1–V15), and then offers corrected variants where the spec
 // lists a weak spot (§8), e.g. [PostCaptureKVNoOvercommit].
 //
+// Beyond SGLang's arithmetic, [MoEPeak] is kvhost's own routed-experts
+// instant (the §4 "MoE" moment of its grouped gather–GEMM–scatter form):
+// [rows,H] ×2 + grouping indices and weights + gathered rows [n,H] + gate
+// and up [n,I] with n = rows·k, which GPU plans estimate from config.json
+// and the CPU plan's dry run measures (equal within 0.1 %).
+//
 // # Invariants
 //
 //   - No I/O, no global state, no imports beyond the standard library. Every

@@ -47,7 +47,9 @@ func archBenchModel(b *testing.B, arch, size, dtype string) string {
 // BenchmarkArchDecode reports decode tokens/s of gen-model's qwen3moe and
 // deepseek2 presets at batch 1 and 16, with the experts grouped (each
 // expert's matrices read once per step for all its rows) and ungrouped
-// (one row at a time: each token reads its experts' matrices).
+// (one row at a time: each token reads its experts' matrices). Batch 1
+// also reports weight-GB/s: the weight bytes a token reads (active
+// parameters in the file's types, Config.TokenReadBytes) × tokens/s.
 func BenchmarkArchDecode(b *testing.B) {
 	for _, arch := range []string{"qwen3moe", "deepseek2"} {
 		for _, size := range []string{"small", "medium"} {
@@ -57,9 +59,14 @@ func BenchmarkArchDecode(b *testing.B) {
 						continue // one row: the same work
 					}
 					b.Run(fmt.Sprintf("%s-%s/batch=%d/grouped=%v", arch, size, batch, grouped), func(b *testing.B) {
-						r := load(b, archBenchModel(b, arch, size, "f32"), 2048)
+						path := archBenchModel(b, arch, size, "f32")
+						r := load(b, path, 2048)
 						ungroup(r.m, !grouped)
+						read := fileReadBytes(b, path, r.m.Config) // before the timed loop
 						benchDecode(b, r, r.pools, nil, batch)
+						if batch == 1 {
+							reportWeightRate(b, read)
+						}
 					})
 				}
 			}

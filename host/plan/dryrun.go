@@ -63,6 +63,17 @@ func newDryRun(c model.Config, l *kv.Layout, tokens, threads int, allocName stri
 // what the device is charged) and the segment the largest single request
 // needs.
 func ActivationPeak(c model.Config, l *kv.Layout, batches [][]SeqShape, threads, logitsChunk int) (peakReserved, largestSegment int64, err error) {
+	before, st, err := profileStats(c, l, batches, threads, logitsChunk)
+	if err != nil {
+		return 0, 0, err
+	}
+	return st.PeakReserved - before.Reserved, alloc.SegmentSize(alloc.RoundSize(st.PeakRequest)), nil
+}
+
+// profileStats runs the forwards of batches over the dry model and returns
+// the activation allocator's counters before the first and after the last
+// (the peaks are those of the forwards alone).
+func profileStats(c model.Config, l *kv.Layout, batches [][]SeqShape, threads, logitsChunk int) (before, after alloc.Stats, err error) {
 	tokens := 1
 	for _, b := range batches {
 		n := 0
@@ -73,18 +84,17 @@ func ActivationPeak(c model.Config, l *kv.Layout, batches [][]SeqShape, threads,
 	}
 	d, err := newDryRun(c, l, tokens, threads, "profile")
 	if err != nil {
-		return 0, 0, err
+		return before, after, err
 	}
 	d.m.LogitsChunk = logitsChunk
 	d.a.ResetPeak()
-	before := d.a.Stats().Reserved
+	before = d.a.Stats()
 	for _, b := range batches {
 		if err := d.m.Forward(d.pools, ProfileSeqs(b, d.pools), nil); err != nil {
-			return 0, 0, fmt.Errorf("plan: dry-run profile forward: %w", err)
+			return before, after, fmt.Errorf("plan: dry-run profile forward: %w", err)
 		}
 	}
-	st := d.a.Stats()
-	return st.PeakReserved - before, alloc.SegmentSize(alloc.RoundSize(st.PeakRequest)), nil
+	return before, d.a.Stats(), nil
 }
 
 // AttentionWorkspace is the workspace bytes host/model takes at load for

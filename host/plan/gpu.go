@@ -237,6 +237,9 @@ type GPUReport struct {
 	Moments     []Moment        `json:"moments"`
 	Ledger      ledger.Snapshot `json:"ledger"`
 	Measured    *MeasuredLedger `json:"measured_ledger,omitempty"`
+	// Decode is the weight bytes a decoded token reads, for a model
+	// kvhost serves (set by the caller that has its tensors: DecodeBytes).
+	Decode *DecodeRead `json:"decode_read,omitempty"`
 }
 
 // Admission is the decode batch kvhost sizes its runtime peaks for.

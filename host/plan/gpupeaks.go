@@ -68,13 +68,14 @@ type peakShapes struct {
 	h, v, i, heads, kvHeads, headDim int
 	moe                              *MoEShape
 	moeN                             int // 2·moe_intermediate/tp (spec §4 "MoE")
+	tp                               int
 }
 
 const actBytes = 2
 
 func shapesOf(m HFModel, tp int) peakShapes {
 	s := peakShapes{h: m.Hidden, v: m.Vocab, i: max(1, m.Intermediate/tp), heads: max(1, m.Heads/tp),
-		kvHeads: max(1, m.KVHeads/tp), headDim: m.HeadDim, moe: m.MoE}
+		kvHeads: max(1, m.KVHeads/tp), headDim: m.HeadDim, moe: m.MoE, tp: tp}
 	if a := m.MLA; a != nil {
 		// MLA prefill expands the latent to per-head K and V.
 		s.kvHeads, s.headDim = s.heads, a.NopeDim+a.RopeDim
@@ -99,6 +100,32 @@ func (s peakShapes) layerMoment(name, kind string, n int) Moment {
 		tensor("layer input, residual, normed, down output [n,H] ×4", 4*th),
 		tensor("gate_up [n,2I]", int64(actBytes)*int64(n)*2*int64(s.i)),
 		tensor("activation [n,I]", int64(actBytes)*int64(n)*int64(s.i)))
+}
+
+// moePeakInput is kvhost's routed-experts feed-forward over rows tokens
+// on one rank (expert widths split over tensor parallelism), in host/model's
+// f32 activations and int32 routing indices.
+func (s peakShapes) moePeakInput(rows int) budget.MoEPeakInput {
+	e := s.moe
+	return budget.MoEPeakInput{Rows: max(1, rows), Experts: e.Experts, TopK: e.TopK, Hidden: s.h, Inter: max(1, e.Intermediate/s.tp),
+		Shared: e.Shared / s.tp, ElemBytes: 4, IndexBytes: 4}
+}
+
+// expertsMoment is kvhost's routed-experts moment over rows tokens
+// (budget.MoEPeak), or nothing for a model without experts.
+func (s peakShapes) expertsMoment(name, kind string, rows int) []Moment {
+	if s.moe == nil {
+		return nil
+	}
+	ts, _, err := budget.MoEPeak(s.moePeakInput(rows))
+	if err != nil {
+		return nil // a config without experts' shapes: ParseHFModel refuses it first
+	}
+	out := make([]TensorPeak, len(ts))
+	for i, x := range ts {
+		out[i] = tensor(x.Name, x.Bytes)
+	}
+	return []Moment{moment(name, kind, rows, out...)}
 }
 
 // lmHead is the LM head instant over rows rows (budget.LMHeadPeak's
@@ -147,7 +174,8 @@ func gpuMoments(s peakShapes, chunk, rows, logprobChunk int) []Moment {
 			tensor("frequency/presence accumulators [rows,V] FP32 ×2", budget.PenaltyBuffers(rows, s.v))),
 		s.lmHead(fmt.Sprintf("LM head unpruned (%d rows; kvhost prunes)", c), MomentInfo, c),
 	}
-	return out
+	out = append(out, s.expertsMoment(fmt.Sprintf("prefill routed experts (%d tokens)", c), MomentPrefill, c)...)
+	return append(out, s.expertsMoment(fmt.Sprintf("decode routed experts (%d rows)", rows), MomentDecode, rows)...)
 }
 
 // graphMoments are the static graph memory of decode graphs captured up to

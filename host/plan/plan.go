@@ -64,6 +64,9 @@ type Report struct {
 	// KVHost is kvhost's own figure when the plan was made with
 	// SGLangCompat, for comparison.
 	KVHost *Budget `json:"kvhost,omitempty"`
+	// Decode is the weight bytes a decoded token reads (nil without the
+	// weight tensors).
+	Decode *DecodeRead `json:"decode_read,omitempty"`
 }
 
 // Plan predicts serve's ledger for in.
@@ -71,10 +74,16 @@ func Plan(in Input) (Report, error) {
 	if err := in.Config.Validate(); err != nil {
 		return Report{}, err
 	}
+	plan := planGPU
 	if in.Device == "cpu" {
-		return planCPU(in)
+		plan = planCPU
 	}
-	return planGPU(in)
+	r, err := plan(in)
+	if err == nil && len(in.Weights) > 0 {
+		d := DecodeBytes(in.Config, in.Weights)
+		r.Decode = &d
+	}
+	return r, err
 }
 
 // phaser builds predicted phases from deltas.
@@ -149,7 +158,9 @@ func planCPU(in Input) (Report, error) {
 	}
 	l := kc.Layout
 	b.KVConfigurator, b.KVDType = kc.Record(), kc.StoredAs()
-	sg := SGLangFigures(b.TotalBytes, P, A, 0, in.ChunkedPrefill, 1, float64(kc.CellBytes), in.PageSize, in.MaxTotalTokens, c.ContextLen)
+	sgIn := SGLangInput{TotalBytes: b.TotalBytes, PBytes: P, ABytes: A, ChunkedPrefill: in.ChunkedPrefill, TP: 1, CellBytes: float64(kc.CellBytes),
+		PageSize: in.PageSize, MaxTotalTokens: in.MaxTotalTokens, ContextLen: c.ContextLen, MLA: LatentLayout(l)}
+	sg := SGLangFigures(sgIn)
 	arena := ledger.NewUsage("kv_arena", ledger.KindArena)
 	graphMax := in.GraphMaxBS
 	if graphMax < 0 {
@@ -168,7 +179,8 @@ func planCPU(in Input) (Report, error) {
 		b.Policy = "sglang-compat"
 		b.Caps(false, in.MemFractionStatic)
 		if in.MemFractionStatic > 0 {
-			sg = SGLangFigures(b.TotalBytes, P, A, in.MemFractionStatic, in.ChunkedPrefill, 1, float64(kc.CellBytes), in.PageSize, in.MaxTotalTokens, c.ContextLen)
+			sgIn.MemFractionStatic = in.MemFractionStatic
+			sg = SGLangFigures(sgIn)
 			b.FractionFromFlag = true
 		}
 		b.MemFractionStatic = sg.MemFractionStatic

@@ -364,27 +364,58 @@ func CompatUnits(ctx context.Context, kc KVConfig, b *Budget, sg SGLang, context
 	return nil, fmt.Errorf("plan: SGLang-compatible sizing: %s (%d bytes of KV budget at f=%.3f): %w", short, sg.BudgetBytes, sg.MemFractionStatic, e)
 }
 
-// SGLangFigures applies SGLang's §2–§3 arithmetic to readings P and A: the
-// default f for a device of totalBytes (or f when > 0), the budget, tokens
-// for cell bytes per token and R with req_to_token for contextLen.
-func SGLangFigures(totalBytes, p, a int64, f float64, chunk, tp int, cell float64, page, maxTotal, contextLen int) SGLang {
-	in := budget.ReserveInput{GPUMemMiB: float64(totalBytes) / budget.MiB, TP: tp, ChunkedPrefillSize: chunk}
-	s := SGLang{ReserveMiB: budget.ReserveMiB(in), MemFractionStatic: f}
-	if !(f > 0) {
-		s.MemFractionStatic = budget.MemFractionStatic(in)
+// SGLangInput is what SGLang's default arithmetic (spec §2–§3) reads: the
+// device's memory.total, the free-memory readings P and A, the knobs that
+// enter the reserve and the sizing, and the KV cell.
+type SGLangInput struct {
+	TotalBytes, PBytes, ABytes int64
+	// MemFractionStatic > 0 is --mem-fraction-static; 0 takes §2's default.
+	MemFractionStatic float64
+	ChunkedPrefill    int
+	TP                int // 0: 1
+	CellBytes         float64
+	PageSize          int
+	MaxTotalTokens    int
+	ContextLen        int
+	// MLA is SGLang's MLA rule for the default f (§2): the prefill graph's
+	// reserve term is a flat 1536 MiB instead of 8 MiB per bucket (V2's
+	// "H200, MLA" row). LatentLayout tells it from the declared pools.
+	MLA bool
+}
+
+// SGLangFigures applies SGLang's §2–§3 arithmetic to the readings: the
+// default f for the device (or the given f), the budget, tokens for the
+// cell bytes per token and R with req_to_token for the context.
+func SGLangFigures(in SGLangInput) SGLang {
+	ri := budget.ReserveInput{GPUMemMiB: float64(in.TotalBytes) / budget.MiB, TP: in.TP, ChunkedPrefillSize: in.ChunkedPrefill, MLA: in.MLA}
+	s := SGLang{ReserveMiB: budget.ReserveMiB(ri), MemFractionStatic: in.MemFractionStatic}
+	if !(in.MemFractionStatic > 0) {
+		s.MemFractionStatic = budget.MemFractionStatic(ri)
 	}
-	kvb, err := budget.KVBudget(budget.KVBudgetInput{PBytes: p, ABytes: a, MemFractionStatic: s.MemFractionStatic, WorldSize: 1})
+	kvb, err := budget.KVBudget(budget.KVBudgetInput{PBytes: in.PBytes, ABytes: in.ABytes, MemFractionStatic: s.MemFractionStatic, WorldSize: 1})
 	s.SlackGiB = kvb.SlackGiB
 	if err != nil {
 		s.Error = err.Error()
 		return s
 	}
 	s.BudgetBytes = kvb.BudgetBytes
-	s.Tokens = budget.Tokens(kvb.BudgetBytes, cell, page, maxTotal)
-	s.MaxRunning = budget.MaxRunningRequests(s.Tokens, contextLen, 0, 1)
-	s.PaddingBytes = int64(max(1, page)) * int64(cell)
-	s.ReqToTokenBytes = budget.ReqToTokenBytes(s.MaxRunning, contextLen, 0)
+	s.Tokens = budget.Tokens(kvb.BudgetBytes, in.CellBytes, in.PageSize, in.MaxTotalTokens)
+	s.MaxRunning = budget.MaxRunningRequests(s.Tokens, in.ContextLen, 0, 1)
+	s.PaddingBytes = int64(max(1, in.PageSize)) * int64(in.CellBytes)
+	s.ReqToTokenBytes = budget.ReqToTokenBytes(s.MaxRunning, in.ContextLen, 0)
 	return s
+}
+
+// LatentLayout reports whether l declares a latent (MLA) pool: the model
+// is one SGLang serves with its MLA backend, so §2's MLA rule sets the
+// default f.
+func LatentLayout(l *kv.Layout) bool {
+	for _, p := range l.Pools {
+		if p.Kind == sdk.LatentAttention {
+			return true
+		}
+	}
+	return false
 }
 
 func alignUp(n, m int64) int64 { return kv.AlignUp(n, m) }

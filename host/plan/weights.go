@@ -84,3 +84,33 @@ func Reservations(c model.Config, b Budget) []Reservation {
 	}
 	return out
 }
+
+// DecodeRead is the weight bytes one decoded token reads (batch 1): every
+// tensor once, except the token embedding (one row; the whole matrix again
+// when the LM head is tied to it) and the stacked experts (used/experts of
+// each: a token runs its top-k). Bytes are as loaded (Tensor.Bytes: the
+// file's matrix types, vectors in f32), so Bytes × tokens/s is the
+// weight bandwidth a decode benchmark reaches.
+type DecodeRead struct {
+	Bytes      int64 `json:"bytes_per_token"`
+	TotalBytes int64 `json:"total_bytes"`
+	// ExpertsUsed of Experts per MoE layer (0 of 0: dense).
+	ExpertsUsed int `json:"experts_used,omitempty"`
+	Experts     int `json:"experts,omitempty"`
+}
+
+// DecodeBytes is c's DecodeRead over its loaded tensors ts
+// (model.Config.TokenReadBytes per tensor).
+func DecodeBytes(c model.Config, ts []Tensor) DecodeRead {
+	d := DecodeRead{}
+	d.ExpertsUsed, d.Experts = c.ExpertsPerToken()
+	tied := true
+	for _, t := range ts {
+		tied = tied && t.Name != "output.weight"
+	}
+	for _, t := range ts {
+		d.TotalBytes += t.Bytes
+		d.Bytes += c.TokenReadBytes(t.Name, t.Bytes, tied)
+	}
+	return d
+}

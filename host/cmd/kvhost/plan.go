@@ -151,6 +151,10 @@ func planCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	if _, c, ts, err := plan.LoadModel(modelP); err == nil { // an architecture kvhost serves
+		d := plan.DecodeBytes(c, ts)
+		r.Decode = &d
+	}
 	if asJSON {
 		return writeJSON(stdout, r)
 	}
@@ -219,12 +223,26 @@ func writeReport(w io.Writer, r plan.Report) error {
 	if k := r.KVHost; k != nil {
 		fmt.Fprintf(w, "kvhost's own policy: %d tokens, headroom %d B\n", k.Tokens, k.HeadroomBytes)
 	}
+	writeDecodeRead(w, r.Decode)
 	fmt.Fprintf(w, "\nruntime peaks:\n")
 	for _, p := range r.Peaks {
 		fmt.Fprintf(w, "  %-48s %14d B (%.3f GiB)\n", p.Name, p.Bytes, float64(p.Bytes)/ledger.GiB)
 	}
 	_, err := fmt.Fprintf(w, "largest: %s\n", r.Largest)
 	return err
+}
+
+// writeDecodeRead prints the weight bytes one decoded token reads.
+func writeDecodeRead(w io.Writer, d *plan.DecodeRead) {
+	if d == nil || d.TotalBytes == 0 {
+		return
+	}
+	experts := ""
+	if d.Experts > 0 {
+		experts = fmt.Sprintf("; %d of %d experts per MoE layer", d.ExpertsUsed, d.Experts)
+	}
+	fmt.Fprintf(w, "weights read per decoded token (batch 1): %d B of %d B loaded (%.1f%%%s)\n",
+		d.Bytes, d.TotalBytes, 100*float64(d.Bytes)/float64(d.TotalBytes), experts)
 }
 
 func writeBudgetTail(w io.Writer, b plan.Budget) {
@@ -284,6 +302,7 @@ func writeGPUPlan(w io.Writer, r plan.GPUReport) error {
 	if a.Note != "" {
 		fmt.Fprintf(w, "  %s\n", a.Note)
 	}
+	writeDecodeRead(w, r.Decode)
 	fmt.Fprintf(w, "\nruntime moments (tensors live together):\n")
 	ms := append([]plan.Moment(nil), r.Moments...)
 	sort.SliceStable(ms, func(i, j int) bool { return ms[i].AllocatorBytes > ms[j].AllocatorBytes })

@@ -134,6 +134,14 @@ func TestPlanCLIReproducesSpecVectors(t *testing.T) {
 		{"V2 RTX 4090 tp1", compat(L, "--gpu", "RTX4090"), []want{{"sglang.reserve_mib", 7280, 0}, {"sglang.mem_fraction_static", 0.704, 0}}},
 		{"V2 RTX 4090 tp8", compat(L, "--gpu", "RTX4090", "--tp", "8"), []want{{"sglang.reserve_mib", 8400, 0}, {"sglang.mem_fraction_static", 0.658, 0}}},
 		{"V2 H200 MLA tp8", compat(DS, "--gpu", "H200", "--tp", "8"), []want{{"sglang.reserve_mib", 16384, 0}, {"sglang.mem_fraction_static", 0.886, 0}}},
+		// DeepSeek-V2-Lite on an A100-80GB (host/plan's TestDeepseekV2LiteA100
+		// works it by hand): the MLA rule's f, the tokens, and the weight bytes
+		// a decoded token reads: one embedding row, 27 attention blocks (kv_b split
+		// in f32 as loaded), the dense layer, 26 × (router + 6/64 of the experts +
+		// shared experts), the LM head = 5 016 373 248 B.
+		{"V2-Lite A100", compat(config("deepseek-v2-lite"), "--gpu", "A100-80GB"), []want{{"sglang.reserve_mib", 14976, 0},
+			{"sglang.mem_fraction_static", 0.817, 0}, {"sglang.tokens", 1224423, 0}, {"decode_read.bytes_per_token", 5016373248, 0},
+			{"decode_read.experts_used", 6, 0}, {"decode_read.experts", 64, 0}}},
 		{"V2 H100 post-capture", compat(L, "--gpu", "H100-80GB", "--post-capture"), []want{{"sglang.reserve_mib", 1664, 0}, {"sglang.mem_fraction_static", 0.980, 0}}},
 		{"V2 H100 no prefill graph", compat(L, "--gpu", "H100-80GB", "--disable-prefill-graph"), []want{{"sglang.reserve_mib", 13440, 0}, {"sglang.mem_fraction_static", 0.835, 0}}},
 		{"V2 H200 decode graph bs 64", compat(L, "--gpu", "H200", "--cuda-graph-max-bs", "64"), []want{{"sglang.reserve_mib", 13520, 0}, {"sglang.mem_fraction_static", 0.906, 0}}},

@@ -211,7 +211,7 @@ func TestPrefixCacheEqualsRecompute(t *testing.T) {
 		{"stories260K", testmodels.MustStories260K(t), 3, 36, FCFS},
 		// MLA's latent pool (one row per token) and routed experts
 		{"gen-model deepseek3 tiny, latent pool", archModel(t, "deepseek3"), 100, 36, FCFS},
-		{"gen-model qwen3moe tiny", archModel(t, "qwen3moe"), 100, 36, LPM},
+		{"gen-model qwen3moe tiny", archModel(t, "qwen3moe"), 100, 28, LPM},
 		// Window pools (16 tokens; pages of 4): Gemma 2 beside a full
 		// pool, Mistral alone (every layer slides); prompts of 25 to 57
 		// tokens decode past the window, so sequences trim their windows,

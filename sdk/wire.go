@@ -174,7 +174,20 @@ type HostFacts struct {
 	// size window or state pools from them instead of a memory ratio.
 	MaxRunningRequests int64 `json:"max_running_requests"`
 	ChunkedPrefill     int64 `json:"chunked_prefill_size"`
+	// SGLangCompat asks for SGLang's sizing where a configurator's own
+	// differs (the host's --sglang-compat): a hybrid sliding-window
+	// model's window pool then takes swa_full_tokens_ratio of the full
+	// pool's tokens instead of what MaxRunningRequests sequences can hold.
+	SGLangCompat bool `json:"sglang_compat,omitempty"`
 }
+
+// WindowPages is the most pages one sequence holds of a sliding-window
+// pool of window tokens in pages of page tokens when one forward adds at
+// most chunk tokens to it: the pages covering the window − 1 tokens before
+// the chunk and the chunk itself, at any alignment (the host releases the
+// pages that fall out of the window). The host's pools and the
+// configurators' sizing share this figure.
+func WindowPages(window, chunk, page int64) int64 { return (window-1+chunk)/page + 2 }
 
 // Defaults of the sizing ratios a host may leave at 0 (spec §3).
 const (

@@ -23,7 +23,7 @@ var _ guest.Configurator = SWA{}
 // Describe implements guest.Configurator.
 func (SWA) Describe() sdk.Descriptor {
 	return sdk.Descriptor{
-		Name: "swa", Version: "2.0.0", Kind: sdk.KindConfigurator, ABI: sdk.ABIVersion,
+		Name: "swa", Version: "2.1.0", Kind: sdk.KindConfigurator, ABI: sdk.ABIVersion,
 		Architectures: []string{
 			"GptOssForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM",
 			"Gemma3ForConditionalGeneration", "Cohere2ForCausalLM",
@@ -143,6 +143,12 @@ func (SWA) Plan(in sdk.ConfigureInput) (*Plan, error) {
 		return tokenPlan(swa, page)
 	}
 	pools := []sdk.Pool{fp, sp}
+	if h := in.Host; !h.SGLangCompat && h.MaxRunningRequests > 0 {
+		w := WindowPoolTokens(window, h.ChunkedPrefill, page, h.ContextLength, h.MaxRunningRequests)
+		return &Plan{pools: pools, size: func(avail, tokenCap, _ int64) (map[string]int64, error) {
+			return windowSize(fp.BytesPerUnit, sp.BytesPerUnit, w, window, page, avail, tokenCap)
+		}}, nil
+	}
 	ratio := in.Host.SWAFullTokensRatio
 	if ratio == 0 {
 		ratio = SWARatio
@@ -150,6 +156,61 @@ func (SWA) Plan(in sdk.ConfigureInput) (*Plan, error) {
 	return &Plan{pools: pools, size: func(avail, tokenCap, _ int64) (map[string]int64, error) {
 		return swaSize(fp.BytesPerUnit, sp.BytesPerUnit, ratio, window, page, avail, tokenCap)
 	}}, nil
+}
+
+// WindowPoolTokens is the window pool kvhost's own policy asks for: each
+// of reqs running sequences holds at most sdk.WindowPages of it with chunk
+// tokens per forward (0: a whole context) and no more than its context's
+// pages (the engine admits a sequence only when the pool has that many
+// free: engine pagesToAdmit), plus one page for the decode graphs' padding
+// writes. SGLang's fixed cap (spec §3: with an explicit
+// max_running_requests, radix cache off and chunked prefill,
+// swa = ceil_page(reqs·(window + eviction_interval·draft + page +
+// decode_alloc) + inflight_chunks·chunk + page)) is the same idea, which
+// kvhost applies always: its engine frees every sequence's out-of-window
+// pages before each forward, prefix cache on or off.
+func WindowPoolTokens(window, chunk, page, context, reqs int64) int64 {
+	if chunk <= 0 {
+		chunk = context
+	}
+	ctxPages := (context + page - 1) / page
+	perSeq := min(sdk.WindowPages(min(window, context), min(chunk, context), page), ctxPages)
+	return (reqs*perSeq + 1) * page
+}
+
+// windowSize is kvhost's own hybrid split: the window pool gets want
+// tokens (WindowPoolTokens), or as many as the full pool if that is less,
+// and the full pool the rest of the budget (capped, page-floored). A
+// sequence holds no more window pages than full-pool pages (its window
+// table covers a subset of its positions), so a window pool the size of
+// the full pool never runs out first, and one above want only sits idle.
+// Against swa_full_tokens_ratio's 0.8·full this never starves the window
+// pool (the ratio does when short sequences fill the full pool) and gives
+// long contexts the memory the ratio leaves idle in it.
+func windowSize(fullBytes, swaBytes, want, window, page, avail, tokenCap int64) (map[string]int64, error) {
+	cell := fullBytes + swaBytes
+	even := max(0, avail) / cell // both pools the same size
+	if tokenCap > 0 {
+		even = min(even, tokenCap)
+	}
+	even = even / page * page
+	fullT, swaT := even, even
+	if even > want { // then want·swaBytes < avail: no overflow
+		fullT = (avail - want*swaBytes) / fullBytes
+		if tokenCap > 0 {
+			fullT = min(fullT, tokenCap)
+		}
+		fullT = fullT / page * page
+		swaT = min(want/page*page, fullT)
+	}
+	if fullT == 0 {
+		return nil, fmt.Errorf("layout: not enough memory: %d bytes at %d bytes per token hold no page of %d tokens", avail, cell, page)
+	}
+	if window+page >= swaT {
+		return nil, fmt.Errorf("layout: swa pool of %d tokens cannot hold sliding_window %d + page %d; give the KV cache more memory",
+			swaT, window, page)
+	}
+	return map[string]int64{PoolFull: fullT, PoolSWA: swaT}, nil
 }
 
 // swaSize is spec §3's hybrid rule: cell = F·(nf+draft) + r·S·ns (float),

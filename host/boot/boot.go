@@ -246,7 +246,7 @@ func Build(f Config, log *slog.Logger, stdout io.Writer) (*Stack, error) {
 		return fail(err)
 	}
 	kc, err := plan.ConfigureKV(context.Background(), reg, plan.KVRequest{Config: c, HFConfig: hfc, KVDType: f.KVCacheDType, PageSize: f.PageSize,
-		MaxRunning: f.MaxRunning, ChunkedPrefill: f.ChunkedPrefill})
+		MaxRunning: f.MaxRunning, ChunkedPrefill: f.ChunkedPrefill, SGLangCompat: f.SGLangCompat})
 	if err != nil {
 		return fail(fmt.Errorf("boot: KV configurator: %w", err))
 	}

@@ -168,7 +168,14 @@ func TestPlanMatchesServe(t *testing.T) {
 		cases = append(cases, struct {
 			name string
 			cfg  func(t *testing.T) Config
-		}{arch + " graphs", func(t *testing.T) Config { c := baseConfig(model, 256<<20); c.GraphMaxBS = 4; return c }})
+		}{arch + " graphs", func(t *testing.T) Config { c := baseConfig(model, 256<<20); c.GraphMaxBS = 4; return c }}, struct {
+			name string
+			cfg  func(t *testing.T) Config
+		}{arch + " compat", func(t *testing.T) Config { // swa_full_tokens_ratio's split
+			c := baseConfig(model, 256<<20)
+			c.SGLangCompat, c.MemFractionStatic = true, 0.7
+			return c
+		}})
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

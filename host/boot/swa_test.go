@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kvhost/kvhost/configurators/layout"
 	"github.com/kvhost/kvhost/host/engine"
 	"github.com/kvhost/kvhost/host/ledger"
 	"github.com/kvhost/kvhost/host/model/synth"
@@ -207,4 +208,86 @@ func run(t *testing.T, s *Stack, r engine.Request) [][]int32 {
 		}
 	}
 	return out
+}
+
+// TestSWAWindowPoolServesMaxRunning: kvhost's own split gives a hybrid
+// model's window pool exactly what max_running_requests sequences hold
+// (layout.WindowPoolTokens: (window − 1 + chunk)/page + 2 pages each, plus
+// the graphs' padding page), and that is enough: four requests decoding
+// far past the window (generated Gemma 2, window 16, chunks of 32, pages
+// of 16, a roomy full pool) all run at once, none waits for window pages
+// at admission and none is preempted, prefix cache on or off. The peak
+// of window pages in use is logged: below the pool, as only one prefill
+// chunk runs per step (the step's token budget is one chunk) and decoding
+// sequences hold (window − 1 + 1)/page + 2 pages at most.
+func TestSWAWindowPoolServesMaxRunning(t *testing.T) {
+	spec, err := synth.ArchPreset("gemma2", "tiny", "f32")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := writeSpec(t, spec)
+	for _, radix := range []bool{false, true} {
+		t.Run(fmt.Sprintf("radix=%v", radix), func(t *testing.T) {
+			cfg := baseConfig(path, 256<<20)
+			cfg.MaxRunning, cfg.ChunkedPrefill, cfg.DisableRadixCache = 4, 32, !radix
+			s, err := Build(cfg, nil, os.Stdout)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close(context.Background())
+			win := -1
+			for i, st := range s.Pools.Stats() {
+				if st.Kind == sdk.SlidingWindow {
+					win = i
+				}
+			}
+			if win < 0 {
+				t.Fatalf("pools %+v: no window pool", s.Pools.Stats())
+			}
+			ws := s.Pools.Stats()[win]
+			want := layout.WindowPoolTokens(int64(ws.Window), 32, 16, int64(spec.ContextLen), 4)
+			if want != int64(4*((ws.Window-1+32)/16+2)+1)*16 || int64(ws.CapacityTokens) != want {
+				t.Fatalf("window pool of %d tokens (window %d), want %d", ws.CapacityTokens, ws.Window, want)
+			}
+			stop, worst, peak := make(chan struct{}), 0, 0
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					case <-time.After(time.Millisecond):
+					}
+					es := s.Engine.Stats()
+					worst, peak = max(worst, es.Running), max(peak, es.Pools[win].Pages-es.Pools[win].FreePages-es.Pools[win].CachedPages)
+				}
+			}()
+			var rw sync.WaitGroup
+			for i := range 4 {
+				rw.Add(1)
+				p := []int32{1, int32(40 + i)}
+				for j := range 58 {
+					p = append(p, int32(600+(j*13+i*7)%300))
+				}
+				go func() {
+					defer rw.Done()
+					if got := run(t, s, engine.Request{Prompt: p, MaxTokens: 120, IgnoreEOS: true}); len(got) != 1 || len(got[0]) != 120 {
+						t.Errorf("request %d: %d choices", i, len(got))
+					}
+				}()
+			}
+			rw.Wait()
+			close(stop)
+			wg.Wait()
+			if es := s.Engine.Stats(); es.Preemptions != 0 || worst != 4 {
+				t.Errorf("%d preemptions, at most %d running at once; want 0 and 4 on a window pool of %d tokens", es.Preemptions, worst, ws.CapacityTokens)
+			}
+			t.Logf("window pool %d pages, at most %d in use by running requests", ws.Pages, peak)
+			if err := ledger.Check(s.Ledger.Snapshot()); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
 }

@@ -76,7 +76,7 @@ func (p *Pool) validPage(pg int32) bool { return pg >= 0 && int(pg) < p.numPages
 func (p *Pool) MaxPages(tokens, chunk int) int {
 	n := p.PagesFor(tokens)
 	if p.windowed() && chunk > 0 {
-		n = min(n, (p.layout.Window-1+chunk)/p.layout.PageSize+2)
+		n = min(n, int(sdk.WindowPages(int64(p.layout.Window), int64(chunk), int64(p.layout.PageSize))))
 	}
 	return n
 }

@@ -89,56 +89,70 @@ func BenchmarkSWA(b *testing.B) {
 
 // TestSWASequencesPerGiB: how many 8,192-token sequences a KV budget of
 // f16 holds (1 GiB for gpt-oss-20b; 8 GiB for Gemma-2-9B, of which one
-// such sequence takes 2.1 GB) with the window pool (a sequence keeps every token of the full
-// layers, at most window + 2 pages of each sliding layer: what the engine's
-// trimming leaves, TestSWAMatchesFloat64Reference's bound) against the same
-// model served as full attention, for the published Gemma-2-9B and
-// gpt-oss-20b configs with the swa configurator's cells. The window-pool
-// figure is what a split sized to those sequences gives; SGLang's split
-// (swa_full_tokens_ratio 0.8: the window pool gets 0.8 of the full pool's
-// tokens, the configurator's own Size) holds only as many as full
-// attention, since 8k-token sequences exhaust its full pool while they use
-// under 1% of its window pool: 0.8 is a ratio for short contexts.
+// such sequence takes 2.1 GB) for the published Gemma-2-9B and
+// gpt-oss-20b configs with the swa configurator's cells: as full
+// attention; with the window pool, where a sequence keeps every token of
+// the full layers and at most sdk.WindowPages of each sliding layer (what
+// the engine's trimming leaves with prefill chunks of chunk tokens,
+// kv.Pool.MaxPages), computed here from the cells; with SGLang's split
+// (--sglang-compat: swa_full_tokens_ratio 0.8, the window pool gets 0.8 of
+// the full pool's tokens), which holds only as many as full attention,
+// since 8k-token sequences exhaust its full pool while they use under 1%
+// of its window pool: 0.8 is a ratio for short contexts; and with the
+// split serve uses by default (max_running_requests sequences' window
+// pages in the window pool, the rest in the full pool), which serves as
+// many as the window pool allows when max_running_requests asks for them.
 func TestSWASequencesPerGiB(t *testing.T) {
 	const gib, ctx, page = 1 << 30, 8192, 16
 	for _, tc := range []struct {
 		name       string
 		budget     int64
-		window, sw int64 // sliding window; sequences with the window pool
+		window     int64
+		chunk      int64
+		sw         int64 // sequences with the window pool
 		full       int64 // as full attention
 		ratio      int64 // with SGLang's 0.8 split
+		defaultRun int64 // served with serve's default 32 running requests
 	}{
-		{"gemma-2-9b-it", 8 * gib, 4096, 4, 3, 3}, {"gpt-oss-20b", gib, 128, 5, 2, 2},
+		{"gemma-2-9b-it", 8 * gib, 4096, 16, 4, 3, 3, 3}, {"gemma-2-9b-it", 8 * gib, 4096, 512, 3, 3, 3, 3},
+		{"gpt-oss-20b", gib, 128, 16, 5, 2, 2, 4}, {"gpt-oss-20b", gib, 128, 512, 4, 2, 2, 2},
 	} {
-		plan, err := layout.SWA{}.Plan(sdk.ConfigureInput{Model: readConfig(t, tc.name), Host: sdk.HostFacts{KVDType: sdk.KVFP16, PageSize: page}.WithDefaults()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var full, swa int64
-		for _, p := range plan.Pools() {
-			if p.Kind == sdk.SlidingWindow {
-				swa = p.BytesPerUnit
-			} else {
-				full = p.BytesPerUnit
+		sized := func(h sdk.HostFacts) (fullB, swaB int64, units map[string]int64) {
+			h.KVDType, h.PageSize, h.ContextLength, h.ChunkedPrefill = sdk.KVFP16, page, ctx, tc.chunk
+			plan, err := layout.SWA{}.Plan(sdk.ConfigureInput{Model: readConfig(t, tc.name), Host: h.WithDefaults()})
+			if err != nil {
+				t.Fatal(err)
 			}
+			for _, p := range plan.Pools() {
+				if p.Kind == sdk.SlidingWindow {
+					swaB = p.BytesPerUnit
+				} else {
+					fullB = p.BytesPerUnit
+				}
+			}
+			if units, err = plan.Size(tc.budget, 0, 0); err != nil {
+				t.Fatal(err)
+			}
+			return fullB, swaB, units
 		}
-		perSeq := ctx*full + min(ctx, (tc.window/page+2)*page)*swa
-		withWindow, asFull := tc.budget/perSeq, tc.budget/(ctx*(full+swa))
-		t.Logf("%s: %d B/token full layers, %d B/token sliding layers: %d sequences of 8k tokens in %d GiB with the window pool, %d as full attention",
-			tc.name, full, swa, withWindow, tc.budget/gib, asFull)
-		if withWindow != tc.sw || asFull != tc.full {
-			t.Errorf("%s: %d with the window, %d as full attention; want %d and %d", tc.name, withWindow, asFull, tc.sw, tc.full)
-		}
-		units, err := plan.Size(tc.budget, 0, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		perWindow := min(ctx, (tc.window/page+2)*page)
+		full, swa, units := sized(sdk.HostFacts{SGLangCompat: true})
+		perWindow := min(ctx, sdk.WindowPages(tc.window, tc.chunk, page)*page)
+		withWindow, asFull := tc.budget/(ctx*full+perWindow*swa), tc.budget/(ctx*(full+swa))
 		atRatio := min(units["full"]/ctx, units["swa"]/perWindow)
-		t.Logf("%s: SGLang's 0.8 split: %d full-pool and %d window-pool tokens: %d sequences (the window pool would hold %d)",
-			tc.name, units["full"], units["swa"], atRatio, units["swa"]/perWindow)
-		if atRatio != tc.ratio {
-			t.Errorf("%s: %d sequences with SGLang's split, want %d", tc.name, atRatio, tc.ratio)
+		t.Logf("%s, chunk %d: %d B/token full layers, %d B/token sliding layers: %d sequences of 8k tokens in %d GiB with the window pool, %d as full attention; SGLang's 0.8 split: %d full-pool and %d window-pool tokens: %d sequences",
+			tc.name, tc.chunk, full, swa, withWindow, tc.budget/gib, asFull, units["full"], units["swa"], atRatio)
+		if withWindow != tc.sw || asFull != tc.full || atRatio != tc.ratio {
+			t.Errorf("%s, chunk %d: %d with the window, %d as full attention, %d with SGLang's split; want %d, %d and %d",
+				tc.name, tc.chunk, withWindow, asFull, atRatio, tc.sw, tc.full, tc.ratio)
+		}
+		for _, r := range []int64{withWindow, 32} {
+			_, _, units := sized(sdk.HostFacts{MaxRunningRequests: r})
+			served := min(r, units["full"]/ctx, units["swa"]/perWindow)
+			t.Logf("%s, chunk %d: kvhost's split for %d running requests: %d full-pool and %d window-pool tokens: %d sequences",
+				tc.name, tc.chunk, r, units["full"], units["swa"], served)
+			if want := map[bool]int64{true: tc.sw, false: tc.defaultRun}[r == withWindow]; served != want {
+				t.Errorf("%s, chunk %d: %d sequences with kvhost's split for %d running requests, want %d", tc.name, tc.chunk, served, r, want)
+			}
 		}
 	}
 }

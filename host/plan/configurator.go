@@ -84,6 +84,9 @@ type KVRequest struct {
 	TP             int
 	MaxRunning     int
 	ChunkedPrefill int
+	// SGLangCompat asks the configurator for SGLang's sizing (spec §3)
+	// where its own differs (sdk.HostFacts.SGLangCompat).
+	SGLangCompat bool
 }
 
 // KVConfig is the KV layout a configurator plugin declared for a model,
@@ -141,7 +144,8 @@ func ConfigureKV(ctx context.Context, reg *plugin.Registry, req KVRequest) (KVCo
 	}
 	tp := max(1, req.TP)
 	p, l, err := reg.Configure(ctx, arch, dtype, sdk.ConfigureInput{Model: cfg, Host: sdk.HostFacts{KVDType: dtype, PageSize: int64(req.PageSize), TPSize: int64(tp),
-		ContextLength: int64(c.ContextLen), MaxRunningRequests: int64(max(0, req.MaxRunning)), ChunkedPrefill: int64(max(0, req.ChunkedPrefill))}})
+		ContextLength: int64(c.ContextLen), MaxRunningRequests: int64(max(0, req.MaxRunning)), ChunkedPrefill: int64(max(0, req.ChunkedPrefill)),
+		SGLangCompat: req.SGLangCompat}})
 	if err != nil {
 		return KVConfig{}, err
 	}

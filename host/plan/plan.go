@@ -152,7 +152,7 @@ func planCPU(in Input) (Report, error) {
 	}
 	ctx := context.Background()
 	kc, err := ConfigureKV(ctx, reg, KVRequest{Config: c, HFConfig: in.HFConfig, KVDType: in.KVDType, PageSize: in.PageSize,
-		MaxRunning: in.MaxRunning, ChunkedPrefill: in.ChunkedPrefill})
+		MaxRunning: in.MaxRunning, ChunkedPrefill: in.ChunkedPrefill, SGLangCompat: in.SGLangCompat})
 	if err != nil {
 		return Report{}, fmt.Errorf("plan: KV configurator: %w", err)
 	}

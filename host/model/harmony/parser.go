@@ -169,10 +169,19 @@ func (p *Parser) text(d *Delta, s string) {
 			p.emit(d, s)
 			return
 		}
-		p.header.WriteString(s)
-		if p.header.Len() > maxHeader {
+		// The header overflows at its (maxHeader+1)-th byte wherever the
+		// text was split: cut there, read the header as malformed and
+		// the rest as its body.
+		if over := p.header.Len() + len(s) - (maxHeader + 1); over >= 0 {
+			k := max(len(s)-over, 0)
+			p.header.WriteString(s[:k])
 			p.malformed(d, true)
+			if k < len(s) {
+				p.text(d, s[k:])
+			}
+			return
 		}
+		p.header.WriteString(s)
 	}
 }
 

@@ -216,14 +216,7 @@ func (r *Registry) Kind(name string) (string, error) {
 		// A built-in: its export section is read as a stream, the
 		// bytes are not copied.
 		exports, err := src.exports()
-		if err != nil {
-			return "", refused(name, "instrument", err)
-		}
-		k, err := kindOf(name, exports, configuratorKind)
-		if err != nil {
-			return "", refused(name, "exports", err)
-		}
-		return k.name, nil
+		return kindName(name, exports, err)
 	}
 	return r.rt.KindOf(name, src.wasm)
 }

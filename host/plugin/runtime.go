@@ -166,6 +166,12 @@ func (r *Runtime) fuelOptions(k *kindSpec) fuel.Options {
 // does). name labels errors.
 func (r *Runtime) KindOf(name string, wasm []byte) (string, error) {
 	exports, err := fuel.Exports(wasm)
+	return kindName(name, exports, err)
+}
+
+// kindName is KindOf's answer from a module's exports, however they were
+// read (err: reading them failed).
+func kindName(name string, exports []string, err error) (string, error) {
 	if err != nil {
 		return "", refused(name, "instrument", err)
 	}

@@ -43,27 +43,7 @@ func writeArchBPE(t *testing.T, arch string) string { return writeBPE(t, arch, "
 // writeHybridBPE is writeHybrid with the BPE tokenizer.
 func writeHybridBPE(t testing.TB, arch, size string) string {
 	t.Helper()
-	base, moe := strings.CutSuffix(arch, "-moe") // as writeHybrid
-	s, err := synth.HybridPreset(base, size, "f32")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if moe {
-		s.Experts, s.ExpertsUsed, s.ExpertFF = 4, 2, s.FF/2
-	}
-	s.Tokenizer = "bpe"
-	path := filepath.Join(t.TempDir(), arch+"-"+size+"-bpe.gguf")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := synth.WriteHybrid(f, s); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return writeHybridTok(t, arch, size, "bpe")
 }
 
 // TestExportHFTokenizer: the exported tokenizer.json and

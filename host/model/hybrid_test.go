@@ -27,6 +27,13 @@ var hybridArchs = []string{"nemotron_h", "granitehybrid", "granitehybrid-moe"}
 
 func writeHybrid(t testing.TB, arch, size string) string {
 	t.Helper()
+	return writeHybridTok(t, arch, size, "")
+}
+
+// writeHybridTok writes the hybrid preset arch ("-moe": Granite's MoE
+// variant) of size with tokenizer tok ("": the preset's SentencePiece).
+func writeHybridTok(t testing.TB, arch, size, tok string) string {
+	t.Helper()
 	base, moe := strings.CutSuffix(arch, "-moe")
 	s, err := synth.HybridPreset(base, size, "f32")
 	if err != nil {
@@ -35,7 +42,11 @@ func writeHybrid(t testing.TB, arch, size string) string {
 	if moe {
 		s.Experts, s.ExpertsUsed, s.ExpertFF = 4, 2, s.FF/2
 	}
-	path := filepath.Join(t.TempDir(), arch+"-"+size+".gguf")
+	name := arch + "-" + size + ".gguf"
+	if tok != "" {
+		s.Tokenizer, name = tok, arch+"-"+size+"-"+tok+".gguf"
+	}
+	path := filepath.Join(t.TempDir(), name)
 	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)

@@ -64,6 +64,7 @@ func (h *harness) check(what string) {
 	if h.rec != nil && !sameDigests(h.rec.live, h.ref.digests()) {
 		h.t.Fatalf("after %s: %d live digests, the reference's prefixes have %d", what, len(h.rec.live), len(h.ref.digests()))
 	}
+	h.tree.Refresh() // as the engine does once a step's windows are trimmed
 	st := h.tree.Stats()
 	tokens, evictTokens := 0, 0
 	pages, evictable := make([]int, len(h.ref.pools)), make([]int, len(h.ref.pools))
@@ -83,6 +84,11 @@ func (h *harness) check(what string) {
 			if e.lock == 0 {
 				evictable[i] += n
 			}
+		}
+	}
+	for i := range h.ref.pools {
+		for _, js := range h.spare(i) {
+			evictable[i] += len(js)
 		}
 	}
 	if st.Tokens != tokens || st.EvictableTokens != evictTokens || !slices.Equal(st.Pages, pages) || !slices.Equal(st.Evictable, evictable) {
@@ -127,6 +133,51 @@ func (h *harness) grow(s *hseq) {
 			}
 		}
 	}
+	// Once s trimmed every window page of the prefix it locks, it gives up
+	// its hold on them (the engine's trimKV).
+	windows, past := false, s.h.Win()
+	for _, p := range h.ref.pools {
+		if p.Kind == Window {
+			windows, past = true, past && len(s.tokens)-p.Window+1 >= s.h.Tokens()
+		}
+	}
+	if windows && past {
+		h.tree.ReleaseWindow(&s.h)
+	}
+}
+
+// spare is the reference's account of window pool i's spare pages (the
+// rule in window.go, from the sequences rather than the tree): for every
+// locked prefix, the indexes of its last block's pages that no sequence's
+// table holds and that no window-holding sequence whose locked prefix runs
+// through the block reads — one reads page g while its prefix ends before
+// (g+1)·PageSize + Window − 1.
+func (h *harness) spare(i int) map[string][]int {
+	p := h.ref.pools[i]
+	out := map[string][]int{}
+	if p.Kind != Window {
+		return out
+	}
+	for k, e := range h.ref.m {
+		if e.lock == 0 {
+			continue
+		}
+		L := len(k) / 4
+		for j, pg := range e.pages[i] {
+			if pg == Released || h.fp.Shared(i, pg) {
+				continue
+			}
+			g := (L-h.ref.block)/p.PageSize + j
+			read := slices.ContainsFunc(h.seqs, func(s *hseq) bool {
+				end := s.h.Tokens()
+				return s.h.Win() && end >= L && key(s.tokens[:L]) == k && end < (g+1)*p.PageSize+p.Window-1
+			})
+			if !read {
+				out[k] = append(out[k], j)
+			}
+		}
+	}
+	return out
 }
 
 // unshare gives s a private copy of a shared page it is about to write
@@ -251,6 +302,8 @@ func (h *harness) release(i int) {
 // evict runs Evict and checks it against the reference's invariants, then
 // brings the reference in step with what the tree removed.
 func (h *harness) evict(pool, want int) {
+	h.tree.Refresh()
+	spareBefore := h.spare(pool)
 	before := content(h.tree)
 	h.fp.clearLog()
 	got := h.tree.Evict(pool, want)
@@ -265,7 +318,12 @@ func (h *harness) evict(pool, want int) {
 		if e.lock != 0 {
 			h.t.Fatalf("evict freed locked prefix %v", decode(k))
 		}
-		maxGone = max(maxGone, e.access)
+		if !h.ref.states() || h.ref.fullSet(e) {
+			// A state tree's prefix without snapshots goes with the
+			// last child it was kept for (nothing resumes from it),
+			// whenever that child was used: it is not a choice.
+			maxGone = max(maxGone, e.access)
+		}
 		for i, p := range h.ref.pools {
 			if i == pool {
 				if p.tokens() {
@@ -277,8 +335,41 @@ func (h *harness) evict(pool, want int) {
 		}
 		h.ref.drop(k, released)
 	}
-	if got != gone {
-		h.t.Fatalf("evict(%d, %d) says %d, removed prefixes held %d", pool, want, got, gone)
+	// Pages released from prefixes that stay are punched holes: each must
+	// have been spare in pool, and the reference's block gets the hole.
+	punched := 0
+	var maxPunched uint64
+	for k, e := range h.ref.m {
+		for i, p := range h.ref.pools {
+			if !p.tokens() {
+				continue
+			}
+			for j, pg := range e.pages[i] {
+				if pg == Released || after[k].pages[i][j] != Released {
+					continue
+				}
+				if i != pool || !slices.Contains(spareBefore[k], j) {
+					h.t.Fatalf("evict(%d, %d) punched page %d of %v in pool %d, which was not spare (spare: %v)", pool, want, pg, decode(k), i, spareBefore[k])
+				}
+				released[i] = append(released[i], pg)
+				e.pages[i][j] = Released
+				punched++
+				maxPunched = max(maxPunched, e.access)
+			}
+		}
+	}
+	if got != gone+punched {
+		h.t.Fatalf("evict(%d, %d) says %d, removed prefixes held %d and %d were punched", pool, want, got, gone, punched)
+	}
+	spareLeft := 0
+	for k, js := range h.spare(pool) {
+		spareLeft += len(js)
+		if punched > 0 && h.ref.m[k].access < maxPunched {
+			h.t.Fatalf("evict punched a prefix used at %d and kept spare pages of %v used at %d: not least recently used first", maxPunched, decode(k), h.ref.m[k].access)
+		}
+	}
+	if got < want && spareLeft > 0 {
+		h.t.Fatalf("evict(%d, %d) stopped at %d with %d spare pages left", pool, want, got, spareLeft)
 	}
 	for i := range h.ref.pools {
 		if !slices.Equal(sorted(h.fp.rel[i]), sorted(released[i])) {
@@ -298,7 +389,7 @@ func (h *harness) evict(pool, want int) {
 			}
 		}
 	}
-	if got < want && evictableLeft {
+	if (got < want || punched > 0) && evictableLeft {
 		h.t.Fatalf("evict(%d, %d) stopped at %d with unlocked leaves left", pool, want, got)
 	}
 	h.check("evict")

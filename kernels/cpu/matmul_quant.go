@@ -48,6 +48,11 @@ func (t *qmatTask) rows(r0, r1, i0, i1 int) {
 		n := min(qmRowGroup, r1-g)
 		wg := t.w.Data[g*t.rb : (g+n)*t.rb]
 		i := i0
+		for ; i+8 <= i1; i += 8 {
+			if !vecDot8RowsSIMD(t.w.Type, wg, t.rb, n, t.xq[i*t.xrb:(i+8)*t.xrb], t.xrb, t.xrb/actBlockBytes(t.w.Type), t.out[i*rows+g:], rows) {
+				break
+			}
+		}
 		for ; i+4 <= i1; i += 4 {
 			if !vecDot4RowsSIMD(t.w.Type, wg, t.rb, n, t.xq[i*t.xrb:(i+4)*t.xrb], t.xrb, t.xrb/actBlockBytes(t.w.Type), t.out[i*rows+g:], rows) {
 				break

@@ -227,8 +227,10 @@ func TestMatMulQuant(t *testing.T) {
 		}
 		for _, rows := range []int{5, 37} {
 			w := Matrix{Type: typ, Rows: rows, Cols: cols, Data: randomBlocks(r, typ, rows*cols/typ.BlockSize())}
-			// 70 rows span two activation-row blocks (qmXBlock).
-			for _, m := range []int{1, 3, 16, 70} {
+			// 70 rows span two activation-row blocks (qmXBlock); 11 is
+			// one eight-row tile and three single rows, 70's second
+			// block a four-row tile and two single rows.
+			for _, m := range []int{1, 3, 11, 16, 70} {
 				x := randVec(r, m*cols, 2)
 				want, tol := quantMatMulRef(typ, x, m, w)
 				cases = append(cases, qcase{w, m, x, want, tol})

@@ -1,0 +1,38 @@
+//go:build amd64
+
+package cpu
+
+// The AVX-512 eight-activation-row kernels (qgemm512_amd64.s): the
+// quantized GEMM's inner tile for m ≥ 8 on CPUs with AVX-512 VNNI. Each
+// sets out[r + i·os] = weight row r (of n, rb bytes apart) · activation
+// row i (x + i·xs bytes, nb blocks) for i < 8.
+
+//go:noescape
+func dot8RowsQ4KAVX512(w *byte, rb, n int, x *byte, xs, nb int, out *float32, os int)
+
+//go:noescape
+func dot8RowsQ6KAVX512(w *byte, rb, n int, x *byte, xs, nb int, out *float32, os int)
+
+// dot8RowsAVX512 holds the formats with an eight-row kernel; the others
+// take four rows at a time (dot4RowsAVX2).
+var dot8RowsAVX512 = [numDTypes]dot4RowsFunc{
+	Q4_K: dot8RowsQ4KAVX512, Q6_K: dot8RowsQ6KAVX512,
+}
+
+// vecDot8RowsSIMD dots n weight rows with eight activation rows (xq,
+// xq+xs, …; nb blocks each) into out[r + i·os] and reports whether an
+// eight-row kernel did it (AVX-512 VNNI only: useQ512).
+func vecDot8RowsSIMD(t DType, w []byte, rb, n int, xq []byte, xs, nb int, out []float32, os int) bool {
+	f := dot8RowsAVX512[t]
+	if !useSIMD || !useQ512 || f == nil || n == 0 || nb == 0 {
+		return false
+	}
+	if rb < nb*t.BlockBytes() || xs < nb*actBlockBytes(t) {
+		panic("cpu: quantized row stride shorter than a row")
+	}
+	_ = w[(n-1)*rb+nb*t.BlockBytes()-1]
+	_ = xq[7*xs+nb*actBlockBytes(t)-1]
+	_ = out[7*os+n-1]
+	f(&w[0], rb, n, &xq[0], xs, nb, &out[0], os)
+	return true
+}

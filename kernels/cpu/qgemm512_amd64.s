@@ -333,3 +333,184 @@ q6kblk:
 	JNZ q6krow
 	VZEROUPPER
 	RET
+
+DATA hex80g<>+0(SB)/8, $0x8080808080808080
+DATA hex80g<>+8(SB)/8, $0x8080808080808080
+DATA hex80g<>+16(SB)/8, $0x8080808080808080
+DATA hex80g<>+24(SB)/8, $0x8080808080808080
+DATA hex80g<>+32(SB)/8, $0x8080808080808080
+DATA hex80g<>+40(SB)/8, $0x8080808080808080
+DATA hex80g<>+48(SB)/8, $0x8080808080808080
+DATA hex80g<>+56(SB)/8, $0x8080808080808080
+GLOBL hex80g<>(SB), RODATA|NOPTR, $64
+
+// Q8_0 takes weight rows in pairs (A at SI, B at SI+rb), two blocks (64
+// values) per step, each activation row's codes made unsigned once
+// (x+128, a flip of the top bit) and shared by both weight rows:
+// VPDPBUSD(x+128, w) = Σ x·w + 128·Σ w, so each pair's int32 sums start
+// from −128·Σ w (per weight row, made once per step) and are exact.
+// Row A's float sums are Z16–Z23, row B's Z24–Z31; Z15 holds 0x80 bytes,
+// Z14 zero, K1 the upper eight lanes.
+
+// Q8WSIDE(wr, codes, negc, dw): the weight row's 64 codes, −128·Σ w per
+// four codes, and [d_A ×8 | d_B ×8].
+#define Q8WSIDE(wr, codes, negc, dw, xdw, ydw) \
+	VMOVDQU      2 wr, Y10               \
+	VINSERTI64X4 $1, 36 wr, Z10, codes   \
+	VPXORD       negc, negc, negc        \
+	VPDPBUSD     codes, Z15, negc        \
+	VPSUBD       negc, Z14, negc         \
+	VPBROADCASTW wr, X11                 \
+	VPBROADCASTW 34 wr, X12              \
+	VINSERTI128  $1, X12, Y11, Y11       \
+	VCVTPH2PS    Y11, dw
+
+// Q8PAIR: acc += d_w·d_x·(Σ x·w) for one weight row and one activation
+// row's two blocks (x+128 in Z6, [d_xA ×8 | d_xB ×8] in Z7).
+#define Q8PAIR(codes, negc, dw, acc) \
+	VMOVDQA64   negc, Z8    \
+	VPDPBUSD    codes, Z6, Z8 \
+	VCVTDQ2PS   Z8, Z8      \
+	VMULPS      Z7, dw, Z9  \
+	VFMADD231PS Z9, Z8, acc
+
+#define Q8ROW(xr, accA, accB) \
+	VMOVDQU      8 xr, Y6               \
+	VINSERTI64X4 $1, 48 xr, Z6, Z6      \
+	VPXORD       Z15, Z6, Z6            \
+	VBROADCASTSS xr, Z7                 \
+	VBROADCASTSS 40 xr, K1, Z7          \
+	Q8PAIR(Z0, Z1, Z2, accA)            \
+	Q8PAIR(Z3, Z4, Z5, accB)
+
+// Q8TAILROW: one last block on 256-bit vectors (upper lanes zero, so the
+// 512-bit FMA leaves the sums' upper lanes as they are).
+#define Q8TAILPAIR(codes, negc, dw, acc) \
+	VMOVDQA64   negc, Y8      \
+	VPDPBUSD    codes, Y6, Y8 \
+	VCVTDQ2PS   Y8, Y8        \
+	VMULPS      Y7, dw, Y9    \
+	VFMADD231PS Z9, Z8, acc
+
+#define Q8TAILROW(xr, accA, accB) \
+	VMOVDQU      8 xr, Y6          \
+	VPXORD       Y15, Y6, Y6       \
+	VBROADCASTSS xr, Y7            \
+	Q8TAILPAIR(Y0, Y1, Y2, accA)   \
+	Q8TAILPAIR(Y3, Y4, Y5, accB)
+
+#define Q8TAILW(wr, codes, negc, dw) \
+	VMOVDQU      2 wr, codes      \
+	VPXORD       negc, negc, negc \
+	VPDPBUSD     codes, Y15, negc \
+	VPSUBD       negc, Y14, negc  \
+	VPBROADCASTW wr, X11          \
+	VCVTPH2PS    X11, dw
+
+#define Q8ROWS8(M) \
+	M((DI), Z16, Z24)         \
+	M((DI)(R14*1), Z17, Z25)  \
+	M((DI)(R14*2), Z18, Z26)  \
+	M((R13), Z19, Z27)        \
+	M((DI)(R14*4), Z20, Z28)  \
+	M((R12), Z21, Z29)        \
+	M((R12)(R14*1), Z22, Z30) \
+	M((R12)(R14*2), Z23, Z31)
+
+// X8STORE reduces eight float sums (given as Z and Y names) and stores
+// them os (BX, in bytes) apart from off(R10).
+#define X8STORE(z0, y0, z1, y1, z2, y2, z3, y3, z4, y4, z5, y5, z6, y6, z7, y7, off) \
+	VEXTRACTF64X4 $1, z0, Y0  \
+	VADDPS        y0, Y0, Y0  \
+	VEXTRACTF64X4 $1, z1, Y1  \
+	VADDPS        y1, Y1, Y1  \
+	VEXTRACTF64X4 $1, z2, Y2  \
+	VADDPS        y2, Y2, Y2  \
+	VEXTRACTF64X4 $1, z3, Y3  \
+	VADDPS        y3, Y3, Y3  \
+	VEXTRACTF64X4 $1, z4, Y4  \
+	VADDPS        y4, Y4, Y4  \
+	VEXTRACTF64X4 $1, z5, Y5  \
+	VADDPS        y5, Y5, Y5  \
+	VEXTRACTF64X4 $1, z6, Y6  \
+	VADDPS        y6, Y6, Y6  \
+	VEXTRACTF64X4 $1, z7, Y7  \
+	VADDPS        y7, Y7, Y7  \
+	VHADDPS       Y1, Y0, Y0  \
+	VHADDPS       Y3, Y2, Y2  \
+	VHADDPS       Y5, Y4, Y4  \
+	VHADDPS       Y7, Y6, Y6  \
+	VHADDPS       Y2, Y0, Y0  \
+	VHADDPS       Y6, Y4, Y4  \
+	VEXTRACTF128  $1, Y0, X1  \
+	VADDPS        X1, X0, X0  \
+	VEXTRACTF128  $1, Y4, X5  \
+	VADDPS        X5, X4, X4  \
+	LEAQ          off(R10), AX \
+	VMOVSS        X0, (AX)     \
+	ADDQ          BX, AX       \
+	VEXTRACTPS    $1, X0, (AX) \
+	ADDQ          BX, AX       \
+	VEXTRACTPS    $2, X0, (AX) \
+	ADDQ          BX, AX       \
+	VEXTRACTPS    $3, X0, (AX) \
+	ADDQ          BX, AX       \
+	VMOVSS        X4, (AX)     \
+	ADDQ          BX, AX       \
+	VEXTRACTPS    $1, X4, (AX) \
+	ADDQ          BX, AX       \
+	VEXTRACTPS    $2, X4, (AX) \
+	ADDQ          BX, AX       \
+	VEXTRACTPS    $3, X4, (AX)
+
+// func dot8RowsQ8_0AVX512(w *byte, rb, n int, x *byte, xs, nb int, out *float32, os int)
+// n must be even (weight rows in pairs).
+TEXT ·dot8RowsQ8_0AVX512(SB), NOSPLIT, $0-64
+	X8ARGS
+	VMOVDQU64 hex80g<>(SB), Z15
+	VPXORD    Z14, Z14, Z14
+	MOVL      $0xff00, AX
+	KMOVW     AX, K1
+
+q8row:
+	X8START
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+
+q8pair:
+	CMPQ CX, $2
+	JL   q8tail
+	Q8WSIDE((SI), Z0, Z1, Z2, X2, Y2)
+	Q8WSIDE((SI)(R8*1), Z3, Z4, Z5, X5, Y5)
+	Q8ROWS8(Q8ROW)
+	ADDQ $68, SI
+	ADDQ $80, DI
+	ADDQ $80, R13
+	ADDQ $80, R12
+	SUBQ $2, CX
+	JMP  q8pair
+
+q8tail:
+	TESTQ CX, CX
+	JZ    q8done
+	Q8TAILW((SI), Y0, Y1, Y2)
+	Q8TAILW((SI)(R8*1), Y3, Y4, Y5)
+	Q8ROWS8(Q8TAILROW)
+
+q8done:
+	MOVQ os+56(FP), BX
+	SHLQ $2, BX
+	X8STORE(Z16, Y16, Z17, Y17, Z18, Y18, Z19, Y19, Z20, Y20, Z21, Y21, Z22, Y22, Z23, Y23, 0)
+	X8STORE(Z24, Y24, Z25, Y25, Z26, Y26, Z27, Y27, Z28, Y28, Z29, Y29, Z30, Y30, Z31, Y31, 4)
+	ADDQ $8, R10
+	LEAQ (R11)(R8*2), R11
+	SUBQ $2, R9
+	JNZ  q8row
+	VZEROUPPER
+	RET

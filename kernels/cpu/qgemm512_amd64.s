@@ -63,6 +63,54 @@ DATA halfshufg<>+48(SB)/8, $0x0302030203020302
 DATA halfshufg<>+56(SB)/8, $0x0302030203020302
 GLOBL halfshufg<>(SB), RODATA|NOPTR, $64
 
+// shift4g: word shift counts 0 below 256 bits, 4 above (low nibbles of
+// 32 bytes, then their high nibbles).
+DATA shift4g<>+0(SB)/8, $0
+DATA shift4g<>+8(SB)/8, $0
+DATA shift4g<>+16(SB)/8, $0
+DATA shift4g<>+24(SB)/8, $0
+DATA shift4g<>+32(SB)/8, $0x0004000400040004
+DATA shift4g<>+40(SB)/8, $0x0004000400040004
+DATA shift4g<>+48(SB)/8, $0x0004000400040004
+DATA shift4g<>+56(SB)/8, $0x0004000400040004
+GLOBL shift4g<>(SB), RODATA|NOPTR, $64
+
+// pick4g: for chunk j (64 bytes each), word index 2j below 256 bits and
+// 2j+1 above (VPERMW picks sub-block scales 2j and 2j+1).
+DATA pick4g<>+0(SB)/8, $0x0000000000000000
+DATA pick4g<>+8(SB)/8, $0x0000000000000000
+DATA pick4g<>+16(SB)/8, $0x0000000000000000
+DATA pick4g<>+24(SB)/8, $0x0000000000000000
+DATA pick4g<>+32(SB)/8, $0x0001000100010001
+DATA pick4g<>+40(SB)/8, $0x0001000100010001
+DATA pick4g<>+48(SB)/8, $0x0001000100010001
+DATA pick4g<>+56(SB)/8, $0x0001000100010001
+DATA pick4g<>+64(SB)/8, $0x0002000200020002
+DATA pick4g<>+72(SB)/8, $0x0002000200020002
+DATA pick4g<>+80(SB)/8, $0x0002000200020002
+DATA pick4g<>+88(SB)/8, $0x0002000200020002
+DATA pick4g<>+96(SB)/8, $0x0003000300030003
+DATA pick4g<>+104(SB)/8, $0x0003000300030003
+DATA pick4g<>+112(SB)/8, $0x0003000300030003
+DATA pick4g<>+120(SB)/8, $0x0003000300030003
+DATA pick4g<>+128(SB)/8, $0x0004000400040004
+DATA pick4g<>+136(SB)/8, $0x0004000400040004
+DATA pick4g<>+144(SB)/8, $0x0004000400040004
+DATA pick4g<>+152(SB)/8, $0x0004000400040004
+DATA pick4g<>+160(SB)/8, $0x0005000500050005
+DATA pick4g<>+168(SB)/8, $0x0005000500050005
+DATA pick4g<>+176(SB)/8, $0x0005000500050005
+DATA pick4g<>+184(SB)/8, $0x0005000500050005
+DATA pick4g<>+192(SB)/8, $0x0006000600060006
+DATA pick4g<>+200(SB)/8, $0x0006000600060006
+DATA pick4g<>+208(SB)/8, $0x0006000600060006
+DATA pick4g<>+216(SB)/8, $0x0006000600060006
+DATA pick4g<>+224(SB)/8, $0x0007000700070007
+DATA pick4g<>+232(SB)/8, $0x0007000700070007
+DATA pick4g<>+240(SB)/8, $0x0007000700070007
+DATA pick4g<>+248(SB)/8, $0x0007000700070007
+GLOBL pick4g<>(SB), RODATA|NOPTR, $256
+
 #define X8ARGS \
 	MOVQ w+0(FP), R11   \
 	MOVQ rb+8(FP), R8   \
@@ -191,16 +239,16 @@ GLOBL k4hig<>(SB), RODATA|NOPTR, $16
 	VPOR      X6, X5, X5            \
 	VPMOVZXBW X5, Y4
 
-// Q4K8CODES(qoff, soff): chunk j's 64 codes (32 nibble bytes at qoff: low
-// nibbles, then high — contiguous in x) into Z1, its two scale words (at
-// soff(SP)) spread over Z4.
-#define Q4K8CODES(qoff, soff) \
-	VMOVDQU      qoff(SI), Y1   \
-	VPSRLW       $4, Y1, Y2     \
-	VINSERTI64X4 $1, Y2, Z1, Z1 \
-	VPANDD       Z14, Z1, Z1    \
-	VPBROADCASTD soff(SP), Z4   \
-	VPSHUFB      Z10, Z4, Z4
+// Q4K8CODES(qoff, idx): chunk j's 64 codes (32 nibble bytes at qoff: low
+// nibbles, then high — contiguous in x) into Z1 (the bytes in both halves,
+// the upper half's words shifted right by 4 by Z15's counts), its two
+// scale words picked from Z3's sixteen by idx (words 2j below 256 bits,
+// 2j+1 above) into Z4.
+#define Q4K8CODES(qoff, idx) \
+	VBROADCASTI64X4 qoff(SI), Z1 \
+	VPSRLVW         Z15, Z1, Z1  \
+	VPANDD          Z14, Z1, Z1  \
+	VPERMW          Z3, idx, Z4
 
 // Q4K8FIRST and Q4K8NEXT: one activation row's products with Z1's codes,
 // scaled by Z4's words, starting (FIRST) or adding to the block's sum.
@@ -225,17 +273,21 @@ GLOBL k4hig<>(SB), RODATA|NOPTR, $16
 	VFMADD231PS.BCST xr, Z9, acc
 
 // func dot8RowsQ4KAVX512(w *byte, rb, n int, x *byte, xs, nb int, out *float32, os int)
-TEXT ·dot8RowsQ4KAVX512(SB), NOSPLIT, $16-64
+TEXT ·dot8RowsQ4KAVX512(SB), NOSPLIT, $0-64
 	X8ARGS
 	VMOVDQU64 nib4g<>(SB), Z14
-	VMOVDQU64 halfshufg<>(SB), Z10
+	VMOVDQU64 shift4g<>(SB), Z15
+	VMOVDQU64 pick4g<>+0(SB), Z10
+	VMOVDQU64 pick4g<>+64(SB), Z11
+	VMOVDQU64 pick4g<>+128(SB), Z12
+	VMOVDQU64 pick4g<>+192(SB), Z13
 
 q4krow:
 	X8START
 
 q4kblk:
 	K4UNPACKg
-	VMOVDQU      X4, 0(SP)
+	VMOVDQA64    Z4, Z3
 	VEXTRACTI128 $1, Y4, X5
 	VPMOVZXWD    X5, Y5
 	VPSLLD       $16, Y5, Y8
@@ -244,13 +296,13 @@ q4kblk:
 	VCVTPH2PS    Y6, Z6
 	VPBROADCASTW 2(SI), Y7
 	VCVTPH2PS    Y7, Z7
-	Q4K8CODES(16, 0)
+	Q4K8CODES(16, Z10)
 	ROWS8(Q4K8FIRST, 36, 0)
-	Q4K8CODES(48, 4)
+	Q4K8CODES(48, Z11)
 	ROWS8(Q4K8NEXT, 100, 0)
-	Q4K8CODES(80, 8)
+	Q4K8CODES(80, Z12)
 	ROWS8(Q4K8NEXT, 164, 0)
-	Q4K8CODES(112, 12)
+	Q4K8CODES(112, Z13)
 	ROWS8(Q4K8NEXT, 228, 0)
 	ROWS8(Q4K8TAIL, 0, 0)
 	X8NEXT(144)

@@ -4,12 +4,17 @@ import "sync"
 
 // Quantized MatMul, for every m: the m activation rows are quantized once
 // into scratch (qact.go) and every output is an integer dot product of a
-// weight row with a quantized activation row, as llama.cpp computes it — so
-// a sequence's logits do not depend on what it is batched with. Work items
-// are (block of qmXBlock activation rows, chunk of weight rows); an item
-// walks its rows in groups of qmRowGroup that stay in L1 while each of its
-// activation rows (in L2) is dotted with them, so at decode sizes every
-// weight byte is read from memory once per call.
+// weight row with a quantized activation row, as llama.cpp computes it. Work
+// items are (block of qmXBlock activation rows, chunk of weight rows); an
+// item walks its rows in groups of qmRowGroup that stay in L1 while its
+// activation rows (in L2) are dotted with them eight at a time
+// (qgemm512_amd64.s, AVX-512 VNNI: Q8_0, Q4_K, Q6_K), then four at a time
+// (qdot4_amd64.s), then one at a time, so at decode sizes every weight
+// byte is read from memory once per call. The integer sums are exact on
+// every path, but the float sums of the blocks are added in a different
+// order by the eight-, four- and one-row kernels: a row's result can differ
+// in its last bits with the tile it lands in, so a sequence's logits are
+// not bit-for-bit independent of what it is batched with.
 
 const (
 	// qmRowGroup weight rows are dotted with each activation row in turn;

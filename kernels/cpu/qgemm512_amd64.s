@@ -515,54 +515,124 @@ GLOBL hex80g<>(SB), RODATA|NOPTR, $64
 	ADDQ          BX, AX       \
 	VEXTRACTPS    $3, X4, (AX)
 
+// QPAIRS8(wside, tailw, bsize) is the pair-of-weight-rows kernel body:
+// wside(wr, codes, negc, dw) makes one weight row's two-block vectors
+// (signed codes, −128·Σ w per four codes, [d_A ×8 | d_B ×8]), tailw the
+// same for one last block on 256-bit vectors; bsize is the block's bytes.
+#define QPAIRS8(wside, tailw, bsize) \
+	X8ARGS                                 \
+	VMOVDQU64 hex80g<>(SB), Z15            \
+	VPXORD    Z14, Z14, Z14                \
+	MOVL      $0xff00, AX                  \
+	KMOVW     AX, K1                       \
+qprow:                                     \
+	X8START                                \
+	VPXORD Z16, Z16, Z16                   \
+	VPXORD Z17, Z17, Z17                   \
+	VPXORD Z18, Z18, Z18                   \
+	VPXORD Z19, Z19, Z19                   \
+	VPXORD Z20, Z20, Z20                   \
+	VPXORD Z21, Z21, Z21                   \
+	VPXORD Z22, Z22, Z22                   \
+	VPXORD Z23, Z23, Z23                   \
+qppair:                                    \
+	CMPQ CX, $2                            \
+	JL   qptail                            \
+	wside((SI), Z0, Z1, Z2)                \
+	wside((SI)(R8*1), Z3, Z4, Z5)          \
+	Q8ROWS8(Q8ROW)                         \
+	ADDQ $(2*bsize), SI                    \
+	ADDQ $80, DI                           \
+	ADDQ $80, R13                          \
+	ADDQ $80, R12                          \
+	SUBQ $2, CX                            \
+	JMP  qppair                            \
+qptail:                                    \
+	TESTQ CX, CX                           \
+	JZ    qpdone                           \
+	tailw((SI), Y0, Y1, Y2)                \
+	tailw((SI)(R8*1), Y3, Y4, Y5)          \
+	Q8ROWS8(Q8TAILROW)                     \
+qpdone:                                    \
+	MOVQ os+56(FP), BX                     \
+	SHLQ $2, BX                            \
+	X8STORE(Z16, Y16, Z17, Y17, Z18, Y18, Z19, Y19, Z20, Y20, Z21, Y21, Z22, Y22, Z23, Y23, 0) \
+	X8STORE(Z24, Y24, Z25, Y25, Z26, Y26, Z27, Y27, Z28, Y28, Z29, Y29, Z30, Y30, Z31, Y31, 4) \
+	ADDQ $8, R10                           \
+	LEAQ (R11)(R8*2), R11                  \
+	SUBQ $2, R9                            \
+	JNZ  qprow                             \
+	VZEROUPPER                             \
+	RET
+
+#define Q8W(wr, codes, negc, dw) Q8WSIDE(wr, codes, negc, dw, X0, Y0)
+
 // func dot8RowsQ8_0AVX512(w *byte, rb, n int, x *byte, xs, nb int, out *float32, os int)
 // n must be even (weight rows in pairs).
 TEXT ·dot8RowsQ8_0AVX512(SB), NOSPLIT, $0-64
-	X8ARGS
-	VMOVDQU64 hex80g<>(SB), Z15
-	VPXORD    Z14, Z14, Z14
-	MOVL      $0xff00, AX
-	KMOVW     AX, K1
+	QPAIRS8(Q8W, Q8TAILW, 34)
 
-q8row:
-	X8START
-	VPXORD Z16, Z16, Z16
-	VPXORD Z17, Z17, Z17
-	VPXORD Z18, Z18, Z18
-	VPXORD Z19, Z19, Z19
-	VPXORD Z20, Z20, Z20
-	VPXORD Z21, Z21, Z21
-	VPXORD Z22, Z22, Z22
-	VPXORD Z23, Z23, Z23
+// Q5_0 (22-byte blocks: d, 32 fifth bits, 16 nibble bytes: values j and
+// j+16 in byte j's low and high nibble) runs the same pair kernel on its
+// codes made signed: nibbles − 16, plus 16 where the fifth bit is set (a
+// mask register loaded from the two blocks' qh words).
+DATA cnt5g<>+0(SB)/8, $0
+DATA cnt5g<>+8(SB)/8, $0
+DATA cnt5g<>+16(SB)/8, $0x0004000400040004
+DATA cnt5g<>+24(SB)/8, $0x0004000400040004
+DATA cnt5g<>+32(SB)/8, $0
+DATA cnt5g<>+40(SB)/8, $0
+DATA cnt5g<>+48(SB)/8, $0x0004000400040004
+DATA cnt5g<>+56(SB)/8, $0x0004000400040004
+GLOBL cnt5g<>(SB), RODATA|NOPTR, $64
 
-q8pair:
-	CMPQ CX, $2
-	JL   q8tail
-	Q8WSIDE((SI), Z0, Z1, Z2, X2, Y2)
-	Q8WSIDE((SI)(R8*1), Z3, Z4, Z5, X5, Y5)
-	Q8ROWS8(Q8ROW)
-	ADDQ $68, SI
-	ADDQ $80, DI
-	ADDQ $80, R13
-	ADDQ $80, R12
-	SUBQ $2, CX
-	JMP  q8pair
+DATA hex10g<>+0(SB)/8, $0x1010101010101010
+DATA hex10g<>+8(SB)/8, $0x1010101010101010
+DATA hex10g<>+16(SB)/8, $0x1010101010101010
+DATA hex10g<>+24(SB)/8, $0x1010101010101010
+DATA hex10g<>+32(SB)/8, $0x1010101010101010
+DATA hex10g<>+40(SB)/8, $0x1010101010101010
+DATA hex10g<>+48(SB)/8, $0x1010101010101010
+DATA hex10g<>+56(SB)/8, $0x1010101010101010
+GLOBL hex10g<>(SB), RODATA|NOPTR, $64
 
-q8tail:
-	TESTQ CX, CX
-	JZ    q8done
-	Q8TAILW((SI), Y0, Y1, Y2)
-	Q8TAILW((SI)(R8*1), Y3, Y4, Y5)
-	Q8ROWS8(Q8TAILROW)
+#define Q50W(wr, codes, negc, dw) \
+	VBROADCASTI32X4 6 wr, Z10             \
+	VINSERTI32X4    $2, 28 wr, Z10, Z10   \
+	VINSERTI32X4    $3, 28 wr, Z10, Z10   \
+	VPSRLVW         cnt5g<>(SB), Z10, Z10 \
+	VPANDD          nib4g<>(SB), Z10, Z10 \
+	VPSUBB          hex10g<>(SB), Z10, codes \
+	MOVL            2 wr, AX              \
+	MOVL            24 wr, DX             \
+	SHLQ            $32, DX               \
+	ORQ             DX, AX                \
+	KMOVQ           AX, K2                \
+	VPADDB          hex10g<>(SB), codes, K2, codes \
+	VPXORD          negc, negc, negc      \
+	VPDPBUSD        codes, Z15, negc      \
+	VPSUBD          negc, Z14, negc       \
+	VPBROADCASTW    wr, X11               \
+	VPBROADCASTW    22 wr, X12            \
+	VINSERTI128     $1, X12, Y11, Y11     \
+	VCVTPH2PS       Y11, dw
 
-q8done:
-	MOVQ os+56(FP), BX
-	SHLQ $2, BX
-	X8STORE(Z16, Y16, Z17, Y17, Z18, Y18, Z19, Y19, Z20, Y20, Z21, Y21, Z22, Y22, Z23, Y23, 0)
-	X8STORE(Z24, Y24, Z25, Y25, Z26, Y26, Z27, Y27, Z28, Y28, Z29, Y29, Z30, Y30, Z31, Y31, 4)
-	ADDQ $8, R10
-	LEAQ (R11)(R8*2), R11
-	SUBQ $2, R9
-	JNZ  q8row
-	VZEROUPPER
-	RET
+#define Q50TAILW(wr, codes, negc, dw) \
+	VMOVDQU      6 wr, X10                   \
+	VPSRLW       $4, X10, X11                \
+	VINSERTI128  $1, X11, Y10, Y10           \
+	VPAND        nib4g<>(SB), Y10, Y10       \
+	VPSUBB       hex10g<>(SB), Y10, codes    \
+	MOVL         2 wr, AX                    \
+	KMOVD        AX, K2                      \
+	VPADDB       hex10g<>(SB), codes, K2, codes \
+	VPXORD       negc, negc, negc            \
+	VPDPBUSD     codes, Y15, negc            \
+	VPSUBD       negc, Y14, negc             \
+	VPBROADCASTW wr, X11                     \
+	VCVTPH2PS    X11, dw
+
+// func dot8RowsQ5_0AVX512(w *byte, rb, n int, x *byte, xs, nb int, out *float32, os int)
+// n must be even (weight rows in pairs).
+TEXT ·dot8RowsQ5_0AVX512(SB), NOSPLIT, $0-64
+	QPAIRS8(Q50W, Q50TAILW, 22)

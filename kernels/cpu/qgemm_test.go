@@ -21,7 +21,7 @@ func TestDot8Rows(t *testing.T) {
 	defer func() { useQ512 = saved }()
 	useQ512 = true
 	r := newRand(66)
-	for _, typ := range []DType{Q8_0, Q4_K, Q6_K} {
+	for _, typ := range []DType{Q8_0, Q5_0, Q4_K, Q6_K} {
 		for _, nb := range []int{1, 3, 4} {
 			cols := nb * typ.BlockSize()
 			rb := nb * typ.BlockBytes()

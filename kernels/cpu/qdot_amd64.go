@@ -142,14 +142,21 @@ func vecDot4RowsSIMD(t DType, w []byte, rb, n int, xq []byte, xs, nb int, out []
 	if !useSIMD || f == nil || n == 0 || nb == 0 {
 		return false
 	}
+	checkTile(t, w, rb, n, xq, xs, nb, out, os, 4)
+	f(&w[0], rb, n, &xq[0], xs, nb, &out[0], os)
+	return true
+}
+
+// checkTile panics unless n weight rows (rb bytes apart), rows activation
+// rows (xs bytes apart) of nb blocks and their outputs (os floats apart)
+// lie inside w, xq and out: the assembly kernels trust their arguments.
+func checkTile(t DType, w []byte, rb, n int, xq []byte, xs, nb int, out []float32, os, rows int) {
 	if rb < nb*t.BlockBytes() || xs < nb*actBlockBytes(t) {
 		panic("cpu: quantized row stride shorter than a row")
 	}
 	_ = w[(n-1)*rb+nb*t.BlockBytes()-1]
-	_ = xq[3*xs+nb*actBlockBytes(t)-1]
-	_ = out[3*os+n-1]
-	f(&w[0], rb, n, &xq[0], xs, nb, &out[0], os)
-	return true
+	_ = xq[(rows-1)*xs+nb*actBlockBytes(t)-1]
+	_ = out[(rows-1)*os+n-1]
 }
 
 // dotRowsAVX512 holds the formats whose AVX-512 kernels beat their AVX2

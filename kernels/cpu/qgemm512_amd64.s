@@ -51,18 +51,6 @@ DATA quadshufg<>+48(SB)/8, $0x0706070607060706
 DATA quadshufg<>+56(SB)/8, $0x0706070607060706
 GLOBL quadshufg<>(SB), RODATA|NOPTR, $64
 
-// halfshufg spreads word 0 of each dword over the low 256 bits and word 1
-// over the high 256: two 32-value sub-block scales over 64 products.
-DATA halfshufg<>+0(SB)/8, $0x0100010001000100
-DATA halfshufg<>+8(SB)/8, $0x0100010001000100
-DATA halfshufg<>+16(SB)/8, $0x0100010001000100
-DATA halfshufg<>+24(SB)/8, $0x0100010001000100
-DATA halfshufg<>+32(SB)/8, $0x0302030203020302
-DATA halfshufg<>+40(SB)/8, $0x0302030203020302
-DATA halfshufg<>+48(SB)/8, $0x0302030203020302
-DATA halfshufg<>+56(SB)/8, $0x0302030203020302
-GLOBL halfshufg<>(SB), RODATA|NOPTR, $64
-
 // shift4g: word shift counts 0 below 256 bits, 4 above (low nibbles of
 // 32 bytes, then their high nibbles).
 DATA shift4g<>+0(SB)/8, $0
@@ -155,38 +143,36 @@ GLOBL pick4g<>(SB), RODATA|NOPTR, $256
 	M(a, b, (R12)(R14*1), Z22, Z30)  \
 	M(a, b, (R12)(R14*2), Z23, Z31)
 
-// X8END reduces the eight float sums and stores them os apart from (R10),
-// then moves to the next weight row.
-#define X8END \
-	VEXTRACTF64X4 $1, Z24, Y0  \
-	VADDPS        Y24, Y0, Y0  \
-	VEXTRACTF64X4 $1, Z25, Y1  \
-	VADDPS        Y25, Y1, Y1  \
-	VEXTRACTF64X4 $1, Z26, Y2  \
-	VADDPS        Y26, Y2, Y2  \
-	VEXTRACTF64X4 $1, Z27, Y3  \
-	VADDPS        Y27, Y3, Y3  \
-	VEXTRACTF64X4 $1, Z28, Y4  \
-	VADDPS        Y28, Y4, Y4  \
-	VEXTRACTF64X4 $1, Z29, Y5  \
-	VADDPS        Y29, Y5, Y5  \
-	VEXTRACTF64X4 $1, Z30, Y6  \
-	VADDPS        Y30, Y6, Y6  \
-	VEXTRACTF64X4 $1, Z31, Y7  \
-	VADDPS        Y31, Y7, Y7  \
-	VHADDPS       Y1, Y0, Y0   \
-	VHADDPS       Y3, Y2, Y2   \
-	VHADDPS       Y5, Y4, Y4   \
-	VHADDPS       Y7, Y6, Y6   \
-	VHADDPS       Y2, Y0, Y0   \
-	VHADDPS       Y6, Y4, Y4   \
-	VEXTRACTF128  $1, Y0, X1   \
-	VADDPS        X1, X0, X0   \
-	VEXTRACTF128  $1, Y4, X5   \
-	VADDPS        X5, X4, X4   \
-	MOVQ          R10, AX      \
-	MOVQ          os+56(FP), BX \
-	SHLQ          $2, BX       \
+// X8STORE reduces eight float sums (given as Z and Y names) and stores
+// them os (BX, in bytes) apart from off(R10).
+#define X8STORE(z0, y0, z1, y1, z2, y2, z3, y3, z4, y4, z5, y5, z6, y6, z7, y7, off) \
+	VEXTRACTF64X4 $1, z0, Y0  \
+	VADDPS        y0, Y0, Y0  \
+	VEXTRACTF64X4 $1, z1, Y1  \
+	VADDPS        y1, Y1, Y1  \
+	VEXTRACTF64X4 $1, z2, Y2  \
+	VADDPS        y2, Y2, Y2  \
+	VEXTRACTF64X4 $1, z3, Y3  \
+	VADDPS        y3, Y3, Y3  \
+	VEXTRACTF64X4 $1, z4, Y4  \
+	VADDPS        y4, Y4, Y4  \
+	VEXTRACTF64X4 $1, z5, Y5  \
+	VADDPS        y5, Y5, Y5  \
+	VEXTRACTF64X4 $1, z6, Y6  \
+	VADDPS        y6, Y6, Y6  \
+	VEXTRACTF64X4 $1, z7, Y7  \
+	VADDPS        y7, Y7, Y7  \
+	VHADDPS       Y1, Y0, Y0  \
+	VHADDPS       Y3, Y2, Y2  \
+	VHADDPS       Y5, Y4, Y4  \
+	VHADDPS       Y7, Y6, Y6  \
+	VHADDPS       Y2, Y0, Y0  \
+	VHADDPS       Y6, Y4, Y4  \
+	VEXTRACTF128  $1, Y0, X1  \
+	VADDPS        X1, X0, X0  \
+	VEXTRACTF128  $1, Y4, X5  \
+	VADDPS        X5, X4, X4  \
+	LEAQ          off(R10), AX \
 	VMOVSS        X0, (AX)     \
 	ADDQ          BX, AX       \
 	VEXTRACTPS    $1, X0, (AX) \
@@ -201,10 +187,17 @@ GLOBL pick4g<>(SB), RODATA|NOPTR, $256
 	ADDQ          BX, AX       \
 	VEXTRACTPS    $2, X4, (AX) \
 	ADDQ          BX, AX       \
-	VEXTRACTPS    $3, X4, (AX) \
-	ADDQ          $4, R10      \
-	ADDQ          R8, R11      \
-	DECQ          R9
+	VEXTRACTPS    $3, X4, (AX)
+
+// X8END stores the eight float sums Z24–Z31 (X8STORE) and moves to the
+// next weight row.
+#define X8END \
+	MOVQ os+56(FP), BX \
+	SHLQ $2, BX        \
+	X8STORE(Z24, Y24, Z25, Y25, Z26, Y26, Z27, Y27, Z28, Y28, Z29, Y29, Z30, Y30, Z31, Y31, 0) \
+	ADDQ $4, R10       \
+	ADDQ R8, R11       \
+	DECQ R9
 
 // Q4_K/Q5_K scale unpacking in one 16-byte vector (qdot512_amd64.s's
 // K4UNPACKz, file-local constants).
@@ -468,52 +461,6 @@ GLOBL hex80g<>(SB), RODATA|NOPTR, $64
 	M((R12), Z21, Z29)        \
 	M((R12)(R14*1), Z22, Z30) \
 	M((R12)(R14*2), Z23, Z31)
-
-// X8STORE reduces eight float sums (given as Z and Y names) and stores
-// them os (BX, in bytes) apart from off(R10).
-#define X8STORE(z0, y0, z1, y1, z2, y2, z3, y3, z4, y4, z5, y5, z6, y6, z7, y7, off) \
-	VEXTRACTF64X4 $1, z0, Y0  \
-	VADDPS        y0, Y0, Y0  \
-	VEXTRACTF64X4 $1, z1, Y1  \
-	VADDPS        y1, Y1, Y1  \
-	VEXTRACTF64X4 $1, z2, Y2  \
-	VADDPS        y2, Y2, Y2  \
-	VEXTRACTF64X4 $1, z3, Y3  \
-	VADDPS        y3, Y3, Y3  \
-	VEXTRACTF64X4 $1, z4, Y4  \
-	VADDPS        y4, Y4, Y4  \
-	VEXTRACTF64X4 $1, z5, Y5  \
-	VADDPS        y5, Y5, Y5  \
-	VEXTRACTF64X4 $1, z6, Y6  \
-	VADDPS        y6, Y6, Y6  \
-	VEXTRACTF64X4 $1, z7, Y7  \
-	VADDPS        y7, Y7, Y7  \
-	VHADDPS       Y1, Y0, Y0  \
-	VHADDPS       Y3, Y2, Y2  \
-	VHADDPS       Y5, Y4, Y4  \
-	VHADDPS       Y7, Y6, Y6  \
-	VHADDPS       Y2, Y0, Y0  \
-	VHADDPS       Y6, Y4, Y4  \
-	VEXTRACTF128  $1, Y0, X1  \
-	VADDPS        X1, X0, X0  \
-	VEXTRACTF128  $1, Y4, X5  \
-	VADDPS        X5, X4, X4  \
-	LEAQ          off(R10), AX \
-	VMOVSS        X0, (AX)     \
-	ADDQ          BX, AX       \
-	VEXTRACTPS    $1, X0, (AX) \
-	ADDQ          BX, AX       \
-	VEXTRACTPS    $2, X0, (AX) \
-	ADDQ          BX, AX       \
-	VEXTRACTPS    $3, X0, (AX) \
-	ADDQ          BX, AX       \
-	VMOVSS        X4, (AX)     \
-	ADDQ          BX, AX       \
-	VEXTRACTPS    $1, X4, (AX) \
-	ADDQ          BX, AX       \
-	VEXTRACTPS    $2, X4, (AX) \
-	ADDQ          BX, AX       \
-	VEXTRACTPS    $3, X4, (AX)
 
 // QPAIRS8(wside, tailw, bsize) is the pair-of-weight-rows kernel body:
 // wside(wr, codes, negc, dw) makes one weight row's two-block vectors

@@ -37,12 +37,7 @@ func vecDot8RowsSIMD(t DType, w []byte, rb, n int, xq []byte, xs, nb int, out []
 	if !useSIMD || !useQ512 || f == nil || n == 0 || nb == 0 {
 		return false
 	}
-	if rb < nb*t.BlockBytes() || xs < nb*actBlockBytes(t) {
-		panic("cpu: quantized row stride shorter than a row")
-	}
-	_ = w[(n-1)*rb+nb*t.BlockBytes()-1]
-	_ = xq[7*xs+nb*actBlockBytes(t)-1]
-	_ = out[7*os+n-1]
+	checkTile(t, w, rb, n, xq, xs, nb, out, os, 8)
 	if dot8RowPairs[t] && n%2 == 1 {
 		n--
 		last := w[n*rb:]

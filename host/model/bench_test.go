@@ -110,6 +110,12 @@ func BenchmarkDecodeKV(b *testing.B) {
 // pools (through g when not nil), walking decodeSpan positions before
 // starting over.
 func benchDecode(b *testing.B, r *rig, pools *kv.Set, g *DecodeGraphs, batch int) {
+	timeDecode(b, warmDecode(b, r, pools, g, batch), batch)
+}
+
+// warmDecode prefills benchDecode's batch sequences and walks their
+// decodeSpan positions once, untimed; it returns the decode step.
+func warmDecode(b *testing.B, r *rig, pools *kv.Set, g *DecodeGraphs, batch int) (step func()) {
 	const prompt = 64
 	p := pools.TokenPools()[0]
 	seqs := make([]Seq, batch)
@@ -133,7 +139,7 @@ func benchDecode(b *testing.B, r *rig, pools *kv.Set, g *DecodeGraphs, batch int
 		seqs[i].Tokens = tok[i : i+1]
 		seqs[i].Start = prompt
 	}
-	step := func() {
+	step = func() {
 		for i := range seqs {
 			if seqs[i].Start >= prompt+decodeSpan {
 				seqs[i].Start = prompt
@@ -157,9 +163,15 @@ func benchDecode(b *testing.B, r *rig, pools *kv.Set, g *DecodeGraphs, batch int
 	for range decodeSpan {
 		step()
 	}
+	return step
+}
+
+// timeDecode times step, batch tokens each, and reports tok/s. b.Loop runs
+// the benchmark function once, so the set-up and warm-up before it are not
+// repeated for -benchtime's ramp (nor for its first b.N = 1 call).
+func timeDecode(b *testing.B, step func(), batch int) {
 	b.ReportAllocs()
-	b.ResetTimer()
-	for n := 0; n < b.N; n++ {
+	for b.Loop() {
 		step()
 	}
 	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "tok/s")

@@ -21,12 +21,15 @@ func BenchmarkMatMul(b *testing.B) {
 						out := make([]float32, m*s.rows)
 						b.ReportAllocs()
 						b.ResetTimer()
+						cpu0 := processCPU()
 						for b.Loop() {
 							p.MatMul(out, x, m, w)
 						}
 						sec := b.Elapsed().Seconds() / float64(b.N)
 						b.ReportMetric(2*float64(m*s.rows*s.cols)/sec/1e9, "GFLOP/s")
 						b.ReportMetric(float64(len(w.Data))/sec/1e9, "GB/s")
+						// Per CPU-second, as in BenchmarkMatMulGEMM.
+						b.ReportMetric(2*float64(m*s.rows*s.cols)*float64(b.N)/(processCPU()-cpu0)/1e9, "GFLOP/cpu-s")
 					})
 				}
 			}

@@ -168,14 +168,20 @@ store:
 #define LDF32Z VMOVUPS (R9), Z0
 #define LDF16Z VCVTPH2PS (R9), Z0
 
-// STAGE_ROWS expects DI = dst, SI = src, R8 = ss, DX = n16.
+// STAGE_ROWS expects DI = dst, SI = src, R8 = ss, DX = n16. It prefetches
+// the same columns of the sixteen rows after these (R11 = 16·ss): a work
+// item stages consecutive tiles (gemm16.go), so that is its next tile's
+// data, fetched while this one is multiplied, as the GEMM packers do.
 #define STAGE_ROWS(body, sstep) \
+	MOVQ R8, R11               \
+	SHLQ $4, R11               \
 	MOVQ $16, BX               \
 srow:                          \
 	MOVQ DX, CX                \
 	MOVQ SI, R9                \
 	MOVQ DI, R10               \
 scol:                          \
+	PREFETCHT0 (R9)(R11*1)     \
 	body                       \
 	VMOVUPS Z0, (R10)          \
 	ADDQ    $sstep, R9         \

@@ -44,6 +44,10 @@ type Pool struct {
 
 	mm matmulTask
 	gm gemmTask
+	gt gemmTTask
+	// xt holds the small-batch GEMM's packed x block (gemm16.go), grown
+	// like qbuf.
+	xt []float32
 	qm qmatTask
 	// qbuf holds MatMul's quantized activation rows (qact.go): grown by the
 	// first call of a size, reused by every later one.

@@ -51,6 +51,9 @@ func (p *Pool) MatMuls(outs [][]float32, x []float32, m int, ws []Matrix) {
 				m, w.Rows, w.Cols, len(outs[i]), m*w.Rows, len(x), m*w.Cols))
 		}
 		simple = simple || w.Rows == 0 || w.Cols == 0
+		// A small batch of float rows runs gemm16.go's GEMM, which reads
+		// the weights in place: one call per weight (as MatMul).
+		simple = simple || !w.Type.Quantized() && m >= gemmMinM(w.Type) && m <= gemmTMR && gemmTOn()
 	}
 	if simple {
 		for i, w := range ws {

@@ -49,6 +49,8 @@ type Pool struct {
 	// like qbuf.
 	xt []float32
 	qm qmatTask
+	// grp is MatMuls: several weights over one input (matmul_group.go).
+	grp groupTask
 	// qbuf holds MatMul's quantized activation rows (qact.go): grown by the
 	// first call of a size, reused by every later one.
 	qbuf []uint64

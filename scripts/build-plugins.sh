@@ -34,3 +34,4 @@ for dir in plugins/hostile/*/; do
 	[ -f "$dir/main.go" ] && [ "$name" != constraint ] || continue
 	build "$hostile/hostile-$name.wasm" "./plugins/hostile/$name"
 done
+scripts/sum-builtins.sh

@@ -33,6 +33,7 @@ type Source struct {
 	wasm   []byte // a folder file's bytes
 	fsys   fs.FS  // a built-in's embedded set
 	file   string // its name there
+	sha    string // its listed sha256 (SumsFile), "" when not listed
 }
 
 // Builtin reports whether the source is one of the embedded plugins.
@@ -48,14 +49,25 @@ func (s Source) Wasm() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("plugin: built-in %s: %w", s.file, err)
 	}
+	if err := s.checkSum(b); err != nil {
+		return nil, err
+	}
 	return b, nil
 }
 
-// sum is the hex sha256 of the plugin's bytes, hashed as a stream (a
+// sum is the hex sha256 of the plugin's bytes: a built-in's listed sum
+// (SumsFile; its bytes are not read), else hashed as a stream (a
 // built-in's bytes are not copied onto the heap).
 func (s Source) sum() (string, int64, error) {
 	if s.fsys == nil {
 		return sum256(s.wasm), int64(len(s.wasm)), nil
+	}
+	if s.sha != "" {
+		st, err := fs.Stat(s.fsys, s.file)
+		if err != nil {
+			return "", 0, fmt.Errorf("plugin: built-in %s: %w", s.file, err)
+		}
+		return s.sha, st.Size(), nil
 	}
 	f, err := s.fsys.Open(s.file)
 	if err != nil {
@@ -135,9 +147,13 @@ func NewRegistryWith(rt *Runtime, builtin fs.FS, dir string, opts RegistryOption
 		if err != nil {
 			return nil, fmt.Errorf("plugin: built-in set: %w", err)
 		}
+		sums, err := readSums(builtin)
+		if err != nil {
+			return nil, err
+		}
 		for _, n := range names {
 			name := strings.TrimSuffix(n, ".wasm")
-			r.sources[name] = Source{Name: name, Origin: "builtin", fsys: builtin, file: n}
+			r.sources[name] = Source{Name: name, Origin: "builtin", fsys: builtin, file: n, sha: sums[n]}
 			r.builtins[name] = r.sources[name]
 		}
 	}

@@ -90,6 +90,11 @@ func NewRegistryWith(rt *Runtime, builtin fs.FS, dir string, opts RegistryOption
 			r.sources[name] = Source{Name: name, Origin: "builtin", fsys: builtin, file: n, sha: sums[n]}
 			r.builtins[name] = r.sources[name]
 		}
+		described, err := readDescribed(builtin)
+		if err != nil {
+			return nil, err
+		}
+		r.seedDescribed(described)
 	}
 	if dir != "" {
 		if _, err := os.Stat(dir); err != nil {

@@ -146,3 +146,75 @@ func TestStaleSumsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestFirstStartInterpretsOnlyTheClaimant: with the built-in set's
+// DescribedFile (taken at build time by DescribeSet) a first start on an
+// empty cache decides the claim from the seeded records and compiles the
+// claimant alone — no Describe run of fp4 and mamba (before mha in name
+// order) nor of mha, no second validation of mha — with the same
+// descriptor a Describe would record; without it, every configurator up to
+// the claimant is interpreted. An entry for other bytes than SumsFile lists
+// is not used.
+func TestFirstStartInterpretsOnlyTheClaimant(t *testing.T) {
+	ctx := context.Background()
+	var read atomic.Int64
+	fsys := sumsFS(t, &read)
+	rt0, err := NewRuntime(ctx, Config{NoCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	described, err := DescribeSet(ctx, rt0, fsys)
+	_ = rt0.Close(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := func(fsys fs.FS) (*Runtime, *Registry) {
+		t.Helper()
+		rt, err := NewRuntime(ctx, Config{CacheDir: t.TempDir(), RecallAnswers: true, InterpretConfigurators: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := NewRegistry(rt, fsys, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := r.ForArchitecture(ctx, "LlamaForCausalLM", "bf16")
+		if err != nil || p.Name() != "mha" {
+			t.Fatalf("claimant %v: %v", p, err)
+		}
+		return rt, r
+	}
+	fsys.MapFS[DescribedFile] = &fstest.MapFile{Data: described}
+	rt, r := start(fsys)
+	if n, v, c := rt.interprets.Load(), rt.validates.Load(), rt.compiles.Load(); n != 1 || v != 0 || c != 0 {
+		t.Fatalf("with %s: %d interpreter compiles, %d validations, %d compiles; want 1, 0, 0", DescribedFile, n, v, c)
+	}
+	_, seeded, _ := r.Recorded("mla")
+	_ = r.Close(ctx)
+	_ = rt.Close(ctx)
+
+	delete(fsys.MapFS, DescribedFile)
+	rt, r = start(fsys)
+	if n := rt.interprets.Load(); n != 4 {
+		t.Fatalf("without %s: %d interpreter runs; want 4 (fp4, mamba, mha described, mha compiled)", DescribedFile, n)
+	}
+	var fresh []byte
+	if _, _, err := r.describe(ctx, "mla"); err != nil {
+		t.Fatal(err)
+	}
+	_, fresh, _ = r.Recorded("mla")
+	if string(seeded) != string(fresh) || len(fresh) == 0 {
+		t.Fatalf("seeded descriptor %s, Describe's %s", seeded, fresh)
+	}
+	_ = r.Close(ctx)
+	_ = rt.Close(ctx)
+
+	stale := strings.Replace(string(described), sum256(readWasm(t, "fp4")), strings.Repeat("0", 64), 1)
+	fsys.MapFS[DescribedFile] = &fstest.MapFile{Data: []byte(stale)}
+	rt, r = start(fsys)
+	if n := rt.interprets.Load(); n != 2 {
+		t.Fatalf("with fp4's entry for other bytes: %d interpreter runs; want 2 (fp4 described, mha compiled)", n)
+	}
+	_ = r.Close(ctx)
+	_ = rt.Close(ctx)
+}

@@ -1,14 +1,19 @@
 package builtin
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/kvhost/kvhost/host/plugin"
 )
 
 // TestFSMatchesDirectory checks the embedded set is exactly the .wasm files
@@ -78,5 +83,40 @@ func TestSumsMatchTheBytes(t *testing.T) {
 	}
 	for name := range listed {
 		t.Errorf("SHA256SUMS lists %s, which is not embedded", name)
+	}
+}
+
+// TestDescribedMatchesTheModules: the embedded DESCRIBED.json
+// (scripts/describe-builtins) is what Describe answers for the embedded
+// configurators now, each tagged with its bytes' sha256: the registry seeds
+// its records from it, so a first start interprets only the claimant.
+func TestDescribedMatchesTheModules(t *testing.T) {
+	embedded, _ := fs.Glob(FS(), "*.wasm")
+	if len(embedded) == 0 {
+		t.Skip("no built-in plugins built (make plugins), nothing described")
+	}
+	have, err := fs.ReadFile(FS(), plugin.DescribedFile)
+	if err != nil {
+		t.Fatalf("built-ins embedded without %s (make plugins writes it): %v", plugin.DescribedFile, err)
+	}
+	ctx := context.Background()
+	rt, err := plugin.NewRuntime(ctx, plugin.Config{NoCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(ctx)
+	want, err := plugin.DescribeSet(ctx, rt, FS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a, b map[string]plugin.Described
+	if err := json.Unmarshal(have, &a); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(want, &b); err != nil {
+		t.Fatal(err)
+	}
+	if len(a) == 0 || !reflect.DeepEqual(a, b) {
+		t.Fatalf("%s is stale (run scripts/describe-builtins host/plugin/builtin/wasm):\nhave %s\nwant %s", plugin.DescribedFile, have, want)
 	}
 }

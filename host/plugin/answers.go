@@ -7,6 +7,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
+	"time"
 )
 
 // Recalled answers (Config.RecallAnswers). A configurator's configure and
@@ -32,6 +35,12 @@ import (
 // answersDir is the folder of recorded answers, under metaDir.
 const answersDir = "answers"
 
+// maxAnswers bounds the recorded answers (each a few hundred bytes to a
+// few KiB): recording one more removes the least recently used beyond it
+// (recall marks an answer used), so a host that sees many models, host
+// facts or plugin versions keeps a folder of bounded size.
+const maxAnswers = 2048
+
 // answerKey names the answer of the version with bytes sha to export
 // called with input.
 func answerKey(sha, export string, input []byte) string {
@@ -52,11 +61,14 @@ func (c *diskCache) recall(key string, v any) bool {
 	if c == nil {
 		return false
 	}
-	b, err := os.ReadFile(c.answerPath(key))
-	if err != nil {
+	p := c.answerPath(key)
+	b, err := os.ReadFile(p)
+	if err != nil || json.Unmarshal(b, v) != nil {
 		return false
 	}
-	return json.Unmarshal(b, v) == nil
+	now := time.Now()
+	_ = os.Chtimes(p, now, now) // used now: evicted last
+	return true
 }
 
 // record writes an answer atomically (temp file, rename); nil-safe.
@@ -83,5 +95,38 @@ func (c *diskCache) record(key string, v any) {
 	}
 	if err != nil {
 		c.log.Warn("plugin cache: recording a configurator's answer", "key", key, "err", err)
+		return
 	}
+	c.evictAnswers(maxAnswers)
+}
+
+// evictAnswers removes the least recently used answers until at most
+// keep are left (a file being written, *.tmp, is not one; another process
+// sharing the directory may race to the same removal, which is harmless).
+func (c *diskCache) evictAnswers(keep int) {
+	entries, err := os.ReadDir(filepath.Join(c.dir, metaDir, answersDir))
+	if err != nil || len(entries) <= keep {
+		return
+	}
+	type answer struct {
+		name string
+		mod  time.Time
+	}
+	var all []answer
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") {
+			continue
+		}
+		if info, err := e.Info(); err == nil {
+			all = append(all, answer{e.Name(), info.ModTime()})
+		}
+	}
+	if len(all) <= keep {
+		return
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].mod.Before(all[j].mod) })
+	for _, a := range all[:len(all)-keep] {
+		_ = os.Remove(filepath.Join(c.dir, metaDir, answersDir, a.name))
+	}
+	c.log.Info("plugin cache: evicted recorded answers", "removed", len(all)-keep, "kept", keep)
 }

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -9,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/kvhost/kvhost/host/plugin/fuel"
 	"github.com/kvhost/kvhost/host/plugin/wasmtest"
@@ -222,6 +224,40 @@ func TestStreamedExportsMatch(t *testing.T) {
 		got, err := Source{fsys: os.DirFS(filepath.Dir(path)), file: filepath.Base(path)}.exports()
 		if err != nil || !reflect.DeepEqual(got, want) || len(want) == 0 {
 			t.Fatalf("%s: streamed %v (%v), whole %v", path, got, err, want)
+		}
+	}
+}
+
+// TestAnswersEvictedLeastRecentlyUsed: recording past the bound removes
+// the answers used longest ago, and a recall counts as a use.
+func TestAnswersEvictedLeastRecentlyUsed(t *testing.T) {
+	c, err := newDiskCache(t.TempDir(), 1<<20, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(c.dir, metaDir, answersDir)
+	base := time.Now().Add(-time.Hour)
+	for i := range 5 {
+		key := answerKey("sha", "configure", []byte{byte(i)})
+		c.record(key, map[string]int{"i": i})
+		// Recorded a minute apart, oldest first.
+		at := base.Add(time.Duration(i) * time.Minute)
+		if err := os.Chtimes(c.answerPath(key), at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var v map[string]int
+	if !c.recall(answerKey("sha", "configure", []byte{0}), &v) || v["i"] != 0 {
+		t.Fatalf("recall of the oldest answer: %v", v)
+	}
+	c.evictAnswers(3)
+	files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+	if len(files) != 3 {
+		t.Fatalf("%d answers left, want 3", len(files))
+	}
+	for i, want := range []bool{true, false, false, true, true} { // 0 was just used
+		if got := c.recall(answerKey("sha", "configure", []byte{byte(i)}), &v); got != want {
+			t.Errorf("answer %d kept %v, want %v", i, got, want)
 		}
 	}
 }

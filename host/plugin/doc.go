@@ -68,7 +68,8 @@
 //   - With Config.RecallAnswers a configurator's configure and size
 //     answers are recorded beside the records, keyed by the module's
 //     sha256, the export and the exact input, and recalled when the same
-//     version is asked the same question (answers.go): they are pure
+//     version is asked the same question (answers.go; at most 2,048,
+//     least recently used removed first): they are pure
 //     functions of the bytes and the input (no clock, randomness or files
 //     reach a guest). A recalled answer passes the checks a fresh one
 //     does, and a claimant recorded as accepted and self-tested is

@@ -34,3 +34,7 @@ for dir in plugins/hostile/*/; do
 	[ -f "$dir/main.go" ] && [ "$name" != constraint ] || continue
 	build "$hostile/hostile-$name.wasm" "./plugins/hostile/$name"
 done
+# The configurators' descriptors, taken now so a first start interprets only
+# the claimant (host/plugin/described.go), and the built-ins' sums.
+go run ./scripts/describe-builtins "$builtin"
+scripts/sum-builtins.sh

@@ -21,6 +21,19 @@ import (
 // slices read when the kernel runs, so a captured graph sees the values
 // written just before its replay.
 
+// MaxMatMuls is the most weights one MatMuls call takes (kcpu.MatMulGroupMax).
+const MaxMatMuls = kcpu.MatMulGroupMax
+
+// MatMuls multiplies one input by several weights in one kernel call — a
+// layer's q, k and v projections, its gate and up — so a device splits
+// their work once instead of once per weight (kcpu.Pool.MatMuls). Each
+// outs[i] = x·ws[i]ᵀ over m rows is what MatMul(outs[i], x, m, ws[i])
+// computes, bit for bit; len(outs) == len(ws) <= MaxMatMuls. A device
+// without it gets one MatMul per weight (Step's matMuls).
+type MatMuls interface {
+	MatMuls(outs []Buf, x Buf, m int, ws []Weight) error
+}
+
 // Elementwise is the activations and elementwise ops of the architectures
 // after Llama: Gemma's GeGLU, gpt-oss's clamped SwiGLU, Nemotron-H's
 // squared ReLU, soft-capping (Gemma 2's final logits), scaling (embedding

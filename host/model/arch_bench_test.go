@@ -44,30 +44,47 @@ func archBenchModel(b *testing.B, arch, size, dtype string) string {
 	return path
 }
 
+// archBenchTypes are the file types the expert benchmarks run per size:
+// small in f32; medium also in f16 and q8_0 (half and about a quarter of
+// the f32 file's bytes, the experts stored in that type too). Sub-benchmark
+// names carry the type (qwen3moe-medium-q8_0), so -bench regexps pick one.
+var archBenchTypes = map[string][]string{"small": {"f32"}, "medium": {"f32", "f16", "q8_0"}}
+
 // BenchmarkArchDecode reports decode tokens/s of gen-model's qwen3moe and
 // deepseek2 presets at batch 1 and 16, with the experts grouped (each
 // expert's matrices read once per step for all its rows) and ungrouped
 // (one row at a time: each token reads its experts' matrices). Batch 1
 // also reports weight-GB/s: the weight bytes a token reads (active
 // parameters in the file's types, Config.TokenReadBytes) × tokens/s.
+// The untimed warm-up (decodeSpan steps touching the KV pages) runs
+// grouped either way, then one ungrouped step before the timed ones: the
+// same pages and buffers, a sixteenth of an ungrouped warm-up's time.
 func BenchmarkArchDecode(b *testing.B) {
 	for _, arch := range []string{"qwen3moe", "deepseek2"} {
 		for _, size := range []string{"small", "medium"} {
-			for _, batch := range []int{1, 16} {
-				for _, grouped := range []bool{true, false} {
-					if batch == 1 && !grouped {
-						continue // one row: the same work
-					}
-					b.Run(fmt.Sprintf("%s-%s/batch=%d/grouped=%v", arch, size, batch, grouped), func(b *testing.B) {
-						path := archBenchModel(b, arch, size, "f32")
-						r := load(b, path, 2048)
-						ungroup(r.m, !grouped)
-						read := fileReadBytes(b, path, r.m.Config) // before the timed loop
-						benchDecode(b, r, r.pools, nil, batch)
-						if batch == 1 {
-							reportWeightRate(b, read)
+			for _, dtype := range archBenchTypes[size] {
+				for _, batch := range []int{1, 16} {
+					for _, grouped := range []bool{true, false} {
+						if batch == 1 && !grouped {
+							continue // one row: the same work
 						}
-					})
+						b.Run(fmt.Sprintf("%s-%s-%s/batch=%d/grouped=%v", arch, size, dtype, batch, grouped), func(b *testing.B) {
+							path := archBenchModel(b, arch, size, dtype)
+							r := load(b, path, 2048)
+							read := fileReadBytes(b, path, r.m.Config) // before the timed loop
+							step := warmDecode(b, r, r.pools, nil, batch)
+							if !grouped {
+								ungroup(r.m, true)
+								step()
+							}
+							cpu0 := processCPU()
+							timeDecode(b, step, batch)
+							reportCPURate(b, batch, cpu0)
+							if batch == 1 {
+								reportWeightRate(b, read)
+							}
+						})
+					}
 				}
 			}
 		}
@@ -75,33 +92,46 @@ func BenchmarkArchDecode(b *testing.B) {
 }
 
 // BenchmarkArchPrefill reports prompt tokens/s for one 512-token prompt
-// (one chunk), grouped and ungrouped.
+// (one chunk), grouped and ungrouped; the model loads once per
+// sub-benchmark (b.Loop), whatever -benchtime asks.
 func BenchmarkArchPrefill(b *testing.B) {
 	for _, arch := range []string{"qwen3moe", "deepseek2"} {
 		for _, size := range []string{"small", "medium"} {
-			for _, grouped := range []bool{true, false} {
-				b.Run(fmt.Sprintf("%s-%s/tokens=512/grouped=%v", arch, size, grouped), func(b *testing.B) {
-					r := load(b, archBenchModel(b, arch, size, "f32"), 512/16+1)
-					ungroup(r.m, !grouped)
-					toks := make([]int32, 512)
-					for j := range toks {
-						toks[j] = int32(1 + j*97%31000)
-					}
-					pages, err := r.pool.Grow(nil, len(toks))
-					if err != nil {
-						b.Fatal(err)
-					}
-					logits := make([]float32, r.m.Config.Vocab)
-					b.ResetTimer()
-					for range b.N {
-						if err := r.m.Forward(r.pools, []Seq{{Tokens: toks, Pages: one(pages), LogitRows: 1}}, logits); err != nil {
+			for _, dtype := range archBenchTypes[size] {
+				for _, grouped := range []bool{true, false} {
+					b.Run(fmt.Sprintf("%s-%s-%s/tokens=512/grouped=%v", arch, size, dtype, grouped), func(b *testing.B) {
+						r := load(b, archBenchModel(b, arch, size, dtype), 512/16+1)
+						ungroup(r.m, !grouped)
+						toks := make([]int32, 512)
+						for j := range toks {
+							toks[j] = int32(1 + j*97%31000)
+						}
+						pages, err := r.pool.Grow(nil, len(toks))
+						if err != nil {
 							b.Fatal(err)
 						}
-					}
-					b.ReportMetric(float64(b.N*len(toks))/b.Elapsed().Seconds(), "tok/s")
-				})
+						logits := make([]float32, r.m.Config.Vocab)
+						cpu0 := processCPU()
+						for b.Loop() {
+							if err := r.m.Forward(r.pools, []Seq{{Tokens: toks, Pages: one(pages), LogitRows: 1}}, logits); err != nil {
+								b.Fatal(err)
+							}
+						}
+						b.ReportMetric(float64(b.N*len(toks))/b.Elapsed().Seconds(), "tok/s")
+						reportCPURate(b, len(toks), cpu0)
+					})
+				}
 			}
 		}
+	}
+}
+
+// reportCPURate adds tok/cpu-s: the tokens of the b.N iterations that just
+// ran (perIter each) over the process CPU time since cpu0 (with two threads
+// it counts the pool's spin-waits too).
+func reportCPURate(b *testing.B, perIter int, cpu0 float64) {
+	if c := processCPU() - cpu0; cpu0 > 0 && c > 0 {
+		b.ReportMetric(float64(b.N*perIter)/c, "tok/cpu-s")
 	}
 }
 

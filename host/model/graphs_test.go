@@ -122,7 +122,7 @@ func BenchmarkDecodeGraphs(b *testing.B) {
 	for _, sh := range benchShapes {
 		for _, batch := range []int{1, 16} {
 			b.Run(sh.size+"-"+sh.dtype+"/batch="+itoa(batch), func(b *testing.B) {
-				r := load(b, benchModel(b, sh.size, sh.dtype), 2048+16) // 16 contexts + the padding page
+				r := loadKV(b, benchModel(b, sh.size, sh.dtype), 2048+16, benchKV) // 16 contexts + the padding page
 				g, err := r.m.CaptureDecodeGraphs(r.pools, []int{batch})
 				if err != nil {
 					b.Fatal(err)

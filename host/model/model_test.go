@@ -33,6 +33,12 @@ func one(pages []int32) [][]int32 { return [][]int32{pages} }
 
 func load(t testing.TB, path string, pages int) *rig {
 	t.Helper()
+	return loadKV(t, path, pages, sdk.KVFP32)
+}
+
+// loadKV is load with the KV cache in encoding kvd.
+func loadKV(t testing.TB, path string, pages int, kvd string) *rig {
+	t.Helper()
 	// Kernel threads follow GOMAXPROCS, so `-cpu N` sets a benchmark's
 	// threads (bench-compare's -threads); mmap: untouched pages cost nothing.
 	dev, err := cpu.New(device.Options{MemoryBytes: 8 << 30, Threads: runtime.GOMAXPROCS(0)})
@@ -45,7 +51,7 @@ func load(t testing.TB, path string, pages int) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.pools = kvtest.MHA(t, r.arena, r.m.Config.KVNeeds(), sdk.KVFP32, 16, pages)
+	r.pools = kvtest.MHA(t, r.arena, r.m.Config.KVNeeds(), kvd, 16, pages)
 	r.pool = r.pools.TokenPools()[0]
 	return r
 }

@@ -53,13 +53,13 @@ func (a *attention) Mix(s *Step, x, h device.Buf) error {
 	if err != nil {
 		return err
 	}
+	if err := s.matMuls(h, []device.Buf{q, kk, vv}, []device.Weight{a.wq, a.wk, a.wv}); err != nil {
+		return err
+	}
 	for _, p := range [...]struct {
-		out  device.Buf
-		w, b device.Weight
-	}{{q, a.wq, a.bq}, {kk, a.wk, a.bk}, {vv, a.wv, a.bv}} {
-		if err := k.MatMul(p.out, h, rows, p.w); err != nil {
-			return err
-		}
+		out device.Buf
+		b   device.Weight
+	}{{q, a.bq}, {kk, a.bk}, {vv, a.bv}} {
 		if p.b.Ptr != 0 {
 			if err := k.AddBias(p.out, p.b, rows); err != nil {
 				return err
@@ -131,10 +131,7 @@ func (f *denseFFN) Forward(s *Step, x, h device.Buf) error {
 	if err != nil {
 		return err
 	}
-	if err := k.MatMul(g, h, rows, f.gate); err != nil {
-		return err
-	}
-	if err := k.MatMul(u, h, rows, f.up); err != nil {
+	if err := s.matMuls(h, []device.Buf{g, u}, []device.Weight{f.gate, f.up}); err != nil {
 		return err
 	}
 	if f.geglu != nil {

@@ -85,6 +85,28 @@ type Step struct {
 	dec     *decodeInputs // the captured step's inputs (nil: eager)
 	sc      scope
 	scratch device.Buf // the attention workspace
+	// mmOut and mmW are matMuls' arguments: slices of the Step's own arrays
+	// reach the device without a heap allocation.
+	mmOut [device.MaxMatMuls]device.Buf
+	mmW   [device.MaxMatMuls]device.Weight
+}
+
+// matMuls computes outs[i] = x·ws[i]ᵀ over the step's rows for each i (up to
+// device.MaxMatMuls weights sharing x): in one device call where the device
+// groups them (device.MatMuls), else one MatMul each. Results are the same
+// either way.
+func (s *Step) matMuls(x device.Buf, outs []device.Buf, ws []device.Weight) error {
+	if g, ok := s.K.(device.MatMuls); ok && len(ws) > 1 {
+		n := copy(s.mmOut[:], outs)
+		copy(s.mmW[:], ws)
+		return g.MatMuls(s.mmOut[:n], x, s.Rows, s.mmW[:n])
+	}
+	for i, w := range ws {
+		if err := s.K.MatMul(outs[i], x, s.Rows, w); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Decode reports whether this is a captured decode step: one row per

@@ -343,7 +343,15 @@ func planGPUOnce(in GPUInput) (GPUReport, error) {
 		return GPUReport{}, err
 	}
 	r := GPUReport{Input: in, Device: dev, SGLang: &sg}
-	own, ownUnits, adm, moments, ownErr := kvhostGPU(ctx, in, dev, g, &sg, s, maxBS, st)
+	// kvhost's own split of a window pool is sized for the requests it
+	// admits (configurators/layout WindowPoolTokens): once the admission
+	// is known, the configurator is asked again with it and the chunk.
+	reconf := func(rows int) (gpuLayout, error) {
+		h := facts
+		h.MaxRunningRequests, h.ChunkedPrefill = int64(rows), int64(in.ChunkedPrefill)
+		return configureGPU(ctx, reg, in.Config, in.Model.Architecture, h)
+	}
+	own, ownUnits, adm, moments, ownErr := kvhostGPU(ctx, in, dev, g, reconf, &sg, s, maxBS, st)
 	r.Admission, r.Moments = adm, append(moments, gp, shared)
 	var chosen Budget
 	var units map[string]int64

@@ -399,3 +399,42 @@ func FuzzParseHFModel(f *testing.F) {
 		}
 	})
 }
+
+// TestGPUOwnWindowSplit: kvhost's own policy sizes a GPU plan's window pool
+// for the requests it admits (the swa configurator's WindowPoolTokens with
+// the admitted rows and the chunk: each holds at most (window − 1 +
+// chunk)/page + 2 pages, plus one padding page), as serve does, at most
+// the full pool's size, the rest of the budget to the full pool; SGLang's
+// figure keeps swa_full_tokens_ratio's 0.8. Worked for gpt-oss-20b on an
+// H200 (window 128, page 1): 32 requests at chunk 512 want 20 513 window
+// tokens; SGLang's default R at chunk 8192 wants more than the full pool.
+func TestGPUOwnWindowSplit(t *testing.T) {
+	for _, tt := range []struct {
+		rows, chunk int
+		capped      bool
+	}{{32, 512, false}, {0, 0, true}} {
+		in := gpuIn(t, "gpt-oss-20b", "H200")
+		in.MaxRunning, in.ChunkedPrefill = tt.rows, tt.chunk
+		r, err := PlanGPU(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkPlan(t, "gpt-oss-20b", r)
+		rows, chunk := int64(r.Admission.Admitted), int64(r.Input.ChunkedPrefill)
+		want := rows*(128-1+chunk+2) + 1
+		units, sglang := map[string]int64{}, map[string]int64{}
+		for _, p := range r.Pools {
+			units[p.Name], sglang[p.Name] = p.Units, p.SGLangUnits
+		}
+		if tt.rows > 0 && (rows != 32 || want != 20513) {
+			t.Fatalf("%d rows at chunk %d want %d window tokens, worked figure 20 513", rows, chunk, want)
+		}
+		if d := sglang["swa"] - sglang["full"]*8/10; d < -1 || d > 1 {
+			t.Errorf("SGLang's window pool %d tokens is not 0.8 of its full pool %d", sglang["swa"], sglang["full"])
+		}
+		if units["swa"] != min(want, units["full"]) || (units["swa"] == units["full"]) != tt.capped {
+			t.Fatalf("own window pool %d tokens for %d rows at chunk %d, want %d (full pool %d)", units["swa"], rows, chunk, min(want, units["full"]), units["full"])
+		}
+		t.Logf("%d rows, chunk %d: full %d + window %d tokens (SGLang %d + %d)", rows, chunk, units["full"], units["swa"], sglang["full"], sglang["swa"])
+	}
+}

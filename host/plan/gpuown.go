@@ -25,7 +25,7 @@ import (
 // given --mem-fraction-static — keeps, and says so when that is fewer.
 // With --mem-fraction-static the headroom is that slack less the
 // reservations, as in SGLang, where P·(1 − f) holds everything at runtime.
-func kvhostGPU(ctx context.Context, in GPUInput, dev GPUDevice, g gpuLayout, sg *SGLangGPU, s peakShapes, maxBS int, st statics) (Budget, map[string]int64, Admission, []Moment, error) {
+func kvhostGPU(ctx context.Context, in GPUInput, dev GPUDevice, g gpuLayout, reconf func(rows int) (gpuLayout, error), sg *SGLangGPU, s peakShapes, maxBS int, st statics) (Budget, map[string]int64, Admission, []Moment, error) {
 	gran := int64(budget.DefaultVMMGranularity)
 	fraction := in.MemFractionStatic > 0
 	f := sg.MemFractionStatic
@@ -69,6 +69,12 @@ func kvhostGPU(ctx context.Context, in GPUInput, dev GPUDevice, g gpuLayout, sg 
 		}
 	}
 	adm.Admitted, adm.RuntimeBytes = rows, need
+	if g.windowed() && reconf != nil {
+		var err error
+		if g, err = reconf(rows); err != nil {
+			return Budget{}, nil, adm, ms, fmt.Errorf("plan: KV configurator for %d running requests: %w", rows, err)
+		}
+	}
 	peak, frag := gpuHeadroom(ms)
 	reqTok := budget.ReqToTokenBytes(rows, in.ContextLen, 0)
 	b := Budget{Policy: "kvhost", TotalBytes: dev.TotalBytes, PBytes: dev.PBytes, ABytes: dev.ABytes, WeightBytes: dev.WeightBytes,

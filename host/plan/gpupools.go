@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/kvhost/kvhost/host/budget"
 	"github.com/kvhost/kvhost/host/plugin"
@@ -69,6 +70,12 @@ func configureGPU(ctx context.Context, reg *plugin.Registry, raw json.RawMessage
 		g.rec.CellBytes = q.BytesPerUnit
 	}
 	return g, nil
+}
+
+// windowed reports whether a pool is a sliding window's, which kvhost's
+// own policy sizes by the running requests.
+func (g gpuLayout) windowed() bool {
+	return slices.ContainsFunc(g.pools, func(q sdk.Pool) bool { return q.Kind == sdk.SlidingWindow })
 }
 
 // cell is the main token pool's bytes per token.

@@ -57,6 +57,10 @@
 //     file being written. Registry.ForArchitecture decides which
 //     configurator claims a model from the records, or else by asking the
 //     interpreter (Runtime.Describe), and compiles only the claimant.
+//     A built-in set's SHA256SUMS (SumsFile, written by make plugins)
+//     gives its modules' sums without reading them (source.go): a warm
+//     start pages in none of the embedded modules, and bytes that are
+//     read are checked against their listed sum.
 //     Registry.Configure walks the same claimants and takes the first
 //     that does not decline the model (sdk.StatusDeclined): where two
 //     configurators claim an architecture (Mistral: mha and swa), the

@@ -1,14 +1,9 @@
 package plugin
 
 import (
-	"bufio"
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -18,57 +13,8 @@ import (
 	"sync/atomic"
 
 	"github.com/kvhost/kvhost/host/plugin/allowlist"
-	"github.com/kvhost/kvhost/host/plugin/fuel"
 	"github.com/kvhost/kvhost/sdk"
 )
-
-// Source is where a plugin's bytes came from. A plugins folder file's
-// bytes are read once, when the folder is listed; a built-in's are read
-// from the embedded set on each Wasm call and not held (five Go
-// configurators are 17 MiB the heap would otherwise keep for nothing: a
-// warm start asks their records, not their bytes).
-type Source struct {
-	Name   string // file name without .wasm
-	Origin string // "builtin" or the file's path
-	wasm   []byte // a folder file's bytes
-	fsys   fs.FS  // a built-in's embedded set
-	file   string // its name there
-}
-
-// Builtin reports whether the source is one of the embedded plugins.
-func (s Source) Builtin() bool { return s.Origin == "builtin" }
-
-// Wasm returns the plugin's bytes (a built-in's read now, a copy the
-// caller owns).
-func (s Source) Wasm() ([]byte, error) {
-	if s.fsys == nil {
-		return s.wasm, nil
-	}
-	b, err := fs.ReadFile(s.fsys, s.file)
-	if err != nil {
-		return nil, fmt.Errorf("plugin: built-in %s: %w", s.file, err)
-	}
-	return b, nil
-}
-
-// sum is the hex sha256 of the plugin's bytes, hashed as a stream (a
-// built-in's bytes are not copied onto the heap).
-func (s Source) sum() (string, int64, error) {
-	if s.fsys == nil {
-		return sum256(s.wasm), int64(len(s.wasm)), nil
-	}
-	f, err := s.fsys.Open(s.file)
-	if err != nil {
-		return "", 0, fmt.Errorf("plugin: built-in %s: %w", s.file, err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, f)
-	if err != nil {
-		return "", 0, fmt.Errorf("plugin: built-in %s: %w", s.file, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), n, nil
-}
 
 // Registry is the set of available plugins of every kind: the built-ins
 // overlaid by the .wasm files of a plugins folder (same name wins). It is
@@ -135,11 +81,20 @@ func NewRegistryWith(rt *Runtime, builtin fs.FS, dir string, opts RegistryOption
 		if err != nil {
 			return nil, fmt.Errorf("plugin: built-in set: %w", err)
 		}
+		sums, err := readSums(builtin)
+		if err != nil {
+			return nil, err
+		}
 		for _, n := range names {
 			name := strings.TrimSuffix(n, ".wasm")
-			r.sources[name] = Source{Name: name, Origin: "builtin", fsys: builtin, file: n}
+			r.sources[name] = Source{Name: name, Origin: "builtin", fsys: builtin, file: n, sha: sums[n]}
 			r.builtins[name] = r.sources[name]
 		}
+		described, err := readDescribed(builtin)
+		if err != nil {
+			return nil, err
+		}
+		r.seedDescribed(described)
 	}
 	if dir != "" {
 		if _, err := os.Stat(dir); err != nil {
@@ -219,50 +174,6 @@ func (r *Registry) Kind(name string) (string, error) {
 		return kindName(name, exports, err)
 	}
 	return r.rt.KindOf(name, src.wasm)
-}
-
-// exports reads a built-in's exported function names from a stream: the
-// sections before the export section are skipped unread, and the export
-// section alone is parsed (fuel.Exports, on the header and that section).
-// A module with none exports nothing. Loading checks the whole module.
-func (s Source) exports() ([]string, error) {
-	f, err := s.fsys.Open(s.file)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	br := bufio.NewReader(f)
-	head := make([]byte, 8)
-	if _, err := io.ReadFull(br, head); err != nil {
-		return fuel.Exports(head)
-	}
-	for {
-		id, err := br.ReadByte()
-		if err == io.EOF {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		size, err := binary.ReadUvarint(br)
-		if err != nil || size > 1<<30 {
-			return nil, fmt.Errorf("plugin: built-in %s: a malformed section header", s.file)
-		}
-		switch {
-		case id == 7: // the export section
-			body := make([]byte, size)
-			if _, err := io.ReadFull(br, body); err != nil {
-				return nil, err
-			}
-			mod := binary.AppendUvarint(append(append([]byte(nil), head...), id), size)
-			return fuel.Exports(append(mod, body...))
-		case id > 7 && id != 0: // sections that follow the exports: there are none
-			return nil, nil
-		}
-		if _, err := io.CopyN(io.Discard, br, int64(size)); err != nil {
-			return nil, err
-		}
-	}
 }
 
 // sourceSum is a source's sha256 and size.

@@ -40,7 +40,10 @@ type Runtime struct {
 	// compiles and interprets count compiler runs and Describe's
 	// interpreter runs (tests check what a start compiles).
 	compiles, interprets atomic.Int64
-	closed               atomic.Bool
+	// validates counts the interpreter's validations of an original
+	// module before its instrumented copy is compiled.
+	validates atomic.Int64
+	closed    atomic.Bool
 }
 
 type compiledEntry struct {
@@ -353,6 +356,7 @@ func (r *Runtime) runCompile(j *compileJob, engine wazero.Runtime, orig, code []
 		// The original must be valid on its own: the instrumented module
 		// is compiled only then (and validated again by the compiler).
 		var vm wazero.CompiledModule
+		r.validates.Add(1)
 		if vm, err = r.validator.CompileModule(ctx, orig); err == nil {
 			_ = vm.Close(ctx)
 		}

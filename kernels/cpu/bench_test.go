@@ -21,12 +21,15 @@ func BenchmarkMatMul(b *testing.B) {
 						out := make([]float32, m*s.rows)
 						b.ReportAllocs()
 						b.ResetTimer()
+						cpu0 := processCPU()
 						for b.Loop() {
 							p.MatMul(out, x, m, w)
 						}
 						sec := b.Elapsed().Seconds() / float64(b.N)
 						b.ReportMetric(2*float64(m*s.rows*s.cols)/sec/1e9, "GFLOP/s")
 						b.ReportMetric(float64(len(w.Data))/sec/1e9, "GB/s")
+						// Per CPU-second, as in BenchmarkMatMulGEMM.
+						b.ReportMetric(2*float64(m*s.rows*s.cols)*float64(b.N)/(processCPU()-cpu0)/1e9, "GFLOP/cpu-s")
 					})
 				}
 			}
@@ -59,15 +62,16 @@ func BenchmarkSiLUMul(b *testing.B) {
 	b.ReportMetric(float64(n)/(b.Elapsed().Seconds()/float64(b.N))/1e9, "Gelem/s")
 }
 
-// BenchmarkMatMulGEMM measures prefill-sized batches (m=128) on the medium
-// model's projection shapes, where MatMul is compute-bound.
+// BenchmarkMatMulGEMM measures prefill-sized batches (m=128, and m=512, a
+// whole prefill chunk) on the medium model's projection shapes, where MatMul
+// is compute-bound.
 func BenchmarkMatMulGEMM(b *testing.B) {
 	r := newRand(64)
-	const m = 128
 	for _, dt := range []DType{F32, F16} {
 		for _, s := range []struct{ rows, cols int }{{768, 768}, {2048, 768}, {768, 2048}} {
 			w := makeMatrix(b, r, dt, s.rows, s.cols)
-			for _, threads := range []int{1, 2} {
+			for _, mt := range []struct{ m, threads int }{{128, 1}, {128, 2}, {512, 1}} {
+				m, threads := mt.m, mt.threads
 				b.Run(fmt.Sprintf("%v/%dx%d/m=%d/t=%d", dt, s.rows, s.cols, m, threads), func(b *testing.B) {
 					p := NewPool(threads)
 					defer p.Close()

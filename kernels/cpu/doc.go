@@ -53,6 +53,13 @@
 //     panels and prefetches the next one while multiplying this one, as the
 //     decode matvec (rows4) prefetches its next four rows: the hardware
 //     prefetcher does not get ahead of many short row streams.
+//   - Batch decode (m up to 16) with AVX-512 and a Pool packs the x rows
+//     instead (gemm16.go): once per call, k-major, one zmm of x per k; a
+//     16×16 tile accumulates transposed from f32 weight rows read in place
+//     (each element an FMA's embedded broadcast) or f16/bf16 rows converted
+//     256 columns at a time into a padded f32 buffer, and is transposed in
+//     registers into out. At sixteen rows the per-call panel packing cost
+//     as much as the FMAs; the AVX2 and Go kernels keep the packed GEMM.
 //   - The KV cache is encoded on write (WriteKV, WriteKVRows; EncodeKV
 //     rounds to nearest even, FP8 saturates, block scales follow the OCP MX
 //     and NVFP4 rules — kvformat.go) and decoded inside attention a tile at
@@ -71,7 +78,7 @@
 //     one row per token, attention reads every row per token).
 //   - Kernels that take a *Pool split work over its workers through an atomic
 //     chunk counter (weight rows for MatMul, (x-row block, 16-row panel) pairs
-//     for the GEMM, (activation-row block, weight-row chunk) pairs for the
+//     for the GEMM, runs of 16-row weight tiles for the small-batch GEMM, (activation-row block, weight-row chunk) pairs for the
 //     quantized MatMul, work items and their key parts for Attention), so a worker
 //     descheduled on a shared core does not stall the call. Workers spin
 //     briefly between calls instead of parking on a channel (pool.go: a

@@ -20,7 +20,7 @@ const (
 	gemmMR = 6   // x rows per AVX2 tile (the AVX-512 tile has 2*gemmMR)
 	gemmNR = 16  // weight rows per panel (two ymm or one zmm vector)
 	gemmKC = 256 // columns per packed chunk: 16 KiB of panel, a multiple of Q8Block
-	gemmMC = 240 // x rows per work item: a 240×256 f32 block of x stays in L2
+	gemmMC = 256 // most x rows per work item: a 256×256 f32 block of x stays in L2
 	// gemm16MR x rows per AVX-512 16-row tile, taken wherever 16 x rows
 	// remain against a full panel: a decode batch of 16 is one tile, not a
 	// 12-row tile plus a 6-row one with two padded rows.
@@ -48,6 +48,7 @@ type gemmTask struct {
 	npan   int // panels of gemmNR weight rows
 	grp    int // panels per work item
 	ngrp   int // work items per x-row block
+	mc     int // x rows per block (at most gemmMC)
 	ch     chunker
 }
 
@@ -56,7 +57,12 @@ type gemmTask struct {
 func (t *gemmTask) init(out, x []float32, m int, w Matrix, rb, threads int) {
 	t.out, t.x, t.m, t.w, t.rb = out, x, m, w, rb
 	t.npan = (w.Rows + gemmNR - 1) / gemmNR
+	// Blocks of equal size rounded up to whole 16-row tiles: a 512-row
+	// prefill chunk is two blocks of 256, not 240 + 240 + a 32-row block
+	// that packs every panel again for two tiles.
 	xblocks := (m + gemmMC - 1) / gemmMC
+	t.mc = ((m+xblocks-1)/xblocks + gemm16MR - 1) / gemm16MR * gemm16MR
+	xblocks = (m + t.mc - 1) / t.mc
 	t.grp = max(1, t.npan*xblocks/(8*threads))
 	t.ngrp = (t.npan + t.grp - 1) / t.grp
 	t.ch.reset(t.ngrp * xblocks)
@@ -84,8 +90,8 @@ func (t *gemmTask) run(int) {
 // a fixed stride.
 func (t *gemmTask) item(xb, p int, pk []float32, xt *[2 * gemmMR * gemmKC]float32) {
 	cols, rows := t.w.Cols, t.w.Rows
-	i0 := xb * gemmMC
-	i1 := min(i0+gemmMC, t.m)
+	i0 := xb * t.mc
+	i1 := min(i0+t.mc, t.m)
 	r0 := p * gemmNR
 	nr := min(gemmNR, rows-r0)
 	var xo [gemmMR]int

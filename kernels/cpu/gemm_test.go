@@ -46,7 +46,10 @@ func (c gemmCase) String() string {
 // TestMatMulGEMMEdges drives the packed GEMM through its edges: x rows that
 // leave partial 6- and 12-row tiles, weight rows that leave a partial panel,
 // columns that leave a partial k chunk or a partial 8-column packing group,
-// and m beyond one gemmMC block, for every dtype and microkernel.
+// and m beyond one gemmMC block, for every dtype and microkernel. With
+// AVX-512 and a Pool, m <= 16 takes the small-batch path (gemm16.go): f32
+// rows read in place, staged f16/bf16 and 4 KiB-stride f32 rows, partial
+// tiles and partial 16-column staging groups.
 func TestMatMulGEMMEdges(t *testing.T) {
 	forceGEMM(t)
 	r := newRand(70)
@@ -69,14 +72,20 @@ func TestMatMulGEMMEdges(t *testing.T) {
 				}
 			}
 		}
+		for _, m := range []int{12, 16} {
+			// The small-batch path (gemm16.go) on a row stride of 4 KiB
+			// (f32: staged, not read in place), with a partial last tile.
+			add(dt, m, 35, 1024)
+		}
 		add(dt, 2*gemmMC+13, 17, 64) // three x-row blocks, the last partial
 		add(dt, 16, 51*gemmNR+5, 40) // work items of several panels, the last item and panel partial
 	}
-	pool := NewPool(3)
+	pool, one := NewPool(3), NewPool(1)
 	defer pool.Close()
+	defer one.Close()
 	gemmImpls(t, func(t *testing.T) {
 		for _, c := range cases {
-			for _, p := range []*Pool{nil, pool} {
+			for _, p := range []*Pool{nil, one, pool} {
 				out := make([]float32, c.m*c.w.Rows+1)
 				out[len(out)-1] = 42
 				p.MatMul(out, c.x, c.m, c.w)

@@ -24,7 +24,8 @@ func (t *matmulTask) run(int) {
 // has at least m*w.Rows floats and x at least m*w.Cols. Weight rows are split
 // over the pool; for small m > 1 each weight row is converted once and reused
 // across four x rows at a time, and from m = gemmMinM the packed GEMM in
-// gemm.go takes over. Panics on a malformed matrix or short slices.
+// gemm.go takes over (up to sixteen rows with AVX-512 and a Pool: the
+// small-batch GEMM in gemm16.go). Panics on a malformed matrix or short slices.
 func (p *Pool) MatMul(out, x []float32, m int, w Matrix) {
 	w.mustValid()
 	if m < 0 || len(out) < m*w.Rows || len(x) < m*w.Cols {
@@ -45,6 +46,9 @@ func (p *Pool) MatMul(out, x []float32, m int, w Matrix) {
 	}
 	threads := p.Threads()
 	if m >= gemmMinM(w.Type) {
+		if p.gemmT(out, x, m, w, rb) {
+			return
+		}
 		if threads == 1 {
 			var t gemmTask
 			t.init(out, x, m, w, rb, 1)

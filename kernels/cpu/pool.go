@@ -44,7 +44,13 @@ type Pool struct {
 
 	mm matmulTask
 	gm gemmTask
+	gt gemmTTask
+	// xt holds the small-batch GEMM's packed x block (gemm16.go), grown
+	// like qbuf.
+	xt []float32
 	qm qmatTask
+	// grp is MatMuls: several weights over one input (matmul_group.go).
+	grp groupTask
 	// qbuf holds MatMul's quantized activation rows (qact.go): grown by the
 	// first call of a size, reused by every later one.
 	qbuf []uint64

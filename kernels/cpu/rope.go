@@ -77,9 +77,22 @@ func (r *Rope) AttnFactor() float64 { return r.attnFactor }
 // Offset is the first rotated element of each head.
 func (r *Rope) Offset() int { return r.offset }
 
+// ropeRun is how many rows of consecutive positions Apply turns the angles
+// of by one position's rotation before it computes them afresh: the
+// recurrence's float64 error over a run (about ropeRun ulps) stays far
+// below float32's, and a prefill chunk computes one sine and cosine per
+// frequency every ropeRun rows instead of on every row.
+const ropeRun = 32
+
+// ropeMaxPairs bounds the frequencies Apply keeps on its stack; wider
+// rotations (rotDim > 2·ropeMaxPairs) compute every row's angles afresh.
+const ropeMaxPairs = 256
+
 // Apply rotates x in place; x is laid out [n, nHeads*headDim] and row i is at
-// position positions[i]. Angles are computed in float64 per (row, frequency)
-// and shared by all heads, so nothing is allocated or cached.
+// position positions[i]. Angles are float64 and shared by all heads: computed
+// with math.Sincos at a run's first row and turned by one position's
+// rotation for each next row of consecutive positions (up to ropeRun rows),
+// so nothing is allocated or cached.
 func (r *Rope) Apply(x []float32, n, nHeads int, positions []int32) {
 	hd := r.headDim
 	width := nHeads * hd
@@ -87,21 +100,57 @@ func (r *Rope) Apply(x []float32, n, nHeads int, positions []int32) {
 		panic(fmt.Sprintf("cpu: rope apply n=%d heads=%d head dim=%d: x has %d floats, positions %d", n, nHeads, hd, len(x), len(positions)))
 	}
 	half := r.rotDim / 2
+	var sn, cs, s1, c1 [ropeMaxPairs]float64
+	turned, since := false, ropeRun // s1/c1 hold one position's rotation; rows since the last fresh angles
 	for i := range n {
 		row := x[i*width : (i+1)*width]
-		pos := float64(positions[i])
-		for j, f := range r.invFreq {
-			s64, c64 := math.Sincos(pos * f)
-			s, c := float32(s64*r.attnFactor), float32(c64*r.attnFactor)
-			a, b := r.offset+2*j, r.offset+2*j+1
-			if r.style == RopeNeox {
-				a, b = r.offset+j, r.offset+j+half
+		pos := positions[i]
+		switch {
+		case half > ropeMaxPairs:
+			r.rotateRow(row, width, pos)
+			continue
+		case i > 0 && pos == positions[i-1]+1 && since < ropeRun:
+			if !turned {
+				for j, f := range r.invFreq {
+					s1[j], c1[j] = math.Sincos(f)
+				}
+				turned = true
 			}
-			for h := 0; h < width; h += hd {
-				x0, x1 := row[h+a], row[h+b]
-				row[h+a] = x0*c - x1*s
-				row[h+b] = x0*s + x1*c
+			for j := range half {
+				s, c := sn[j], cs[j]
+				sn[j], cs[j] = s*c1[j]+c*s1[j], c*c1[j]-s*s1[j]
 			}
+			since++
+		default:
+			for j, f := range r.invFreq {
+				sn[j], cs[j] = math.Sincos(float64(pos) * f)
+			}
+			since = 1
 		}
+		for j := range half {
+			r.rotatePair(row, width, j, float32(sn[j]*r.attnFactor), float32(cs[j]*r.attnFactor))
+		}
+	}
+}
+
+// rotateRow rotates one row at position pos, every angle from math.Sincos.
+func (r *Rope) rotateRow(row []float32, width int, pos int32) {
+	for j, f := range r.invFreq {
+		s64, c64 := math.Sincos(float64(pos) * f)
+		r.rotatePair(row, width, j, float32(s64*r.attnFactor), float32(c64*r.attnFactor))
+	}
+}
+
+// rotatePair rotates frequency j's pair of elements in every head of row by
+// the angle whose sine and cosine are s and c.
+func (r *Rope) rotatePair(row []float32, width, j int, s, c float32) {
+	a, b := r.offset+2*j, r.offset+2*j+1
+	if r.style == RopeNeox {
+		a, b = r.offset+j, r.offset+j+r.rotDim/2
+	}
+	for h := 0; h < width; h += r.headDim {
+		x0, x1 := row[h+a], row[h+b]
+		row[h+a] = x0*c - x1*s
+		row[h+b] = x0*s + x1*c
 	}
 }

@@ -113,7 +113,15 @@ func TestRope(t *testing.T) {
 				}
 			}
 			r := newRand(30)
+			// Lone positions, and runs of consecutive ones longer than
+			// ropeRun (rows whose angles Apply turns from the row before)
+			// at small and large positions.
 			positions := []int32{0, 1, 7, 4095, 8191, 131071, 999999}
+			for _, from := range []int32{2, 999000} {
+				for p := range int32(ropeRun + 9) {
+					positions = append(positions, from+p)
+				}
+			}
 			n := len(positions)
 			width := c.nHeads * c.headDim
 			x := randVec(r, n*width, 2)

@@ -379,7 +379,13 @@ func load(ctx context.Context, f serveFlags, gate *server.Gate, log *slog.Logger
 	// Configurator answers are recalled across starts (the same version,
 	// the same question): a warm start loads no configurator. One that
 	// must run is interpreted, not compiled: it answers a few calls once.
-	if sm.rt, err = plugin.NewRuntime(ctx, plugin.Config{Logger: log, RecallAnswers: true, InterpretConfigurators: true}); err != nil {
+	// A sampler's (and the constraint plugin's) I/O region holds MaxBatch
+	// rows in every instance: sized for the rows one decode step can hold
+	// (the running sequences and the extra choices of one request) rather
+	// than 256, it is ~0.5 MiB less resident per sampling policy; a larger
+	// batch is split into calls as before.
+	rows := min(plugin.DefaultMaxBatch, f.maxRunning+engine.MaxChoices-1)
+	if sm.rt, err = plugin.NewRuntime(ctx, plugin.Config{Logger: log, RecallAnswers: true, InterpretConfigurators: true, MaxBatch: rows}); err != nil {
 		return nil, sm, fmt.Errorf("serve: plugin runtime: %w", err)
 	}
 	if sm.plugins, err = plugin.NewRegistryWith(sm.rt, builtin.FS(), f.pluginsDir, plugin.RegistryOptions{AllowSHA256: allow, Logger: log}); err != nil {

@@ -16,6 +16,7 @@ import (
 
 var (
 	_ device.Elementwise = (*kernels)(nil)
+	_ device.MatMuls     = (*kernels)(nil)
 	_ device.Experts     = (*kernels)(nil)
 )
 

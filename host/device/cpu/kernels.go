@@ -14,6 +14,10 @@ import (
 type kernels struct {
 	d    *Device
 	arch archState
+	// mmOut and mmW hold one MatMuls call's resolved slices, so the eager
+	// call allocates nothing.
+	mmOut [kcpu.MatMulGroupMax][]float32
+	mmW   [kcpu.MatMulGroupMax]kcpu.Matrix
 }
 
 func (k *kernels) f32(b device.Buf) ([]float32, error) {
@@ -53,29 +57,61 @@ func need(name string, have, want int) error {
 	return nil
 }
 
-func (k *kernels) MatMul(out, x device.Buf, m int, w device.Weight) error {
-	o, err := k.f32(out)
-	if err != nil {
-		return err
+// matMulArgs resolves one MatMul's output, input and weight spans.
+func (k *kernels) matMulArgs(out, x device.Buf, m int, w device.Weight) (o, xs []float32, mat kcpu.Matrix, err error) {
+	if o, err = k.f32(out); err != nil {
+		return nil, nil, mat, err
 	}
-	xs, err := k.f32(x)
-	if err != nil {
-		return err
+	if xs, err = k.f32(x); err != nil {
+		return nil, nil, mat, err
 	}
-	mat, err := k.matrix(w)
-	if err != nil {
-		return err
+	if mat, err = k.matrix(w); err != nil {
+		return nil, nil, mat, err
 	}
 	if err := need("matmul output", len(o), m*w.Rows); err != nil {
-		return err
+		return nil, nil, mat, err
 	}
 	if err := need("matmul input", len(xs), m*w.Cols); err != nil {
+		return nil, nil, mat, err
+	}
+	return o[:m*w.Rows], xs[:m*w.Cols], mat, nil
+}
+
+func (k *kernels) MatMul(out, x device.Buf, m int, w device.Weight) error {
+	o, xs, mat, err := k.matMulArgs(out, x, m, w)
+	if err != nil {
 		return err
 	}
 	if k.d.capturing {
-		return k.record(func() { k.d.pool.MatMul(o[:m*w.Rows], xs[:m*w.Cols], m, mat) })
+		return k.record(func() { k.d.pool.MatMul(o, xs, m, mat) })
 	}
-	k.d.pool.MatMul(o[:m*w.Rows], xs[:m*w.Cols], m, mat)
+	k.d.pool.MatMul(o, xs, m, mat)
+	return nil
+}
+
+func (k *kernels) MatMuls(outs []device.Buf, x device.Buf, m int, ws []device.Weight) error {
+	if len(outs) != len(ws) || len(ws) > kcpu.MatMulGroupMax {
+		return fmt.Errorf("cpu device: matmuls of %d outputs and %d weights (at most %d)", len(outs), len(ws), kcpu.MatMulGroupMax)
+	}
+	n := len(ws)
+	var xs []float32
+	for i, w := range ws {
+		o, xi, mat, err := k.matMulArgs(outs[i], x, m, w)
+		if err != nil {
+			return fmt.Errorf("cpu device: matmuls weight %d: %w", i, err)
+		}
+		k.mmOut[i], k.mmW[i] = o, mat
+		if len(xi) > len(xs) {
+			xs = xi
+		}
+	}
+	if k.d.capturing {
+		// The graph keeps its own copies of the slices.
+		oc, wc := k.mmOut, k.mmW
+		return k.record(func() { k.d.pool.MatMuls(oc[:n], xs, m, wc[:n]) })
+	}
+	k.d.pool.MatMuls(k.mmOut[:n], xs, m, k.mmW[:n])
+	k.mmOut, k.mmW = [kcpu.MatMulGroupMax][]float32{}, [kcpu.MatMulGroupMax]kcpu.Matrix{}
 	return nil
 }
 

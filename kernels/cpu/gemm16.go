@@ -1,0 +1,122 @@
+package cpu
+
+import "unsafe"
+
+// Small-batch GEMM for MatMul with gemmMinM <= m <= gemmTMR x rows (batch
+// decode). The packed GEMM (gemm.go) transposes every weight panel for each
+// call, and at sixteen x rows that packing costs as much as the FMAs. Here the
+// x block is packed instead, once per call, k-major and padded with zero rows
+// to sixteen (xt[k*16+i] = x[i][k]; packPanel on x as a 16-row matrix), and
+// the AVX-512 kernel (gemm16_amd64.s) reads sixteen weight rows in natural
+// order: per k one zmm of x values and sixteen FMAs, each with one weight
+// element as its embedded broadcast, accumulating the 16×16 tile transposed
+// (tile[r*16+i]); the tile is scattered into out once per weight tile.
+//
+// F32 weights are read in place, except where their row stride is a multiple
+// of 4 KiB (sixteen rows would share one L1 set; gemm16Alias) and for a last
+// partial tile: those, and f16 and bf16, are staged chunk by chunk into a
+// small f32 buffer with a padded stride, converted but not transposed.
+// Without AVX-512 (or with a nil Pool, which has no room for xt) MatMul keeps
+// the packed GEMM, whose AVX2 and Go kernels compute the same products.
+const (
+	gemmTMR     = 16          // x rows the kernel covers: one zmm per k
+	gemmTStride = gemmKC + 16 // staged row stride in floats: not a 4 KiB multiple
+)
+
+// gemmTTask is one small-batch MatMul split into work items of grp
+// consecutive 16-row weight tiles.
+type gemmTTask struct {
+	out, xt []float32
+	m       int
+	w       Matrix
+	rb      int
+	direct  bool // f32 full tiles read in place
+	ntile   int
+	grp     int
+	ch      chunker
+}
+
+// gemmT runs MatMul's small-batch path and reports whether it did (false:
+// the kernel is not in use, p is nil, or m is too large).
+func (p *Pool) gemmT(out, x []float32, m int, w Matrix, rb int) bool {
+	if p == nil || m > gemmTMR || !gemmTOn() {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cols := w.Cols
+	n := gemmTMR*cols + 16
+	if cap(p.xt) < n {
+		p.xt = make([]float32, n)
+	}
+	buf := p.xt[:n]
+	off := int(-uintptr(unsafe.Pointer(&buf[0]))&63) / 4
+	xt := buf[off : off+gemmTMR*cols]
+	xm := Matrix{Type: F32, Rows: m, Cols: cols, Data: unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 4*m*cols)}
+	packPanel(xt, xm, 4*cols, 0, m, 0, cols)
+
+	t := &p.gt
+	t.out, t.xt, t.m, t.w, t.rb = out, xt, m, w, rb
+	t.direct = w.Type == F32 && rb%(4*gemm16Alias) != 0
+	t.ntile = (w.Rows + gemmNR - 1) / gemmNR
+	threads := p.Threads()
+	t.grp = max(1, t.ntile/(8*threads)) // about eight items per worker
+	t.ch.reset((t.ntile + t.grp - 1) / t.grp)
+	if threads == 1 {
+		t.run(0)
+	} else {
+		p.parallel(t)
+	}
+	t.out, t.xt, t.w.Data = nil, nil, nil // do not retain caller memory
+	return true
+}
+
+func (t *gemmTTask) run(int) {
+	// Scratch on the worker's stack, as in gemmTask.run.
+	var tile [gemmTMR * gemmNR]float32
+	var buf [gemmNR*gemmTStride + 16]float32
+	off := int(-uintptr(unsafe.Pointer(&buf[0]))&63) / 4
+	stage := buf[off : off+gemmNR*gemmTStride]
+	for c := t.ch.take(); c >= 0; c = t.ch.take() {
+		for i := c * t.grp; i < min((c+1)*t.grp, t.ntile); i++ {
+			t.tile(i, &tile, stage)
+		}
+	}
+}
+
+// tile computes out for weight rows [16·i, 16·i+16) (fewer in the last
+// tile) and all m x rows.
+func (t *gemmTTask) tile(i int, tile *[gemmTMR * gemmNR]float32, stage []float32) {
+	cols, rows := t.w.Cols, t.w.Rows
+	r0 := i * gemmNR
+	nr := min(gemmNR, rows-r0)
+	if t.direct && nr == gemmNR {
+		gemmTKernel(bytesF32(t.w.Data[r0*t.rb:]), cols, t.xt, cols, tile, false)
+	} else {
+		// Staged rows past nr keep stale values: their sums are never stored.
+		for k0 := 0; k0 < cols; k0 += gemmKC {
+			kc := min(gemmKC, cols-k0)
+			done := 0
+			if nr == gemmNR {
+				done = stageSIMD(stage, t.w, t.rb, r0, k0, kc)
+			}
+			if done < kc {
+				for j := range nr {
+					row := t.w.Data[(r0+j)*t.rb:][:t.rb]
+					stageRow(stage[j*gemmTStride+done:][:kc-done], t.w.Type, row, k0+done)
+				}
+			}
+			gemmTKernel(stage, gemmTStride, t.xt[k0*gemmTMR:], kc, tile, k0 > 0)
+		}
+	}
+	gemmTStore(tile, t.out, r0, rows, t.m, nr)
+}
+
+// stageRow converts len(dst) weights of a row from column k0 to f32.
+func stageRow(dst []float32, t DType, row []byte, k0 int) {
+	if t == F32 {
+		copy(dst, bytesF32(row)[k0:])
+		return
+	}
+	dequantRow(dst, t, row[2*k0:])
+}

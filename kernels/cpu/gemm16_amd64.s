@@ -1,0 +1,357 @@
+//go:build amd64
+
+#include "textflag.h"
+
+// AVX-512 kernels of the small-batch GEMM (gemm16.go): the x rows, packed
+// k-major (sixteen x values per k, one zmm), against sixteen weight rows read
+// in place, each weight element an embedded-broadcast operand of one FMA.
+
+// KT does one k: the sixteen x values at xoff(SI) into zr, then sixteen
+// broadcast-FMAs of w[r][k] (rows at R8, R9, R10, R11 + {0,1,2,3}·AX, byte
+// offset woff) into Z0..Z15.
+#define KT(xoff, woff, zr) \
+	VMOVUPS          xoff(SI), zr              \
+	VFMADD231PS.BCST woff(R8), zr, Z0          \
+	VFMADD231PS.BCST woff(R8)(AX*1), zr, Z1    \
+	VFMADD231PS.BCST woff(R8)(AX*2), zr, Z2    \
+	VFMADD231PS.BCST woff(R8)(DX*1), zr, Z3    \
+	VFMADD231PS.BCST woff(R9), zr, Z4          \
+	VFMADD231PS.BCST woff(R9)(AX*1), zr, Z5    \
+	VFMADD231PS.BCST woff(R9)(AX*2), zr, Z6    \
+	VFMADD231PS.BCST woff(R9)(DX*1), zr, Z7    \
+	VFMADD231PS.BCST woff(R10), zr, Z8         \
+	VFMADD231PS.BCST woff(R10)(AX*1), zr, Z9   \
+	VFMADD231PS.BCST woff(R10)(AX*2), zr, Z10  \
+	VFMADD231PS.BCST woff(R10)(DX*1), zr, Z11  \
+	VFMADD231PS.BCST woff(R11), zr, Z12        \
+	VFMADD231PS.BCST woff(R11)(AX*1), zr, Z13  \
+	VFMADD231PS.BCST woff(R11)(AX*2), zr, Z14  \
+	VFMADD231PS.BCST woff(R11)(DX*1), zr, Z15
+
+// PF16 prefetches the line 512 bytes (eight loop iterations) ahead in each
+// of the sixteen weight rows: weights read in place stream from memory in
+// sixteen short strided runs the hardware prefetcher does not get ahead of.
+#define PF16 \
+	PREFETCHT0 512(R8)          \
+	PREFETCHT0 512(R8)(AX*1)    \
+	PREFETCHT0 512(R8)(AX*2)    \
+	PREFETCHT0 512(R8)(DX*1)    \
+	PREFETCHT0 512(R9)          \
+	PREFETCHT0 512(R9)(AX*1)    \
+	PREFETCHT0 512(R9)(AX*2)    \
+	PREFETCHT0 512(R9)(DX*1)    \
+	PREFETCHT0 512(R10)         \
+	PREFETCHT0 512(R10)(AX*1)   \
+	PREFETCHT0 512(R10)(AX*2)   \
+	PREFETCHT0 512(R10)(DX*1)   \
+	PREFETCHT0 512(R11)         \
+	PREFETCHT0 512(R11)(AX*1)   \
+	PREFETCHT0 512(R11)(AX*2)   \
+	PREFETCHT0 512(R11)(DX*1)
+
+// func gemmT16AVX512(w *float32, ws int, xt *float32, kc int, tile *float32, acc int)
+// tile[r*16+i] (acc != 0: +)= Σ_{k<kc} w[r*ws+k]·xt[k*16+i] for r, i < 16;
+// kc >= 1.
+TEXT ·gemmT16AVX512(SB), NOSPLIT, $0-48
+	MOVQ w+0(FP), R8
+	MOVQ ws+8(FP), AX
+	SHLQ $2, AX
+	LEAQ (AX)(AX*2), DX
+	LEAQ (R8)(AX*4), R9
+	LEAQ (R9)(AX*4), R10
+	LEAQ (R10)(AX*4), R11
+	MOVQ xt+16(FP), SI
+	MOVQ kc+24(FP), CX
+	MOVQ tile+32(FP), DI
+	MOVQ acc+40(FP), BX
+	TESTQ BX, BX
+	JNZ  load
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	JMP  loop16
+
+load:
+	VMOVUPS 0(DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS 128(DI), Z2
+	VMOVUPS 192(DI), Z3
+	VMOVUPS 256(DI), Z4
+	VMOVUPS 320(DI), Z5
+	VMOVUPS 384(DI), Z6
+	VMOVUPS 448(DI), Z7
+	VMOVUPS 512(DI), Z8
+	VMOVUPS 576(DI), Z9
+	VMOVUPS 640(DI), Z10
+	VMOVUPS 704(DI), Z11
+	VMOVUPS 768(DI), Z12
+	VMOVUPS 832(DI), Z13
+	VMOVUPS 896(DI), Z14
+	VMOVUPS 960(DI), Z15
+
+loop16:
+	CMPQ CX, $16
+	JL   loop1
+	KT(0, 0, Z16)
+	KT(64, 4, Z17)
+	KT(128, 8, Z16)
+	KT(192, 12, Z17)
+	KT(256, 16, Z16)
+	KT(320, 20, Z17)
+	KT(384, 24, Z16)
+	KT(448, 28, Z17)
+	KT(512, 32, Z16)
+	KT(576, 36, Z17)
+	KT(640, 40, Z16)
+	KT(704, 44, Z17)
+	KT(768, 48, Z16)
+	KT(832, 52, Z17)
+	KT(896, 56, Z16)
+	KT(960, 60, Z17)
+	PF16
+	ADDQ $1024, SI
+	ADDQ $64, R8
+	ADDQ $64, R9
+	ADDQ $64, R10
+	ADDQ $64, R11
+	SUBQ $16, CX
+	JMP  loop16
+
+loop1:
+	TESTQ CX, CX
+	JZ    store
+	KT(0, 0, Z16)
+	ADDQ  $64, SI
+	ADDQ  $4, R8
+	ADDQ  $4, R9
+	ADDQ  $4, R10
+	ADDQ  $4, R11
+	DECQ  CX
+	JMP   loop1
+
+store:
+	VMOVUPS Z0, 0(DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, 128(DI)
+	VMOVUPS Z3, 192(DI)
+	VMOVUPS Z4, 256(DI)
+	VMOVUPS Z5, 320(DI)
+	VMOVUPS Z6, 384(DI)
+	VMOVUPS Z7, 448(DI)
+	VMOVUPS Z8, 512(DI)
+	VMOVUPS Z9, 576(DI)
+	VMOVUPS Z10, 640(DI)
+	VMOVUPS Z11, 704(DI)
+	VMOVUPS Z12, 768(DI)
+	VMOVUPS Z13, 832(DI)
+	VMOVUPS Z14, 896(DI)
+	VMOVUPS Z15, 960(DI)
+	VZEROUPPER
+	RET
+
+// The stagers convert 16 weight rows (row j at src + j*ss bytes) × 16·n16
+// columns to f32 rows of gemmTStride (272) floats: dst[j*272+k] = W[j][k];
+// n16 >= 1.
+#define LDF32Z VMOVUPS (R9), Z0
+#define LDF16Z VCVTPH2PS (R9), Z0
+
+// STAGE_ROWS expects DI = dst, SI = src, R8 = ss, DX = n16. It prefetches
+// the same columns of the sixteen rows after these (R11 = 16·ss): a work
+// item stages consecutive tiles (gemm16.go), so that is its next tile's
+// data, fetched while this one is multiplied, as the GEMM packers do.
+#define STAGE_ROWS(body, sstep) \
+	MOVQ R8, R11               \
+	SHLQ $4, R11               \
+	MOVQ $16, BX               \
+srow:                          \
+	MOVQ DX, CX                \
+	MOVQ SI, R9                \
+	MOVQ DI, R10               \
+scol:                          \
+	PREFETCHT0 (R9)(R11*1)     \
+	body                       \
+	VMOVUPS Z0, (R10)          \
+	ADDQ    $sstep, R9         \
+	ADDQ    $64, R10           \
+	DECQ    CX                 \
+	JNZ     scol               \
+	ADDQ    R8, SI             \
+	ADDQ    $1088, DI          \
+	DECQ    BX                 \
+	JNZ     srow               \
+	VZEROUPPER                 \
+	RET
+
+// func stage16F32AVX512(dst *float32, src *byte, ss, n16 int)
+TEXT ·stage16F32AVX512(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ ss+16(FP), R8
+	MOVQ n16+24(FP), DX
+	STAGE_ROWS(LDF32Z, 64)
+
+// func stage16F16AVX512(dst *float32, src *byte, ss, n16 int)
+TEXT ·stage16F16AVX512(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ ss+16(FP), R8
+	MOVQ n16+24(FP), DX
+	STAGE_ROWS(LDF16Z, 32)
+
+#define LDBF16Z \
+	VPMOVZXWD (R9), Z0  \
+	VPSLLD    $16, Z0, Z0
+
+// func stage16BF16AVX512(dst *float32, src *byte, ss, n16 int)
+TEXT ·stage16BF16AVX512(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ ss+16(FP), R8
+	MOVQ n16+24(FP), DX
+	STAGE_ROWS(LDBF16Z, 32)
+
+// func gemmTStoreAVX512(tile *float32, out *float32, ldc, m, nr int)
+// out[i*ldc+r] = tile[r*16+i] for i < m, r < nr (1 <= m, nr <= 16): the
+// 16×16 tile transposed in registers (32-bit, 64-bit and two 128-bit-lane
+// shuffle stages), x row i stored with a mask of nr lanes.
+TEXT ·gemmTStoreAVX512(SB), NOSPLIT, $0-40
+	MOVQ    tile+0(FP), SI
+	VMOVUPS 0(SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS 128(SI), Z2
+	VMOVUPS 192(SI), Z3
+	VMOVUPS 256(SI), Z4
+	VMOVUPS 320(SI), Z5
+	VMOVUPS 384(SI), Z6
+	VMOVUPS 448(SI), Z7
+	VMOVUPS 512(SI), Z8
+	VMOVUPS 576(SI), Z9
+	VMOVUPS 640(SI), Z10
+	VMOVUPS 704(SI), Z11
+	VMOVUPS 768(SI), Z12
+	VMOVUPS 832(SI), Z13
+	VMOVUPS 896(SI), Z14
+	VMOVUPS 960(SI), Z15
+
+	// 32-bit interleave of row pairs.
+	VUNPCKLPS Z1, Z0, Z16
+	VUNPCKHPS Z1, Z0, Z17
+	VUNPCKLPS Z3, Z2, Z18
+	VUNPCKHPS Z3, Z2, Z19
+	VUNPCKLPS Z5, Z4, Z20
+	VUNPCKHPS Z5, Z4, Z21
+	VUNPCKLPS Z7, Z6, Z22
+	VUNPCKHPS Z7, Z6, Z23
+	VUNPCKLPS Z9, Z8, Z24
+	VUNPCKHPS Z9, Z8, Z25
+	VUNPCKLPS Z11, Z10, Z26
+	VUNPCKHPS Z11, Z10, Z27
+	VUNPCKLPS Z13, Z12, Z28
+	VUNPCKHPS Z13, Z12, Z29
+	VUNPCKLPS Z15, Z14, Z30
+	VUNPCKHPS Z15, Z14, Z31
+
+	// 64-bit interleave: Z(4g+c) lane L = column 4L+c of rows 4g..4g+3.
+	VUNPCKLPD Z18, Z16, Z0
+	VUNPCKHPD Z18, Z16, Z1
+	VUNPCKLPD Z19, Z17, Z2
+	VUNPCKHPD Z19, Z17, Z3
+	VUNPCKLPD Z22, Z20, Z4
+	VUNPCKHPD Z22, Z20, Z5
+	VUNPCKLPD Z23, Z21, Z6
+	VUNPCKHPD Z23, Z21, Z7
+	VUNPCKLPD Z26, Z24, Z8
+	VUNPCKHPD Z26, Z24, Z9
+	VUNPCKLPD Z27, Z25, Z10
+	VUNPCKHPD Z27, Z25, Z11
+	VUNPCKLPD Z30, Z28, Z12
+	VUNPCKHPD Z30, Z28, Z13
+	VUNPCKLPD Z31, Z29, Z14
+	VUNPCKHPD Z31, Z29, Z15
+
+	// Lanes: Z(16+c) = (Zc.L0, Zc.L2, Z(4+c).L0, Z(4+c).L2), Z(20+c) the odd
+	// lanes; Z(24+c), Z(28+c) likewise from Z(8+c), Z(12+c).
+	VSHUFF32X4 $0x88, Z4, Z0, Z16
+	VSHUFF32X4 $0x88, Z5, Z1, Z17
+	VSHUFF32X4 $0x88, Z6, Z2, Z18
+	VSHUFF32X4 $0x88, Z7, Z3, Z19
+	VSHUFF32X4 $0xdd, Z4, Z0, Z20
+	VSHUFF32X4 $0xdd, Z5, Z1, Z21
+	VSHUFF32X4 $0xdd, Z6, Z2, Z22
+	VSHUFF32X4 $0xdd, Z7, Z3, Z23
+	VSHUFF32X4 $0x88, Z12, Z8, Z24
+	VSHUFF32X4 $0x88, Z13, Z9, Z25
+	VSHUFF32X4 $0x88, Z14, Z10, Z26
+	VSHUFF32X4 $0x88, Z15, Z11, Z27
+	VSHUFF32X4 $0xdd, Z12, Z8, Z28
+	VSHUFF32X4 $0xdd, Z13, Z9, Z29
+	VSHUFF32X4 $0xdd, Z14, Z10, Z30
+	VSHUFF32X4 $0xdd, Z15, Z11, Z31
+
+	// Zj = column j of the tile = x row j of the output.
+	VSHUFF32X4 $0x88, Z24, Z16, Z0
+	VSHUFF32X4 $0x88, Z25, Z17, Z1
+	VSHUFF32X4 $0x88, Z26, Z18, Z2
+	VSHUFF32X4 $0x88, Z27, Z19, Z3
+	VSHUFF32X4 $0x88, Z28, Z20, Z4
+	VSHUFF32X4 $0x88, Z29, Z21, Z5
+	VSHUFF32X4 $0x88, Z30, Z22, Z6
+	VSHUFF32X4 $0x88, Z31, Z23, Z7
+	VSHUFF32X4 $0xdd, Z24, Z16, Z8
+	VSHUFF32X4 $0xdd, Z25, Z17, Z9
+	VSHUFF32X4 $0xdd, Z26, Z18, Z10
+	VSHUFF32X4 $0xdd, Z27, Z19, Z11
+	VSHUFF32X4 $0xdd, Z28, Z20, Z12
+	VSHUFF32X4 $0xdd, Z29, Z21, Z13
+	VSHUFF32X4 $0xdd, Z30, Z22, Z14
+	VSHUFF32X4 $0xdd, Z31, Z23, Z15
+
+	MOVQ  nr+32(FP), CX
+	MOVQ  $1, DX
+	SHLQ  CX, DX
+	DECQ  DX
+	KMOVW DX, K1
+	MOVQ  out+8(FP), DI
+	MOVQ  ldc+16(FP), BX
+	SHLQ  $2, BX
+	MOVQ  m+24(FP), CX
+
+#define STX(z) \
+	VMOVUPS z, K1, (DI) \
+	DECQ    CX          \
+	JZ      stdone      \
+	ADDQ    BX, DI
+
+	STX(Z0)
+	STX(Z1)
+	STX(Z2)
+	STX(Z3)
+	STX(Z4)
+	STX(Z5)
+	STX(Z6)
+	STX(Z7)
+	STX(Z8)
+	STX(Z9)
+	STX(Z10)
+	STX(Z11)
+	STX(Z12)
+	STX(Z13)
+	STX(Z14)
+	VMOVUPS Z15, K1, (DI)
+
+stdone:
+	VZEROUPPER
+	RET

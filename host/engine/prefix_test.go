@@ -217,7 +217,9 @@ func TestPrefixCacheEqualsRecompute(t *testing.T) {
 		// tokens decode past the window, so sequences trim their windows,
 		// give up their prefixes' window pages and the cache punches them.
 		{"gen-model gemma2 tiny, window pool", archModel(t, "gemma2"), 100, 36, FCFS},
-		{"gen-model mistral tiny, window pool alone", archModel(t, "mistral"), 100, 24, LPM},
+		// 22 pages: the cache preempts 1–2 times on every schedule; at 24
+		// it did on some (a full make test under -race saw none).
+		{"gen-model mistral tiny, window pool alone", archModel(t, "mistral"), 100, 22, LPM},
 	}
 	for _, mc := range models {
 		t.Run(mc.name, func(t *testing.T) {

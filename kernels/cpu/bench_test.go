@@ -8,11 +8,20 @@ import (
 // Benchmarks report GFLOP/s (2·m·rows·cols per call) and GB/s of weight bytes
 // streamed; run with -benchtime=200ms on a shared machine.
 func BenchmarkMatMul(b *testing.B) {
-	r := newRand(60)
-	for _, dt := range []DType{F32, F16, BF16, Q8_0, MXFP4} {
-		for _, s := range []struct{ rows, cols int }{{768, 2048}, {2048, 768}} {
+	benchMatMul(b, 60, []DType{F32, F16, BF16, Q8_0, MXFP4}, []matShape{{768, 2048}, {2048, 768}}, []int{1, 16})
+}
+
+type matShape struct{ rows, cols int }
+
+// benchMatMul runs MatMul for every type, shape, batch m and thread count
+// (1 and 2), reporting GFLOP/s, weight GB/s and GFLOP per CPU-second (the
+// steadier figure on a shared machine: compare at t=1).
+func benchMatMul(b *testing.B, seed uint64, types []DType, shapes []matShape, ms []int) {
+	r := newRand(seed)
+	for _, dt := range types {
+		for _, s := range shapes {
 			w := makeMatrix(b, r, dt, s.rows, s.cols)
-			for _, m := range []int{1, 16} {
+			for _, m := range ms {
 				for _, threads := range []int{1, 2} {
 					b.Run(fmt.Sprintf("%v/%dx%d/m=%d/t=%d", dt, s.rows, s.cols, m, threads), func(b *testing.B) {
 						p := NewPool(threads)
@@ -25,11 +34,11 @@ func BenchmarkMatMul(b *testing.B) {
 						for b.Loop() {
 							p.MatMul(out, x, m, w)
 						}
+						flop := 2 * float64(m*s.rows*s.cols)
 						sec := b.Elapsed().Seconds() / float64(b.N)
-						b.ReportMetric(2*float64(m*s.rows*s.cols)/sec/1e9, "GFLOP/s")
+						b.ReportMetric(flop/sec/1e9, "GFLOP/s")
 						b.ReportMetric(float64(len(w.Data))/sec/1e9, "GB/s")
-						// Per CPU-second, as in BenchmarkMatMulGEMM.
-						b.ReportMetric(2*float64(m*s.rows*s.cols)*float64(b.N)/(processCPU()-cpu0)/1e9, "GFLOP/cpu-s")
+						b.ReportMetric(flop*float64(b.N)/(processCPU()-cpu0)/1e9, "GFLOP/cpu-s")
 					})
 				}
 			}

@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/kvhost/kvhost/internal/cputime"
 )
 
 // Step is one startup step: how long it took on the wall clock and in the
@@ -31,7 +32,7 @@ type Timeline struct {
 // NewTimeline starts a timeline now.
 func NewTimeline() *Timeline {
 	now := time.Now()
-	return &Timeline{start: now, last: now, cpuLast: processCPU()}
+	return &Timeline{start: now, last: now, cpuLast: cputime.Process()}
 }
 
 // Mark ends the current step under name (nil-safe).
@@ -39,7 +40,7 @@ func (t *Timeline) Mark(name string) {
 	if t == nil {
 		return
 	}
-	now, cpu := time.Now(), processCPU()
+	now, cpu := time.Now(), cputime.Process()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.steps = append(t.steps, Step{Name: name, Wall: now.Sub(t.last), CPU: cpu - t.cpuLast})
@@ -72,13 +73,3 @@ func (t *Timeline) String() string {
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.0fms", float64(d)/float64(time.Millisecond)) }
-
-// processCPU is the process's user + system time so far (0 where the
-// platform does not report it).
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/kvhost/kvhost/host/model/synth"
+	"github.com/kvhost/kvhost/internal/cputime"
 )
 
 // archBenchModel generates (once, cached in the temp dir) gen-model's
@@ -77,7 +78,7 @@ func BenchmarkArchDecode(b *testing.B) {
 								ungroup(r.m, true)
 								step()
 							}
-							cpu0 := processCPU()
+							cpu0 := cputime.Process().Seconds()
 							timeDecode(b, step, batch)
 							reportCPURate(b, batch, cpu0)
 							if batch == 1 {
@@ -111,7 +112,7 @@ func BenchmarkArchPrefill(b *testing.B) {
 							b.Fatal(err)
 						}
 						logits := make([]float32, r.m.Config.Vocab)
-						cpu0 := processCPU()
+						cpu0 := cputime.Process().Seconds()
 						for b.Loop() {
 							if err := r.m.Forward(r.pools, []Seq{{Tokens: toks, Pages: one(pages), LogitRows: 1}}, logits); err != nil {
 								b.Fatal(err)
@@ -130,7 +131,7 @@ func BenchmarkArchPrefill(b *testing.B) {
 // ran (perIter each) over the process CPU time since cpu0 (with two threads
 // it counts the pool's spin-waits too).
 func reportCPURate(b *testing.B, perIter int, cpu0 float64) {
-	if c := processCPU() - cpu0; cpu0 > 0 && c > 0 {
+	if c := cputime.Process().Seconds() - cpu0; cpu0 > 0 && c > 0 {
 		b.ReportMetric(float64(b.N*perIter)/c, "tok/cpu-s")
 	}
 }

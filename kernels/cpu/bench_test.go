@@ -3,6 +3,8 @@ package cpu
 import (
 	"fmt"
 	"testing"
+
+	"github.com/kvhost/kvhost/internal/cputime"
 )
 
 // Benchmarks report GFLOP/s (2·m·rows·cols per call) and GB/s of weight bytes
@@ -30,7 +32,7 @@ func benchMatMul(b *testing.B, seed uint64, types []DType, shapes []matShape, ms
 						out := make([]float32, m*s.rows)
 						b.ReportAllocs()
 						b.ResetTimer()
-						cpu0 := processCPU()
+						cpu0 := cputime.Process().Seconds()
 						for b.Loop() {
 							p.MatMul(out, x, m, w)
 						}
@@ -38,7 +40,7 @@ func benchMatMul(b *testing.B, seed uint64, types []DType, shapes []matShape, ms
 						sec := b.Elapsed().Seconds() / float64(b.N)
 						b.ReportMetric(flop/sec/1e9, "GFLOP/s")
 						b.ReportMetric(float64(len(w.Data))/sec/1e9, "GB/s")
-						b.ReportMetric(flop*float64(b.N)/(processCPU()-cpu0)/1e9, "GFLOP/cpu-s")
+						b.ReportMetric(flop*float64(b.N)/(cputime.Process().Seconds()-cpu0)/1e9, "GFLOP/cpu-s")
 					})
 				}
 			}
@@ -87,7 +89,7 @@ func BenchmarkMatMulGEMM(b *testing.B) {
 					x := randVec(r, m*s.cols, 1)
 					out := make([]float32, m*s.rows)
 					b.ReportAllocs()
-					cpu0 := processCPU()
+					cpu0 := cputime.Process().Seconds()
 					for b.Loop() {
 						p.MatMul(out, x, m, w)
 					}
@@ -95,7 +97,7 @@ func BenchmarkMatMulGEMM(b *testing.B) {
 					b.ReportMetric(2*float64(m*s.rows*s.cols)/sec/1e9, "GFLOP/s")
 					// Per CPU-second, steadier than the wall clock on a
 					// shared machine (compare it at t=1).
-					b.ReportMetric(2*float64(m*s.rows*s.cols)*float64(b.N)/(processCPU()-cpu0)/1e9, "GFLOP/cpu-s")
+					b.ReportMetric(2*float64(m*s.rows*s.cols)*float64(b.N)/(cputime.Process().Seconds()-cpu0)/1e9, "GFLOP/cpu-s")
 				})
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/kvhost/kvhost/internal/cputime"
 	"github.com/kvhost/kvhost/internal/mambaref"
 )
 
@@ -19,7 +20,7 @@ var benchMamba = mambaCase{heads: 32, headDim: 64, groups: 8, state: 128, conv: 
 // the process's threads, idle pool workers spinning included).
 func reportTokens(b *testing.B, tokens int, cpu0 float64) {
 	b.ReportMetric(float64(tokens)/b.Elapsed().Seconds(), "tok/s")
-	if cpu := processCPU() - cpu0; cpu > 0 {
+	if cpu := cputime.Process().Seconds() - cpu0; cpu > 0 {
 		b.ReportMetric(float64(tokens)/cpu, "tok/cpu-s")
 	}
 }
@@ -76,7 +77,7 @@ func BenchmarkMambaScan(b *testing.B) {
 				}
 				b.ReportAllocs()
 				b.ResetTimer()
-				cpu0 := processCPU()
+				cpu0 := cputime.Process().Seconds()
 				for range b.N {
 					if path.name == "plain" {
 						plainScan(sb.s, sb.y, sb.xbc, sb.dt, sb.prm, n, sb.seqs[0].SSM)
@@ -162,7 +163,7 @@ func BenchmarkMambaScanDecode(b *testing.B) {
 			sb := newScanBench(b, p, benchMamba, lens)
 			b.ReportAllocs()
 			b.ResetTimer()
-			cpu0 := processCPU()
+			cpu0 := cputime.Process().Seconds()
 			for range b.N {
 				p.MambaScan(sb.s, sb.y, sb.xbc, sb.dt, sb.prm, sb.seqs, sb.scratch)
 			}
@@ -188,7 +189,7 @@ func BenchmarkMambaLayerParts(b *testing.B) {
 		convW, convB := flat(w.ConvW), f32s(w.ConvB)
 		b.ReportAllocs()
 		b.ResetTimer()
-		cpu0 := processCPU()
+		cpu0 := cputime.Process().Seconds()
 		for range b.N {
 			p.MambaConv(s, xbc, xbc, convW, convB, seqs)
 		}
@@ -199,7 +200,7 @@ func BenchmarkMambaLayerParts(b *testing.B) {
 		nw := f32s(w.NormW)
 		b.ReportAllocs()
 		b.ResetTimer()
-		cpu0 := processCPU()
+		cpu0 := cputime.Process().Seconds()
 		for range b.N {
 			p.GatedRMSNorm(y, y, z, nw, n, s.Inner(), c.NormGroup, 1e-5)
 		}
@@ -210,7 +211,7 @@ func BenchmarkMambaLayerParts(b *testing.B) {
 		x := randVec(r, n*c.Hidden, 1)
 		out := make([]float32, n*in.Rows)
 		b.ResetTimer()
-		cpu0 := processCPU()
+		cpu0 := cputime.Process().Seconds()
 		for range b.N {
 			p.MatMul(out, x, n, in)
 		}

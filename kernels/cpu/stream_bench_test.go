@@ -3,6 +3,8 @@ package cpu
 import (
 	"fmt"
 	"testing"
+
+	"github.com/kvhost/kvhost/internal/cputime"
 )
 
 // BenchmarkMatVecStream is decode's weight traffic without the rest of the
@@ -39,7 +41,7 @@ func BenchmarkMatVecStream(b *testing.B) {
 						p := NewPool(threads)
 						defer p.Close()
 						b.ReportAllocs()
-						cpu0 := processCPU()
+						cpu0 := cputime.Process().Seconds()
 						for b.Loop() {
 							for _, w := range ws {
 								p.MatMul(out, x, m, w)
@@ -47,7 +49,7 @@ func BenchmarkMatVecStream(b *testing.B) {
 						}
 						sec := b.Elapsed().Seconds() / float64(b.N)
 						b.ReportMetric(float64(bytes)/sec/1e9, "GB/s")
-						b.ReportMetric(float64(bytes)*float64(b.N)/(processCPU()-cpu0)/1e9, "GB/cpu-s")
+						b.ReportMetric(float64(bytes)*float64(b.N)/(cputime.Process().Seconds()-cpu0)/1e9, "GB/cpu-s")
 						b.ReportMetric(sec*1e3/float64(m), "ms/token")
 					})
 				}

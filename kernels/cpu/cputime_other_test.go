@@ -1,6 +1,0 @@
-//go:build !unix
-
-package cpu
-
-// processCPU is unavailable here; benchmarks then report no CPU figure.
-func processCPU() float64 { return 0 }

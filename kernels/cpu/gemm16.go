@@ -39,12 +39,30 @@ type gemmTTask struct {
 // gemmT runs MatMul's small-batch path and reports whether it did (false:
 // the kernel is not in use, p is nil, or m is too large).
 func (p *Pool) gemmT(out, x []float32, m int, w Matrix, rb int) bool {
-	if p == nil || m > gemmTMR || !gemmTOn() {
+	if !p.gemmTFor(m) {
 		return false
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	cols := w.Cols
+	t := &p.gt
+	threads := p.Threads()
+	t.init(out, p.packXT(x, m, w.Cols), m, w, rb, threads)
+	if threads == 1 {
+		t.run(0)
+	} else {
+		p.parallel(t)
+	}
+	t.release()
+	return true
+}
+
+// gemmTFor reports whether MatMul's small-batch path serves m x rows of a
+// float weight (m at least gemmMinM).
+func (p *Pool) gemmTFor(m int) bool { return p != nil && m <= gemmTMR && gemmTOn() }
+
+// packXT packs m rows of x (cols each) k-major into the pool's xt buffer,
+// padded with zero rows to sixteen. p.mu must be held.
+func (p *Pool) packXT(x []float32, m, cols int) []float32 {
 	n := gemmTMR*cols + 16
 	if cap(p.xt) < n {
 		p.xt = make([]float32, n)
@@ -54,33 +72,48 @@ func (p *Pool) gemmT(out, x []float32, m int, w Matrix, rb int) bool {
 	xt := buf[off : off+gemmTMR*cols]
 	xm := Matrix{Type: F32, Rows: m, Cols: cols, Data: unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), 4*m*cols)}
 	packPanel(xt, xm, 4*cols, 0, m, 0, cols)
+	return xt
+}
 
-	t := &p.gt
+// init lays out w's tiles over the packed x block xt for threads workers.
+func (t *gemmTTask) init(out, xt []float32, m int, w Matrix, rb, threads int) {
 	t.out, t.xt, t.m, t.w, t.rb = out, xt, m, w, rb
 	t.direct = w.Type == F32 && rb%(4*gemm16Alias) != 0
 	t.ntile = (w.Rows + gemmNR - 1) / gemmNR
-	threads := p.Threads()
 	t.grp = max(1, t.ntile/(8*threads)) // about eight items per worker
-	t.ch.reset((t.ntile + t.grp - 1) / t.grp)
-	if threads == 1 {
-		t.run(0)
-	} else {
-		p.parallel(t)
-	}
-	t.out, t.xt, t.w.Data = nil, nil, nil // do not retain caller memory
-	return true
+	t.ch.reset(t.items())
+}
+
+// items is the number of work items init laid out.
+func (t *gemmTTask) items() int { return (t.ntile + t.grp - 1) / t.grp }
+
+// release drops the caller's memory.
+func (t *gemmTTask) release() { t.out, t.xt, t.w.Data = nil, nil, nil }
+
+// gemmTScratch is a worker's tile and staging buffer, on its stack as in
+// gemmTask.run.
+type gemmTScratch struct {
+	tile [gemmTMR * gemmNR]float32
+	buf  [gemmNR*gemmTStride + 16]float32
+}
+
+func (s *gemmTScratch) stage() []float32 {
+	off := int(-uintptr(unsafe.Pointer(&s.buf[0]))&63) / 4
+	return s.buf[off : off+gemmNR*gemmTStride]
 }
 
 func (t *gemmTTask) run(int) {
-	// Scratch on the worker's stack, as in gemmTask.run.
-	var tile [gemmTMR * gemmNR]float32
-	var buf [gemmNR*gemmTStride + 16]float32
-	off := int(-uintptr(unsafe.Pointer(&buf[0]))&63) / 4
-	stage := buf[off : off+gemmNR*gemmTStride]
+	var s gemmTScratch
+	stage := s.stage()
 	for c := t.ch.take(); c >= 0; c = t.ch.take() {
-		for i := c * t.grp; i < min((c+1)*t.grp, t.ntile); i++ {
-			t.tile(i, &tile, stage)
-		}
+		t.item(c, &s.tile, stage)
+	}
+}
+
+// item computes work item c: grp consecutive weight tiles.
+func (t *gemmTTask) item(c int, tile *[gemmTMR * gemmNR]float32, stage []float32) {
+	for i := c * t.grp; i < min((c+1)*t.grp, t.ntile); i++ {
+		t.tile(i, tile, stage)
 	}
 }
 

@@ -21,6 +21,8 @@ type groupTask struct {
 	kind [MatMulGroupMax]groupKind
 	end  [MatMulGroupMax]int // cumulative item counts
 	gm   [MatMulGroupMax]gemmTask
+	gt   [MatMulGroupMax]gemmTTask
+	xt   []float32 // the x block packed for gt (gemm16.go), shared
 	mm   [MatMulGroupMax]matmulTask
 	qm   [MatMulGroupMax]qmatTask
 	qbuf [MatMulGroupMax][]uint64 // quantized activation rows, one per format used
@@ -31,6 +33,7 @@ type groupKind uint8
 
 const (
 	groupGEMM groupKind = iota
+	groupTiles
 	groupRows
 	groupQuant
 )
@@ -38,7 +41,8 @@ const (
 // MatMuls computes MatMul(outs[i], x, m, ws[i]) for every i (at most
 // MatMulGroupMax) in one parallel call. Quantized weights whose activation
 // format agrees (actK) and whose column counts match share one quantized
-// copy of x. Panics as MatMul does on malformed input.
+// copy of x, and float weights in the small-batch range share one packed
+// x block (gemm16.go). Panics as MatMul does on malformed input.
 func (p *Pool) MatMuls(outs [][]float32, x []float32, m int, ws []Matrix) {
 	if len(outs) != len(ws) || len(ws) > MatMulGroupMax {
 		panic(fmt.Sprintf("cpu: matmuls of %d outputs and %d weights (at most %d)", len(outs), len(ws), MatMulGroupMax))
@@ -51,9 +55,9 @@ func (p *Pool) MatMuls(outs [][]float32, x []float32, m int, ws []Matrix) {
 				m, w.Rows, w.Cols, len(outs[i]), m*w.Rows, len(x), m*w.Cols))
 		}
 		simple = simple || w.Rows == 0 || w.Cols == 0
-		// A small batch of float rows runs gemm16.go's GEMM, which reads
-		// the weights in place: one call per weight (as MatMul).
-		simple = simple || !w.Type.Quantized() && m >= gemmMinM(w.Type) && m <= gemmTMR && gemmTOn()
+		// gemm16.go's small-batch tiles share one packed x block: a float
+		// weight of another width (never a layer's projections) goes alone.
+		simple = simple || !w.Type.Quantized() && m >= gemmMinM(w.Type) && p.gemmTFor(m) && w.Cols != ws[0].Cols
 	}
 	if simple {
 		for i, w := range ws {
@@ -64,6 +68,10 @@ func (p *Pool) MatMuls(outs [][]float32, x []float32, m int, ws []Matrix) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	t := &p.grp
+	t.xt = nil
+	if len(ws) > 0 && p.gemmTFor(m) {
+		t.xt = p.packXT(x, m, ws[0].Cols) // once for the group
+	}
 	t.init(outs, x, m, ws, p.threads)
 	p.parallel(t)
 	t.release()
@@ -95,6 +103,11 @@ func (t *groupTask) init(outs [][]float32, x []float32, m int, ws []Matrix, thre
 			q.chunk = min(max(qmRowGroup, per/qmRowGroup*qmRowGroup), w.Rows)
 			q.nchunk = (w.Rows + q.chunk - 1) / q.chunk
 			total += q.nchunk * xblocks
+		case m >= gemmMinM(w.Type) && t.xt != nil:
+			t.kind[i] = groupTiles
+			g := &t.gt[i]
+			g.init(outs[i], t.xt, m, w, rb, threads)
+			total += g.items()
 		case m >= gemmMinM(w.Type):
 			t.kind[i] = groupGEMM
 			g := &t.gm[i]
@@ -113,6 +126,8 @@ func (t *groupTask) init(outs [][]float32, x []float32, m int, ws []Matrix, thre
 }
 
 func (t *groupTask) run(int) {
+	var ts gemmTScratch
+	stage := ts.stage()
 	var buf [gemmBufLen]float32
 	var xt [2 * gemmMR * gemmKC]float32
 	off := int(-uintptr(unsafe.Pointer(&buf[0]))&63) / 4
@@ -132,6 +147,8 @@ func (t *groupTask) run(int) {
 			for p := grp * g.grp; p < min((grp+1)*g.grp, g.npan); p++ {
 				g.item(xb, p, pk, &xt)
 			}
+		case groupTiles:
+			t.gt[i].item(c, &ts.tile, stage)
 		case groupRows:
 			r := &t.mm[i]
 			r0 := c * r.chunk
@@ -151,5 +168,7 @@ func (t *groupTask) release() {
 		t.gm[i].out, t.gm[i].x, t.gm[i].w.Data = nil, nil, nil
 		t.mm[i].out, t.mm[i].x, t.mm[i].w.Data = nil, nil, nil
 		t.qm[i].out, t.qm[i].xq, t.qm[i].w.Data = nil, nil, nil
+		t.gt[i].release()
 	}
+	t.xt = nil
 }

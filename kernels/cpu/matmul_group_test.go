@@ -128,7 +128,7 @@ func BenchmarkMatMuls(b *testing.B) {
 		for i, rows := range c.rows {
 			ws[i] = makeMatrix(b, r, c.dt, rows, c.cols)
 		}
-		for _, m := range []int{1, 128} {
+		for _, m := range []int{1, 16, 128} {
 			x := randVec(r, m*c.cols, 1)
 			outs := make([][]float32, len(ws))
 			for i, w := range ws {

@@ -194,8 +194,9 @@ type step struct {
 // quantizing activations to 8 bits (MXFP4 experts) turns a last-bit
 // difference into a rounding step: the runs' log-probabilities differed by
 // up to 6e-5 (Gemma 2, Mistral) and 4e-4 (gpt-oss) with AVX-512, and 1.1e-2
-// (gpt-oss) with AVX2 alone (GODEBUG=cpu.avx512f=off). A wrong page or
-// window moves them by tenths of a nat or more.
+// (gpt-oss) with AVX2 alone (GODEBUG=cpu.avx512f=off). The window's
+// numerics are TestSWAMatchesFloat64Reference's (host/model); a page this
+// test's scheduling got wrong is read as released and panics.
 const nearTie = 0.05
 
 // sameOrNearTie fails unless got and want (one choice's steps, served two

@@ -39,10 +39,13 @@
 //     fly. For small m > 1 a weight row is read once and reused across x rows:
 //     f32 and f16 use a 3-weight-row × 4-x-row register tile, bf16 a 1 × 4
 //     tile, quantized rows stay in L1 in groups of eight while each
-//     activation row passes; for m < 4 (decoding), f32/f16/bf16 rows go four at a time
-//     against each x vector (rows4). exp (SiLU, softmax, attention) is
-//     vectorised with the scalar expf's polynomial. Every other CPU uses the
-//     portable Go kernels, and tests run both paths against float64
+//     activation row passes; for m < 4 (decoding), f32/f16/bf16 rows go
+//     four at a time against each x vector (rows4; f32 with zmm registers,
+//     two cache lines a row a step, where AVX-512 is present:
+//     rows4_512_amd64.s, about 10% more weight bandwidth per core than the
+//     ymm kernel). exp (SiLU, softmax, attention) is vectorised with the
+//     scalar expf's polynomial. Every other CPU uses the portable Go
+//     kernels, and tests run the Go, AVX2 and AVX-512 paths against float64
 //     references.
 //   - Prefill (m at or above a measured threshold, gemmMinM) is compute-bound
 //     and uses a packed GEMM (gemm.go): 16-row weight panels are converted to

@@ -44,7 +44,10 @@ func matMulRef(x []float32, m int, w Matrix) (want, tol []float64) {
 
 func TestMatMul(t *testing.T) {
 	type shape struct{ rows, cols int }
-	dense := []shape{{1, 1}, {5, 7}, {37, 13}, {3, 33}, {9, 100}, {17, 257}, {6, 64}}
+	// Dense shapes cover every step of the four-row kernels: 32, 16 and 8
+	// columns and the scalar tail (24, 40, 48, 56 columns, 100, 257).
+	dense := []shape{{1, 1}, {5, 7}, {37, 13}, {3, 33}, {9, 100}, {17, 257}, {6, 64},
+		{7, 24}, {9, 40}, {6, 56}, {5, 48}}
 	quant := []shape{{1, 32}, {5, 96}, {37, 160}, {4, 64}}
 	pools := []struct {
 		name string
@@ -55,7 +58,7 @@ func TestMatMul(t *testing.T) {
 			p.p.Close()
 		}
 	}()
-	impls(t, func(t *testing.T) {
+	gemmImpls(t, func(t *testing.T) {
 		r := newRand(10)
 		for _, dt := range []DType{F32, F16, BF16, Q8_0} {
 			shapes := dense
@@ -88,13 +91,14 @@ func TestMatMul(t *testing.T) {
 
 // TestDotKernelsLong covers the unrolled assembly loops and tails on long rows
 // with large magnitudes, for the 1-row, 4-x-row and 4-weight-row kernels (5
-// weight rows: one group of four and a leftover row at m = 1).
+// weight rows: one group of four and a leftover row at m = 1), on the Go,
+// AVX2 and AVX-512 paths.
 func TestDotKernelsLong(t *testing.T) {
-	impls(t, func(t *testing.T) {
+	gemmImpls(t, func(t *testing.T) {
 		r := newRand(11)
 		const rows = 5
 		for _, dt := range append([]DType{F32, F16, BF16}, quantTypes...) {
-			for _, cols := range []int{2048, 4096 + 64 + 3, 4096 + 256} {
+			for _, cols := range []int{2048, 4096 + 64 + 3, 4096 + 256, 4096 + 24 + 5} {
 				if cols%dt.BlockSize() != 0 {
 					continue
 				}

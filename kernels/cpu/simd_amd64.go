@@ -117,6 +117,12 @@ func f32ToF16Vec(dst []byte, src []float32) int {
 //go:noescape
 func rows4F32AVX(w *byte, rb int, x *float32, n int, out *[4]float32)
 
+// rows4F32AVX512 is rows4F32AVX with zmm registers (rows4_512_amd64.s),
+// selected by useAVX512.
+//
+//go:noescape
+func rows4F32AVX512(w *byte, rb int, x *float32, n int, out *[4]float32)
+
 //go:noescape
 func rows4F16AVX(w *byte, rb int, x *float32, n int, out *[4]float32)
 
@@ -148,7 +154,11 @@ func rows4(t DType, w []byte, rb int, x []float32, out *[4]float32) bool {
 	_ = w[3*rb+eb*n-1]
 	switch t {
 	case F32:
-		rows4F32AVX(&w[0], rb, &x[0], n8, out)
+		if useAVX512 {
+			rows4F32AVX512(&w[0], rb, &x[0], n8, out)
+		} else {
+			rows4F32AVX(&w[0], rb, &x[0], n8, out)
+		}
 	case F16:
 		rows4F16AVX(&w[0], rb, &x[0], n8, out)
 	default:

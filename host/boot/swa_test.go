@@ -3,6 +3,7 @@ package boot
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"sync"
@@ -27,7 +28,8 @@ import (
 // pool too small for all of them, so the scheduler preempts (Mistral's
 // 256-token window pool may or may not, depending on timing); each
 // request's tokens equal those of the same request served alone on a
-// roomy pool; while they run, the window pool holds at most
+// roomy pool, or do up to a near tie (sameOrNearTie: the batch's float
+// sums may flip one; CI's machine flipped gpt-oss's MXFP4 experts); while they run, the window pool holds at most
 // (window − 1 + chunk)/page + 2 pages per running request (window + chunk
 // tokens: what a prefill chunk needs) beyond what the prefix cache may
 // free (CachedPages: unlocked prefixes, and the window pages of locked
@@ -40,12 +42,9 @@ func TestSWAServesPastTheWindow(t *testing.T) {
 		radix  bool
 		prompt int
 	}{
-		// gpt-oss keeps the parameters this test had before (10-token
-		// prompts, chunks of 64, context 256, full pool 480): since the
-		// native MXFP4 experts (main, mxfp4 stream) its tokens served
-		// beside others differ from alone with 60-token prompts, or with
-		// context 288 and a 512-token pool (reported, not this stream's).
-		{"gemma2", false, 60}, {"gpt-oss", false, 10}, {"gemma2", true, 60}, {"mistral", false, 60}, {"mistral", true, 60},
+		// gpt-oss's MXFP4 experts run the one-row kernel alone and the
+		// four-row one beside others: near ties flip (sameOrNearTie).
+		{"gemma2", false, 60}, {"gpt-oss", false, 60}, {"gemma2", true, 60}, {"mistral", false, 60}, {"mistral", true, 60},
 	} {
 		arch := tc.arch
 		t.Run(fmt.Sprintf("%s/radix=%v", arch, tc.radix), func(t *testing.T) {
@@ -54,9 +53,6 @@ func TestSWAServesPastTheWindow(t *testing.T) {
 				t.Fatal(err)
 			}
 			spec.ContextLen = 288 // a full pool of 512 tokens holds one request's context
-			if arch == "gpt-oss" {
-				spec.ContextLen = 256
-			}
 			path := writeSpec(t, spec)
 			reqs := make([]engine.Request, 4)
 			for i := range reqs {
@@ -70,18 +66,18 @@ func TestSWAServesPastTheWindow(t *testing.T) {
 						p[len(p)-1] = int32(600 + (j*13+i*7)%300)
 					}
 				}
-				reqs[i] = engine.Request{Prompt: p, MaxTokens: 200, IgnoreEOS: true}
+				reqs[i] = engine.Request{Prompt: p, MaxTokens: 200, IgnoreEOS: true, Logprobs: true, TopLogprobs: 2}
 			}
 			reqs[1].N = 2
-			alone := func() [][][]int32 {
+			alone := func() [][][]step {
 				s, err := Build(baseConfig(path, 256<<20), nil, os.Stdout)
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer s.Close(context.Background())
-				out := make([][][]int32, len(reqs))
+				out := make([][][]step, len(reqs))
 				for i, r := range reqs {
-					out[i] = run(t, s, r)
+					out[i] = runSteps(t, s, r)
 				}
 				return out
 			}()
@@ -94,9 +90,6 @@ func TestSWAServesPastTheWindow(t *testing.T) {
 				cfg.MaxTotalTokens, pools = 256, 1
 			}
 			cfg.ChunkedPrefill = 16 // a window pool's sequence holds window + chunk tokens at most
-			if arch == "gpt-oss" {
-				cfg.MaxTotalTokens, cfg.ChunkedPrefill = 480, 64
-			}
 			cfg.DisableRadixCache = !tc.radix
 			s, err := Build(cfg, nil, os.Stdout)
 			if err != nil {
@@ -137,20 +130,18 @@ func TestSWAServesPastTheWindow(t *testing.T) {
 					}
 				}
 			}()
-			got := make([][][]int32, len(reqs))
+			got := make([][][]step, len(reqs))
 			var rw sync.WaitGroup
 			for i, r := range reqs {
 				rw.Add(1)
-				go func() { defer rw.Done(); got[i] = run(t, s, r) }()
+				go func() { defer rw.Done(); got[i] = runSteps(t, s, r) }()
 			}
 			rw.Wait()
 			close(stop)
 			wg.Wait()
 			for i := range reqs {
 				for c := range got[i] {
-					if !slices.Equal(got[i][c], alone[i][c]) {
-						t.Fatalf("request %d choice %d: served with the others %v, alone %v", i, c, got[i][c], alone[i][c])
-					}
+					sameOrNearTie(t, fmt.Sprintf("request %d choice %d", i, c), got[i][c], alone[i][c])
 				}
 			}
 			es := s.Engine.Stats()
@@ -187,25 +178,110 @@ func TestSWAServesPastTheWindow(t *testing.T) {
 	}
 }
 
-// run serves r on s and returns each choice's tokens.
-func run(t *testing.T, s *Stack, r engine.Request) [][]int32 {
+// step is one generated token with its log-probability and the step's two
+// most likely tokens.
+type step struct {
+	tok int32
+	lp  float32
+	top []engine.TokenLogprob
+}
+
+// nearTie bounds, in nats, how far a sequence's log-probabilities may move
+// with its batch neighbours, and so the gap between its two most likely
+// tokens that they may flip: the kernels' float sums are not bit-for-bit
+// independent of the batch (kernels/cpu matmul_quant.go, gemm16.go), a
+// recomputed prefix runs through the prefill paths instead of decode's, and
+// quantizing activations to 8 bits (MXFP4 experts) turns a last-bit
+// difference into a rounding step: the runs' log-probabilities differed by
+// up to 6e-5 (Gemma 2, Mistral) and 4e-4 (gpt-oss) with AVX-512, and 1.1e-2
+// (gpt-oss) with AVX2 alone (GODEBUG=cpu.avx512f=off). The window's
+// numerics are TestSWAMatchesFloat64Reference's (host/model); a page this
+// test's scheduling got wrong is read as released and panics.
+const nearTie = 0.05
+
+// sameOrNearTie fails unless got and want (one choice's steps, served two
+// ways) are the same tokens with log-probabilities within nearTie of each
+// other, or are so up to a step where both runs had the two tokens within
+// nearTie of each other at the top; past such a step the contexts differ
+// and nothing further is compared.
+func sameOrNearTie(t *testing.T, what string, got, want []step) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d tokens served with the others, %d alone", what, len(got), len(want))
+	}
+	worst := 0.0
+	for d := range got {
+		if got[d].tok == want[d].tok {
+			diff := math.Abs(float64(got[d].lp - want[d].lp))
+			if diff > nearTie {
+				t.Fatalf("%s: token %d has log-probability %g served with the others, %g alone (tolerance %g)", what, d, got[d].lp, want[d].lp, nearTie)
+			}
+			worst = max(worst, diff)
+			continue
+		}
+		a, b := want[d].tok, got[d].tok
+		ga, _ := topLogprob(got[d], a)
+		for _, st := range []step{got[d], want[d]} {
+			la, oka := topLogprob(st, a)
+			lb, okb := topLogprob(st, b)
+			if !oka || !okb || math.Abs(float64(la-lb)) > nearTie || math.Abs(float64(ga-want[d].lp)) > nearTie {
+				t.Fatalf("%s: token %d is %d served with the others, %d alone, not a near tie (top %v / %v, tolerance %g nats)\nwith others %v\nalone %v",
+					what, d, b, a, got[d].top, want[d].top, nearTie, tokens(got), tokens(want))
+			}
+		}
+		t.Logf("%s: near tie at token %d (%d with the others, %d alone; top %v / %v; log-probabilities differed by %.2g at most before): not compared further", what, d, b, a, got[d].top, want[d].top, worst)
+		return
+	}
+	if worst > 0 {
+		t.Logf("%s: same tokens, log-probabilities differ by %.2g at most", what, worst)
+	}
+}
+
+func topLogprob(st step, tok int32) (float32, bool) {
+	for _, c := range st.top {
+		if c.Token == tok {
+			return c.Logprob, true
+		}
+	}
+	return 0, false
+}
+
+func tokens(s []step) []int32 {
+	out := make([]int32, len(s))
+	for i, st := range s {
+		out[i] = st.tok
+	}
+	return out
+}
+
+// runSteps serves r (Logprobs and TopLogprobs set) on s and returns each
+// choice's steps.
+func runSteps(t *testing.T, s *Stack, r engine.Request) [][]step {
 	t.Helper()
 	st, err := s.Engine.Submit(context.Background(), r)
 	if err != nil {
 		t.Error(err)
 		return nil
 	}
-	out := make([][]int32, max(1, r.N))
+	out := make([][]step, max(1, r.N))
 	for ev := range st.Events {
 		if ev.Err != nil {
 			t.Error(ev.Err)
 			return nil
 		}
-		if !ev.Done || ev.Token != 0 || len(out[ev.Choice]) < r.MaxTokens {
-			if len(out[ev.Choice]) < r.MaxTokens {
-				out[ev.Choice] = append(out[ev.Choice], ev.Token)
-			}
+		if len(out[ev.Choice]) < r.MaxTokens { // every request here ignores EOS and runs to MaxTokens
+			out[ev.Choice] = append(out[ev.Choice], step{ev.Token, ev.Logprob, slices.Clone(ev.TopLogprobs)})
 		}
+	}
+	return out
+}
+
+// run serves r on s and returns each choice's tokens.
+func run(t *testing.T, s *Stack, r engine.Request) [][]int32 {
+	t.Helper()
+	var out [][]int32
+	for _, c := range runSteps(t, s, r) {
+		out = append(out, tokens(c))
 	}
 	return out
 }

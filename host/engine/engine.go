@@ -105,6 +105,7 @@ type seq struct {
 	id      uint64
 	ctx     context.Context
 	req     Request
+	warmup  bool // Warmup's: no prefix cache (caches)
 	grp     *group
 	choice  int
 	tokens  []int32 // prompt, then generated
@@ -271,6 +272,10 @@ func newEngine(cfg Config, fwd Forwarder, pools *kv.Set, mc model.Config, eog fu
 // Submit admits a request without blocking. The stream ends with a Done or
 // Err event; cancelling ctx ends it early and frees its pages.
 func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
+	return e.submit(ctx, req, false)
+}
+
+func (e *Engine) submit(ctx context.Context, req Request, warmup bool) (*Stream, error) {
 	if err := e.validate(req); err != nil {
 		return nil, err
 	}
@@ -296,7 +301,7 @@ func (e *Engine) Submit(ctx context.Context, req Request) (*Stream, error) {
 	e.nextID++
 	n := max(req.N, 1)
 	g := &group{out: make(chan Event, n*(req.MaxTokens+2)), open: 1}
-	s := &seq{id: e.nextID, arrival: e.nextID, ctx: ctx, req: req, grp: g, prompt: len(req.Prompt), kv: e.newSeqKV(), submitted: time.Now()}
+	s := &seq{id: e.nextID, arrival: e.nextID, ctx: ctx, req: req, warmup: warmup, grp: g, prompt: len(req.Prompt), kv: e.newSeqKV(), submitted: time.Now()}
 	if req.Embed {
 		s.hidden = make([]float32, len(req.Prompt)*e.hidden)
 	}

@@ -97,11 +97,15 @@ func matchable(s *seq) int {
 	return n
 }
 
+// caches reports whether s takes part in the prefix cache: every sequence
+// when the cache is on, except Warmup's, which leaves it as it found it.
+func (e *Engine) caches(s *seq) bool { return e.cache != nil && !s.warmup }
+
 // attachPrefix gives s, which holds no pages, the longest cached prefix of
 // its tokens: its tables share the prefix's pages, it locks the prefix and
 // its computation starts after it.
 func (e *Engine) attachPrefix(s *seq) {
-	if e.cache == nil {
+	if !e.caches(s) {
 		return
 	}
 	s.fresh = true
@@ -133,7 +137,7 @@ func (e *Engine) detachPrefix(s *seq) {
 
 // countAdmission records an admitted sequence's prefix-cache query.
 func (e *Engine) countAdmission(s *seq) {
-	if e.cache == nil {
+	if !e.caches(s) {
 		return
 	}
 	e.prefixQueries.Add(int64(len(s.tokens)))
@@ -156,7 +160,7 @@ func (e *Engine) countAdmission(s *seq) {
 // group always runs: nobody waits in a cycle. A waiting sequence holds no
 // pages past its cached prefix, and preemption may still take it.
 func (e *Engine) awaitPrefix(s *seq, i int) bool {
-	if e.cache == nil || !s.fresh {
+	if !e.caches(s) || !s.fresh {
 		return false
 	}
 	want := s.tokens[:matchable(s)]
@@ -216,7 +220,7 @@ func (e *Engine) joinPrefix(s *seq) {
 // requests with the same prefix share it while s still runs (and those
 // waiting for it, awaitPrefix, take it as soon as s has passed it).
 func (e *Engine) cachePrefix(s *seq) {
-	if e.cache == nil || s.cached < e.cache.Block() || s.cached/e.cache.Block()*e.cache.Block() <= s.lock.Tokens() {
+	if !e.caches(s) || s.cached < e.cache.Block() || s.cached/e.cache.Block()*e.cache.Block() <= s.lock.Tokens() {
 		return
 	}
 	h := e.cache.Insert(s.tokens[:s.cached], s.kv.tables, nil)
@@ -250,7 +254,7 @@ func (e *Engine) dedup(s *seq, tokens int) {
 // KV is sound its computed blocks are inserted, then its lock is dropped.
 // The sequence's own page references are releaseKV's to drop.
 func (e *Engine) uncache(s *seq, sound bool) {
-	if e.cache == nil {
+	if !e.caches(s) {
 		return
 	}
 	if sound && s.cached >= e.cache.Block() {

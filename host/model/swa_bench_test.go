@@ -8,6 +8,7 @@ import (
 
 	"github.com/kvhost/kvhost/configurators/layout"
 	"github.com/kvhost/kvhost/host/model/synth"
+	"github.com/kvhost/kvhost/internal/cputime"
 	"github.com/kvhost/kvhost/sdk"
 )
 
@@ -41,7 +42,8 @@ func swaBenchModel(b *testing.B, arch, size string) string {
 
 // BenchmarkSWA reports decode tok/s (one sequence, eager, past the window
 // with its pages released) and prefill tok/s (a 512-token prompt in
-// 256-token chunks) of each sliding-window architecture's small and medium
+// 256-token chunks), each also per CPU-second (tok/cpu-s, steadier on a
+// shared machine), of each sliding-window architecture's small and medium
 // generated model, on the pools the swa configurator declares.
 func BenchmarkSWA(b *testing.B) {
 	for _, a := range swaArchs {
@@ -54,6 +56,7 @@ func BenchmarkSWA(b *testing.B) {
 				pos, tok, batch := 8, make([]int32, 1), make([]Seq, 1)
 				b.ReportAllocs()
 				b.ResetTimer()
+				cpu0 := cputime.Process().Seconds()
 				for range b.N {
 					if pos == r.m.Config.ContextLen {
 						b.StopTimer()
@@ -66,6 +69,7 @@ func BenchmarkSWA(b *testing.B) {
 					pos++
 				}
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tok/s")
+				reportCPURate(b, 1, cpu0)
 			})
 			b.Run(fmt.Sprintf("%s-%s/prefill", a.arch, size), func(b *testing.B) {
 				r := loadSWA(b, swaBenchModel(b, a.arch, size), a.hf, 256)
@@ -74,6 +78,7 @@ func BenchmarkSWA(b *testing.B) {
 					toks[j] = int32(1 + j*97%31000)
 				}
 				b.ResetTimer()
+				cpu0 := cputime.Process().Seconds()
 				for range b.N {
 					seq := &swaSeq{r: r}
 					for s := 0; s < len(toks); s += 256 {
@@ -82,6 +87,7 @@ func BenchmarkSWA(b *testing.B) {
 					seq.release()
 				}
 				b.ReportMetric(float64(b.N*len(toks))/b.Elapsed().Seconds(), "tok/s")
+				reportCPURate(b, len(toks), cpu0)
 			})
 		}
 	}

@@ -26,10 +26,10 @@
 //     E2M1 codes doubled to integers, its E8M0 scale halved, as ggml
 //     does). From m = 4 the common formats dot each
 //     unpacked weight block with four activation rows at once, and from
-//     m = 8 Q8_0, Q5_0, Q4_K and Q6_K with eight on AVX-512 VNNI
-//     (qgemm512_amd64.s: Q4_K and Q6_K scales applied by VPDPWSSD, Q8_0 and
-//     Q5_0 two weight rows at a time with the activation codes offset to
-//     unsigned once). The integer
+//     m = 8 Q8_0, Q5_0, Q4_K, Q6_K and MXFP4 with eight on AVX-512 VNNI
+//     (qgemm512_amd64.s: Q4_K and Q6_K scales applied by VPDPWSSD, Q8_0,
+//     Q5_0 and MXFP4 two weight rows at a time with the activation codes
+//     offset to unsigned once). The integer
 //     sums are exact everywhere, but the kernels add the scaled block sums
 //     in different orders, so a row's result can differ in its last bits
 //     with the batch it is in (matmul_quant.go).

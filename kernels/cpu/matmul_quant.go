@@ -8,9 +8,9 @@ import "sync"
 // items are (block of qmXBlock activation rows, chunk of weight rows); an
 // item walks its rows in groups of qmRowGroup that stay in L1 while its
 // activation rows (in L2) are dotted with them eight at a time
-// (qgemm512_amd64.s, AVX-512 VNNI: Q8_0, Q5_0, Q4_K, Q6_K), then four at a time
-// (qdot4_amd64.s), then one at a time, so at decode sizes every weight
-// byte is read from memory once per call. The integer sums are exact on
+// (qgemm512_amd64.s, AVX-512 VNNI: Q8_0, Q5_0, Q4_K, Q6_K, MXFP4), then
+// four at a time (qdot4_amd64.s), then one at a time, so at decode sizes
+// every weight byte is read from memory once per call. The integer sums are exact on
 // every path, but the float sums of the blocks are added in a different
 // order by the eight-, four- and one-row kernels: a row's result can differ
 // in its last bits with the tile it lands in, so a sequence's logits are

@@ -583,3 +583,58 @@ GLOBL hex10g<>(SB), RODATA|NOPTR, $64
 // n must be even (weight rows in pairs).
 TEXT ·dot8RowsQ5_0AVX512(SB), NOSPLIT, $0-64
 	QPAIRS8(Q50W, Q50TAILW, 22)
+
+// MXFP4 (17-byte blocks: the E8M0 scale byte, then 16 nibble bytes:
+// values j and j+16 in byte j's low and high nibble) runs the same pair
+// kernel on its codes looked up (VPSHUFB) in mxfp4g, the doubled E2M1
+// values of kvaluesMXFP4, with the block's float scale e8m0Half[e] (the
+// halved E8M0 value) for the activation's d to multiply, as
+// dotRowsMXFP4AVX512 does: the integer sums are the generic path's. Z13
+// holds mxfp4g.
+DATA mxfp4g<>+0(SB)/8, $0x0c08060403020100
+DATA mxfp4g<>+8(SB)/8, $0xf4f8fafcfdfeff00
+DATA mxfp4g<>+16(SB)/8, $0x0c08060403020100
+DATA mxfp4g<>+24(SB)/8, $0xf4f8fafcfdfeff00
+DATA mxfp4g<>+32(SB)/8, $0x0c08060403020100
+DATA mxfp4g<>+40(SB)/8, $0xf4f8fafcfdfeff00
+DATA mxfp4g<>+48(SB)/8, $0x0c08060403020100
+DATA mxfp4g<>+56(SB)/8, $0xf4f8fafcfdfeff00
+GLOBL mxfp4g<>(SB), RODATA|NOPTR, $64
+
+// MXW: both blocks' nibble bytes in 128-bit lanes 0–1 (block A) and 2–3
+// (block B), the odd lanes shifted right by 4 (cnt5g), masked, looked up.
+#define MXW(wr, codes, negc, dw) \
+	VBROADCASTI32X4 1 wr, Z10             \
+	VINSERTI32X4    $2, 18 wr, Z10, Z10   \
+	VINSERTI32X4    $3, 18 wr, Z10, Z10   \
+	VPSRLVW         cnt5g<>(SB), Z10, Z10 \
+	VPANDD          nib4g<>(SB), Z10, Z10 \
+	VPSHUFB         Z10, Z13, codes       \
+	VPXORD          negc, negc, negc      \
+	VPDPBUSD        codes, Z15, negc      \
+	VPSUBD          negc, Z14, negc       \
+	MOVBLZX         wr, AX                \
+	MOVBLZX         17 wr, DX             \
+	LEAQ            ·e8m0Half(SB), BX     \
+	VBROADCASTSS    (BX)(AX*4), Y11       \
+	VBROADCASTSS    (BX)(DX*4), Y12       \
+	VINSERTF64X4    $1, Y12, Z11, dw
+
+#define MXTAILW(wr, codes, negc, dw) \
+	VMOVDQU      1 wr, X10               \
+	VPSRLW       $4, X10, X11            \
+	VINSERTI128  $1, X11, Y10, Y10       \
+	VPAND        nib4g<>(SB), Y10, Y10   \
+	VPSHUFB      Y10, Y13, codes         \
+	VPXORD       negc, negc, negc        \
+	VPDPBUSD     codes, Y15, negc        \
+	VPSUBD       negc, Y14, negc         \
+	MOVBLZX      wr, AX                  \
+	LEAQ         ·e8m0Half(SB), BX       \
+	VBROADCASTSS (BX)(AX*4), dw
+
+// func dot8RowsMXFP4AVX512(w *byte, rb, n int, x *byte, xs, nb int, out *float32, os int)
+// n must be even (weight rows in pairs).
+TEXT ·dot8RowsMXFP4AVX512(SB), NOSPLIT, $0-64
+	VMOVDQU64 mxfp4g<>(SB), Z13
+	QPAIRS8(MXW, MXTAILW, 17)

@@ -19,15 +19,19 @@ func dot8RowsQ5_0AVX512(w *byte, rb, n int, x *byte, xs, nb int, out *float32, o
 //go:noescape
 func dot8RowsQ6KAVX512(w *byte, rb, n int, x *byte, xs, nb int, out *float32, os int)
 
+//go:noescape
+func dot8RowsMXFP4AVX512(w *byte, rb, n int, x *byte, xs, nb int, out *float32, os int)
+
 // dot8RowsAVX512 holds the formats with an eight-row kernel; the others
 // take four rows at a time (dot4RowsAVX2).
 var dot8RowsAVX512 = [numDTypes]dot4RowsFunc{
 	Q8_0: dot8RowsQ8_0AVX512, Q5_0: dot8RowsQ5_0AVX512, Q4_K: dot8RowsQ4KAVX512, Q6_K: dot8RowsQ6KAVX512,
+	MXFP4: dot8RowsMXFP4AVX512,
 }
 
 // dot8RowPairs marks the kernels that take weight rows in pairs (n even);
 // an odd last row runs through the four-row kernels.
-var dot8RowPairs = [numDTypes]bool{Q8_0: true, Q5_0: true}
+var dot8RowPairs = [numDTypes]bool{Q8_0: true, Q5_0: true, MXFP4: true}
 
 // vecDot8RowsSIMD dots n weight rows with eight activation rows (xq,
 // xq+xs, …; nb blocks each) into out[r + i·os] and reports whether an

@@ -8,9 +8,11 @@ import (
 // TestDot8Rows holds the eight-activation-row kernels to the float64
 // reference directly, with strides longer than a row (activation rows a
 // block apart, outputs three floats apart) so a kernel that ignores xs or
-// os fails, odd weight-row counts (Q8_0 takes rows in pairs and hands an
-// odd last one to the four-row kernels), and one and several blocks per
-// row (Q8_0's odd last block runs on 256-bit vectors). Outputs outside the
+// os fails, odd weight-row counts (Q8_0, Q5_0 and MXFP4 take rows in pairs
+// and hand an odd last one to the four-row kernels), and one and several
+// blocks per row (their odd last block runs on 256-bit vectors; MXFP4's
+// two blocks per step have scale bytes of their own, so a kernel that
+// swaps or shares them fails). Outputs outside the
 // tile must stay untouched. MatMul's end-to-end paths are in
 // TestMatMulQuant.
 func TestDot8Rows(t *testing.T) {
@@ -21,7 +23,7 @@ func TestDot8Rows(t *testing.T) {
 	defer func() { useQ512 = saved }()
 	useQ512 = true
 	r := newRand(66)
-	for _, typ := range []DType{Q8_0, Q5_0, Q4_K, Q6_K} {
+	for _, typ := range []DType{Q8_0, Q5_0, Q4_K, Q6_K, MXFP4} {
 		for _, nb := range []int{1, 3, 4} {
 			cols := nb * typ.BlockSize()
 			rb := nb * typ.BlockBytes()

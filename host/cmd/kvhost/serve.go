@@ -46,6 +46,7 @@ type serveFlags struct {
 	chunkedPrefill int
 	maxPrefill     int
 	noRadixCache   bool
+	skipWarmup     bool
 	schedPolicy    string
 	kvEventsJSON   string
 	kvEvents       events.Config
@@ -109,6 +110,7 @@ func parseServeFlags(args []string, stderr io.Writer, getenv func(string) string
 	fs.IntVar(&f.chunkedPrefill, "chunked-prefill-size", 512, "new tokens in one forward at most (bounds the activation peak); -1 disables chunking")
 	fs.IntVar(&f.logprobChunk, "logprob-chunk-size", 2048, "rows of full-vocabulary logits one LM-head matmul computes for input logprobs (freed chunk by chunk)")
 	fs.BoolVar(&f.noRadixCache, "disable-radix-cache", false, "turn the prefix cache off: every prompt is computed from scratch")
+	fs.BoolVar(&f.skipWarmup, "skip-server-warmup", false, "say ready without first serving one short warm-up request (the first client request then pays the cold forward)")
 	fs.StringVar(&f.schedPolicy, "schedule-policy", "fcfs", "admission order: fcfs (arrival) or lpm (longest cached prefix first; needs the prefix cache)")
 	fs.StringVar(&f.kvEventsJSON, "kv-events-config", "", `publish the prefix cache's stores and removals to KV-aware routers, vLLM's JSON: {"enable_kv_cache_events":true,"endpoint":"tcp://*:5557","topic":"kv@pod@model"} (off by default)`)
 	fs.IntVar(&f.maxPrefill, "max-prefill-tokens", 16384, "with chunking disabled, prompt tokens one forward gathers at most (a longer prompt runs alone)")
@@ -305,6 +307,17 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer sreg.Close(context.Background())
+	if !f.skipWarmup && s.Engine != nil {
+		// One short request before /health says ready, as llama.cpp and
+		// SGLang warm up: the first client does not pay the cold forward
+		// (the mapped weights faulted in, the arenas touched, the decode
+		// graph, the sampling plugin's first instance).
+		gate.SetPhase("warming up")
+		if err := s.Engine.Warmup(ctx); err != nil {
+			log.Warn("warm-up request failed; serving anyway", "err", err)
+		}
+		tl.Mark("warm-up")
+	}
 	h, _ := assemble(f, s, sreg.reg, apiKeys, adminKeys, log)
 	// Loading (parsing, plugin compilation, profile forwards) leaves garbage
 	// the collector would keep as heap for a long while at an idle

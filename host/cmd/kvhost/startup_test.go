@@ -2,8 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -61,4 +63,58 @@ func TestWarmStartRecallsTheConfigurator(t *testing.T) {
 	if len(runs[0].Phases) != len(runs[1].Phases) {
 		t.Errorf("phases differ: %d vs %d", len(runs[0].Phases), len(runs[1].Phases))
 	}
+}
+
+// TestServeWarmsUpBeforeReady: by default serve runs one warm-up request
+// (a prefill and a decode step) before /health answers 200, and leaves no
+// trace of it but the engine's step count: no prefix-cache query, no
+// request in the request metrics; --skip-server-warmup says ready with
+// no step run.
+func TestServeWarmsUpBeforeReady(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	model := sharedModel(t)
+	for _, tc := range []struct {
+		args  []string
+		steps string
+	}{
+		{nil, "2"},
+		{[]string{"--skip-server-warmup"}, "0"},
+	} {
+		p := startProcess(t, append([]string{"--model", model, "--threads", "1"}, tc.args...)...)
+		resp, err := http.Get(p.url + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		metrics := string(b)
+		for _, want := range []string{`kvhost_engine_steps_total\{[^}]*\} ` + tc.steps + `\n`, `kvhost_prefix_cache_queries_total\{[^}]*\} 0\n`} {
+			if !regexp.MustCompile(want).MatchString(metrics) {
+				t.Errorf("%v: /metrics lacks %s:\n%s", tc.args, want, grepLines(metrics, "_total{"))
+			}
+		}
+		for _, family := range []string{"kvhost_http_requests_total{", "kvhost_generation_tokens_total{", "kvhost_time_to_first_token_seconds_count{"} {
+			if strings.Contains(metrics, family) {
+				t.Errorf("%v: the warm-up counts as a client request:\n%s", tc.args, grepLines(metrics, family))
+			}
+		}
+		p.stop(t, 15*time.Second)
+		if warmed := strings.Contains(p.log.String(), "warm-up"); warmed != (tc.steps != "0") {
+			t.Errorf("%v: the startup timeline mentions a warm-up: %v", tc.args, warmed)
+		}
+	}
+}
+
+// grepLines returns s's lines containing sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/kvhost/kvhost/host/kv"
 	"github.com/kvhost/kvhost/host/kv/kvtest"
 	"github.com/kvhost/kvhost/host/model/synth"
+	"github.com/kvhost/kvhost/internal/cputime"
 	"github.com/kvhost/kvhost/sdk"
 )
 
@@ -116,7 +117,10 @@ func BenchmarkDecodeKV(b *testing.B) {
 // pools (through g when not nil), walking decodeSpan positions before
 // starting over.
 func benchDecode(b *testing.B, r *rig, pools *kv.Set, g *DecodeGraphs, batch int) {
-	timeDecode(b, warmDecode(b, r, pools, g, batch), batch)
+	step := warmDecode(b, r, pools, g, batch)
+	cpu0 := cputime.Process().Seconds()
+	timeDecode(b, step, batch)
+	reportCPURate(b, batch, cpu0)
 }
 
 // warmDecode prefills benchDecode's batch sequences and walks their

@@ -14,6 +14,17 @@ func attnTile4AVX(x *float32, xs int, b *float32, ldb, kc int, c *float32, ldc i
 func attnTile12AVX512(x *float32, xs int, b *float32, ldb, kc int, c *float32, ldc int, acc int)
 
 //go:noescape
+func prefetchRowsAsm(p *byte, rb, rows, n int)
+
+// prefetchRows asks for the cache lines of rows rows of n bytes, rb bytes
+// apart from w[0] (prefetches past w are harmless and never fault).
+func prefetchRows(w []byte, rb, rows, n int) {
+	if rows > 0 && n > 0 && len(w) > 0 {
+		prefetchRowsAsm(&w[0], rb, rows, n)
+	}
+}
+
+//go:noescape
 func axpy4F16AVX(y *float32, x *byte, xs int, a *[4]float32, n int)
 
 //go:noescape

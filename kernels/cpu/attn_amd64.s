@@ -312,3 +312,32 @@ TEXT ·axpy4BF16AVX(SB), NOSPLIT, $0-40
 	VBROADCASTSS 8(DX), Y14
 	VBROADCASTSS 12(DX), Y15
 	AX4BODY(AXLDBF16, 2)
+
+// func prefetchRowsAsm(p *byte, rb, rows, n int)
+// PREFETCHT0 of every cache line of rows rows of n bytes (n >= 1), row i at
+// p + i·rb: a page run of one head's keys or values, fetched while the run
+// before it is read (each run is a page of its own, out of the hardware
+// prefetcher's stride).
+TEXT ·prefetchRowsAsm(SB), NOSPLIT, $0-32
+	MOVQ p+0(FP), SI
+	MOVQ rb+8(FP), AX
+	MOVQ rows+16(FP), CX
+	MOVQ n+24(FP), DX
+	TESTQ CX, CX
+	JLE  pfdone
+
+pfrow:
+	XORQ BX, BX
+
+pfline:
+	PREFETCHT0 (SI)(BX*1)
+	ADDQ       $64, BX
+	CMPQ       BX, DX
+	JL         pfline
+	PREFETCHT0 -1(SI)(DX*1) // the last byte's line when p is not line-aligned
+	ADDQ       AX, SI
+	DECQ       CX
+	JNZ        pfrow
+
+pfdone:
+	RET

@@ -194,6 +194,9 @@ func (t *attnCall) scoresVec(w *attnWork, a *attnItem, k0, kn int) {
 		}
 		if direct {
 			rows, _, rb, _ = kv.headRows(s, a.g, false)
+			t.prefetchRun(a, k0+j+run, k0+kn, false)
+			vrows, _, vrb, _ := kv.headRows(s, a.g, true)
+			prefetchRows(vrows, vrb, run, kv.Type.RowBytes(kv.VHeadDim))
 		} else {
 			kv.decodeRows(w.kt, d, s, run, a.g, false)
 		}
@@ -241,6 +244,7 @@ func (t *attnCall) valuesVec(w *attnWork, a *attnItem, k0, kn int) {
 		}
 		if direct {
 			rows, _, rb, _ = kv.headRows(s, a.g, true)
+			t.prefetchRun(a, k0+j+run, k0+kn, true)
 		} else {
 			kv.decodeRows(w.vt, dvp, s, run, a.g, true)
 		}
@@ -264,6 +268,22 @@ func (t *attnCall) valuesVec(w *attnWork, a *attnItem, k0, kn int) {
 		}
 		j += run
 	}
+}
+
+// prefetchRun prefetches the cache rows of the item's keys (v: values) in
+// the page run that starts at position pos, if pos < end: the in-place
+// paths read one run while the next is on its way.
+func (t *attnCall) prefetchRun(a *attnItem, pos, end int, v bool) {
+	if pos >= end {
+		return
+	}
+	kv := t.kv
+	n := kv.HeadDim
+	if v {
+		n = kv.VHeadDim
+	}
+	rows, _, rb, _ := kv.headRows(kv.slot(a.table, pos), a.g, v)
+	prefetchRows(rows, rb, kv.pageRun(pos, end-pos), kv.Type.RowBytes(n))
 }
 
 // rowDType is the weight dtype whose kernels read a cache encoding in place

@@ -62,8 +62,11 @@
 //     16×16 tile accumulates transposed from f32 weight rows read in place
 //     (each element an FMA's embedded broadcast) or f16/bf16 rows converted
 //     256 columns at a time into a padded f32 buffer, and is transposed in
-//     registers into out. At sixteen rows the per-call panel packing cost
-//     as much as the FMAs; the AVX2 and Go kernels keep the packed GEMM.
+//     registers into out. The staging is pipelined: the kernel call that
+//     multiplies one staged chunk converts the next into a second buffer, a
+//     row per sixteen k, so the weights' loads wait beside the FMAs. At
+//     sixteen rows the per-call panel packing cost as much as the FMAs; the
+//     AVX2 and Go kernels keep the packed GEMM.
 //   - The KV cache is encoded on write (WriteKV, WriteKVRows; EncodeKV
 //     rounds to nearest even, FP8 saturates, block scales follow the OCP MX
 //     and NVFP4 rules — kvformat.go) and decoded inside attention a tile at
@@ -74,7 +77,9 @@
 //     value sums go through a register-tiled microkernel (12×16 AVX-512,
 //     4×16 and 1×16 AVX2, portable Go) with a running max and sum per
 //     vector. Items of fewer than four vectors (MHA decode) read f32/f16/
-//     bf16 rows in place instead. The scratch is a few tiles per worker,
+//     bf16 rows in place instead, prefetching the next page run's keys and
+//     the run's values (a page run is a short stride of its own, which the
+//     hardware prefetcher does not follow). The scratch is a few tiles per worker,
 //     independent of the context (AttentionScratch); a call with fewer
 //     items than workers splits its keys and merges the parts
 //     (flash-decoding). Decoders and the f16/bf16 encoders have AVX2/F16C

@@ -15,7 +15,13 @@ import "unsafe"
 // F32 weights are read in place, except where their row stride is a multiple
 // of 4 KiB (sixteen rows would share one L1 set; gemm16Alias) and for a last
 // partial tile: those, and f16 and bf16, are staged chunk by chunk into a
-// small f32 buffer with a padded stride, converted but not transposed.
+// small f32 buffer with a padded stride, converted but not transposed. When
+// the columns are a multiple of 16, a work item's full tiles are pipelined:
+// the kernel that multiplies one staged chunk also stages the next (the
+// item's next chunk of this tile or the first of its next tile) into a
+// second buffer, so the weights' loads from memory wait beside the FMAs
+// instead of in a staging loop of their own (gemmTPipe turns it off for the
+// tests that compare the two schedules bit for bit).
 // Without AVX-512 (or with a nil Pool, which has no room for xt) MatMul keeps
 // the packed GEMM, whose AVX2 and Go kernels compute the same products.
 const (
@@ -31,6 +37,7 @@ type gemmTTask struct {
 	w       Matrix
 	rb      int
 	direct  bool // f32 full tiles read in place
+	piped   bool // staged full tiles pipelined (gemmTPipe, cols a multiple of 16)
 	ntile   int
 	grp     int
 	ch      chunker
@@ -79,6 +86,7 @@ func (p *Pool) packXT(x []float32, m, cols int) []float32 {
 func (t *gemmTTask) init(out, xt []float32, m int, w Matrix, rb, threads int) {
 	t.out, t.xt, t.m, t.w, t.rb = out, xt, m, w, rb
 	t.direct = w.Type == F32 && rb%(4*gemm16Alias) != 0
+	t.piped = gemmTPipe && !t.direct && w.Cols%16 == 0 && (w.Type == F32 || w.Type == F16 || w.Type == BF16)
 	t.ntile = (w.Rows + gemmNR - 1) / gemmNR
 	t.grp = max(1, t.ntile/(8*threads)) // about eight items per worker
 	t.ch.reset(t.items())
@@ -90,30 +98,68 @@ func (t *gemmTTask) items() int { return (t.ntile + t.grp - 1) / t.grp }
 // release drops the caller's memory.
 func (t *gemmTTask) release() { t.out, t.xt, t.w.Data = nil, nil, nil }
 
-// gemmTScratch is a worker's tile and staging buffer, on its stack as in
-// gemmTask.run.
+// gemmTPipe enables the pipelined schedule for staged tiles (the tests turn
+// it off to compare).
+var gemmTPipe = true
+
+// gemmTScratch is a worker's tile and two staging buffers, on its stack as
+// in gemmTask.run.
 type gemmTScratch struct {
 	tile [gemmTMR * gemmNR]float32
-	buf  [gemmNR*gemmTStride + 16]float32
+	buf  [2*gemmNR*gemmTStride + 16]float32
 }
 
-func (s *gemmTScratch) stage() []float32 {
-	off := int(-uintptr(unsafe.Pointer(&s.buf[0]))&63) / 4
+// stage is staging buffer j (0 or 1), 64-byte aligned.
+func (s *gemmTScratch) stage(j int) []float32 {
+	off := int(-uintptr(unsafe.Pointer(&s.buf[0]))&63)/4 + j*gemmNR*gemmTStride
 	return s.buf[off : off+gemmNR*gemmTStride]
 }
 
 func (t *gemmTTask) run(int) {
 	var s gemmTScratch
-	stage := s.stage()
 	for c := t.ch.take(); c >= 0; c = t.ch.take() {
-		t.item(c, &s.tile, stage)
+		t.item(c, &s)
 	}
 }
 
 // item computes work item c: grp consecutive weight tiles.
-func (t *gemmTTask) item(c int, tile *[gemmTMR * gemmNR]float32, stage []float32) {
-	for i := c * t.grp; i < min((c+1)*t.grp, t.ntile); i++ {
-		t.tile(i, tile, stage)
+func (t *gemmTTask) item(c int, s *gemmTScratch) {
+	i0, i1 := c*t.grp, min((c+1)*t.grp, t.ntile)
+	if t.piped {
+		full := min(i1, t.w.Rows/gemmNR)
+		t.pipe(i0, full, s)
+		i0 = max(i0, full)
+	}
+	for i := i0; i < i1; i++ {
+		t.tile(i, &s.tile, s.stage(0))
+	}
+}
+
+// pipe computes the full tiles i0..i1-1 chunk by chunk, each kernel call
+// staging the chunk after its own into the other buffer.
+func (t *gemmTTask) pipe(i0, i1 int, s *gemmTScratch) {
+	if i0 >= i1 {
+		return
+	}
+	cols := t.w.Cols
+	cur, next := s.stage(0), s.stage(1)
+	stageSIMD(cur, t.w, t.rb, i0*gemmNR, 0, min(gemmKC, cols))
+	for i := i0; i < i1; i++ {
+		for k0 := 0; k0 < cols; k0 += gemmKC {
+			kc := min(gemmKC, cols-k0)
+			ni, nk := i, k0+gemmKC
+			if nk >= cols {
+				ni, nk = i+1, 0
+			}
+			xt := t.xt[k0*gemmTMR:]
+			if ni < i1 {
+				gemmTKernelStage(cur, gemmTStride, xt, kc, &s.tile, k0 > 0, next, t.w, t.rb, ni*gemmNR, nk, min(gemmKC, cols-nk))
+			} else {
+				gemmTKernel(cur, gemmTStride, xt, kc, &s.tile, k0 > 0)
+			}
+			cur, next = next, cur
+		}
+		gemmTStore(&s.tile, t.out, i*gemmNR, t.w.Rows, t.m, gemmNR)
 	}
 }
 

@@ -6,6 +6,9 @@ package cpu
 func gemmT16AVX512(w *float32, ws int, xt *float32, kc int, tile *float32, acc int)
 
 //go:noescape
+func gemmT16StageAVX512(w *float32, ws int, xt *float32, kc int, tile *float32, acc int, src *byte, ss int, dst *float32, n16, rows, kind int)
+
+//go:noescape
 func stage16F32AVX512(dst *float32, src *byte, ss, n16 int)
 
 //go:noescape
@@ -66,4 +69,36 @@ func stageSIMD(stage []float32, w Matrix, rb, r0, k0, kc int) int {
 		return 0
 	}
 	return 16 * n16
+}
+
+// gemmTKernelStage is gemmTKernel for kc a multiple of 16 that also stages
+// the sixteen weight rows from r0 of w, kn columns (a multiple of 16) from
+// k0, into next as stageSIMD does; false when w's type has no stager.
+func gemmTKernelStage(w []float32, ws int, xt []float32, kc int, tile *[gemmTMR * gemmNR]float32, acc bool,
+	next []float32, m Matrix, rb, r0, k0, kn int) bool {
+	kind := 0
+	es := 4
+	switch m.Type {
+	case F32:
+	case F16:
+		kind, es = 1, 2
+	case BF16:
+		kind, es = 2, 2
+	default:
+		return false
+	}
+	if kc%16 != 0 || kn%16 != 0 || kc == 0 || kn == 0 {
+		panic("cpu: gemmTKernelStage: column counts not multiples of 16")
+	}
+	_ = w[(gemmNR-1)*ws+kc-1]
+	_ = xt[kc*gemmTMR-1]
+	_ = next[(gemmNR-1)*gemmTStride+kn-1]
+	start := r0*rb + es*k0
+	_ = m.Data[start+(gemmNR-1)*rb+es*kn-1]
+	a := 0
+	if acc {
+		a = 1
+	}
+	gemmT16StageAVX512(&w[0], ws, &xt[0], kc, &tile[0], a, &m.Data[start], rb, &next[0], kn/16, gemmNR, kind)
+	return true
 }

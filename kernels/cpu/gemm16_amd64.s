@@ -162,6 +162,169 @@ store:
 	VZEROUPPER
 	RET
 
+// func gemmT16StageAVX512(w *float32, ws int, xt *float32, kc int, tile *float32, acc int, src *byte, ss int, dst *float32, n16, rows, kind int)
+// gemmT16AVX512 (kc a multiple of 16) that also stages the next chunk, as
+// the stagers below do: rows (16) weight rows of 16·n16 columns from src
+// (row stride ss bytes; kind 0 f32, 1 f16, 2 bf16) to f32 rows of 272
+// floats at dst, one row per sixteen k, the rest after the last. The
+// conversions' loads then wait for memory beside the FMAs instead of in a
+// loop of their own. rows is overwritten.
+TEXT ·gemmT16StageAVX512(SB), NOSPLIT, $0-96
+
+// CVROW stages one row of the next chunk while the kernel multiplies this
+// one: 16·n16 weights from R12 (f32, f16 or bf16 by kind) to f32 at R13,
+// BX the f16-byte offset (f32 sources read at twice it), R15 = 32·n16;
+// R14 runs sixteen rows ahead for the prefetch, as STAGE_ROWS's.
+#define CVROW(lf32, lf16, lbf16, ldone) \
+	XORQ BX, BX                  \
+	CMPQ kind+88(FP), $1         \
+	JEQ  lf16                    \
+	JGT  lbf16                   \
+lf32:                            \
+	PREFETCHT0 (R14)(BX*2)       \
+	VMOVUPS    (R12)(BX*2), Z18  \
+	VMOVUPS    Z18, (R13)(BX*2)  \
+	ADDQ       $32, BX           \
+	CMPQ       BX, R15           \
+	JL         lf32              \
+	JMP        ldone             \
+lf16:                            \
+	PREFETCHT0 (R14)(BX*1)       \
+	VCVTPH2PS  (R12)(BX*1), Z18  \
+	VMOVUPS    Z18, (R13)(BX*2)  \
+	ADDQ       $32, BX           \
+	CMPQ       BX, R15           \
+	JL         lf16              \
+	JMP        ldone             \
+lbf16:                           \
+	PREFETCHT0 (R14)(BX*1)       \
+	VPMOVZXWD  (R12)(BX*1), Z18  \
+	VPSLLD     $16, Z18, Z18     \
+	VMOVUPS    Z18, (R13)(BX*2)  \
+	ADDQ       $32, BX           \
+	CMPQ       BX, R15           \
+	JL         lbf16             \
+ldone:                           \
+	MOVQ ss+56(FP), BX           \
+	ADDQ BX, R12                 \
+	ADDQ BX, R14                 \
+	ADDQ $1088, R13              \
+	DECQ rows+80(FP)
+
+	MOVQ w+0(FP), R8
+	MOVQ ws+8(FP), AX
+	SHLQ $2, AX
+	LEAQ (AX)(AX*2), DX
+	LEAQ (R8)(AX*4), R9
+	LEAQ (R9)(AX*4), R10
+	LEAQ (R10)(AX*4), R11
+	MOVQ xt+16(FP), SI
+	MOVQ kc+24(FP), CX
+	MOVQ tile+32(FP), DI
+	MOVQ src+48(FP), R12
+	MOVQ ss+56(FP), R14
+	SHLQ $4, R14
+	ADDQ R12, R14
+	MOVQ dst+64(FP), R13
+	MOVQ n16+72(FP), R15
+	SHLQ $5, R15
+	MOVQ acc+40(FP), BX
+	TESTQ BX, BX
+	JNZ  sload
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	JMP  sloop16
+
+sload:
+	VMOVUPS 0(DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS 128(DI), Z2
+	VMOVUPS 192(DI), Z3
+	VMOVUPS 256(DI), Z4
+	VMOVUPS 320(DI), Z5
+	VMOVUPS 384(DI), Z6
+	VMOVUPS 448(DI), Z7
+	VMOVUPS 512(DI), Z8
+	VMOVUPS 576(DI), Z9
+	VMOVUPS 640(DI), Z10
+	VMOVUPS 704(DI), Z11
+	VMOVUPS 768(DI), Z12
+	VMOVUPS 832(DI), Z13
+	VMOVUPS 896(DI), Z14
+	VMOVUPS 960(DI), Z15
+
+sloop16:
+	CMPQ CX, $16
+	JL   srest
+	KT(0, 0, Z16)
+	KT(64, 4, Z17)
+	KT(128, 8, Z16)
+	KT(192, 12, Z17)
+	KT(256, 16, Z16)
+	KT(320, 20, Z17)
+	KT(384, 24, Z16)
+	KT(448, 28, Z17)
+	CMPQ rows+80(FP), $0
+	JLE  snocv
+	CVROW(lcf32, lcf16, lcbf16, lcdone)
+
+snocv:
+	KT(512, 32, Z16)
+	KT(576, 36, Z17)
+	KT(640, 40, Z16)
+	KT(704, 44, Z17)
+	KT(768, 48, Z16)
+	KT(832, 52, Z17)
+	KT(896, 56, Z16)
+	KT(960, 60, Z17)
+	ADDQ $1024, SI
+	ADDQ $64, R8
+	ADDQ $64, R9
+	ADDQ $64, R10
+	ADDQ $64, R11
+	SUBQ $16, CX
+	JMP  sloop16
+
+srest:
+	CMPQ rows+80(FP), $0
+	JLE  sstore
+	CVROW(lrf32, lrf16, lrbf16, lrdone)
+	JMP  srest
+
+sstore:
+	VMOVUPS Z0, 0(DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, 128(DI)
+	VMOVUPS Z3, 192(DI)
+	VMOVUPS Z4, 256(DI)
+	VMOVUPS Z5, 320(DI)
+	VMOVUPS Z6, 384(DI)
+	VMOVUPS Z7, 448(DI)
+	VMOVUPS Z8, 512(DI)
+	VMOVUPS Z9, 576(DI)
+	VMOVUPS Z10, 640(DI)
+	VMOVUPS Z11, 704(DI)
+	VMOVUPS Z12, 768(DI)
+	VMOVUPS Z13, 832(DI)
+	VMOVUPS Z14, 896(DI)
+	VMOVUPS Z15, 960(DI)
+	VZEROUPPER
+	RET
+
 // The stagers convert 16 weight rows (row j at src + j*ss bytes) × 16·n16
 // columns to f32 rows of gemmTStride (272) floats: dst[j*272+k] = W[j][k];
 // n16 >= 1.

@@ -26,6 +26,10 @@ func gemmTKernel([]float32, int, []float32, int, *[gemmTMR * gemmNR]float32, boo
 	panic("cpu: the small-batch GEMM kernel needs AVX-512")
 }
 
+func gemmTKernelStage([]float32, int, []float32, int, *[gemmTMR * gemmNR]float32, bool, []float32, Matrix, int, int, int, int) bool {
+	panic("cpu: the small-batch GEMM kernel needs AVX-512")
+}
+
 func stageSIMD([]float32, Matrix, int, int, int, int) int { return 0 }
 
 func gemmTStore(*[gemmTMR * gemmNR]float32, []float32, int, int, int, int) {

@@ -127,7 +127,6 @@ func (t *groupTask) init(outs [][]float32, x []float32, m int, ws []Matrix, thre
 
 func (t *groupTask) run(int) {
 	var ts gemmTScratch
-	stage := ts.stage()
 	var buf [gemmBufLen]float32
 	var xt [2 * gemmMR * gemmKC]float32
 	off := int(-uintptr(unsafe.Pointer(&buf[0]))&63) / 4
@@ -148,7 +147,7 @@ func (t *groupTask) run(int) {
 				g.item(xb, p, pk, &xt)
 			}
 		case groupTiles:
-			t.gt[i].item(c, &ts.tile, stage)
+			t.gt[i].item(c, &ts)
 		case groupRows:
 			r := &t.mm[i]
 			r0 := c * r.chunk

@@ -72,10 +72,10 @@ func stageSIMD(stage []float32, w Matrix, rb, r0, k0, kc int) int {
 }
 
 // gemmTKernelStage is gemmTKernel for kc a multiple of 16 that also stages
-// the sixteen weight rows from r0 of w, kn columns (a multiple of 16) from
-// k0, into next as stageSIMD does; false when w's type has no stager.
+// the sixteen weight rows from r0 of m, kn columns (a multiple of 16) from
+// k0, into next as stageSIMD does. m is f32, f16 or bf16 (gemmTTask.piped).
 func gemmTKernelStage(w []float32, ws int, xt []float32, kc int, tile *[gemmTMR * gemmNR]float32, acc bool,
-	next []float32, m Matrix, rb, r0, k0, kn int) bool {
+	next []float32, m Matrix, rb, r0, k0, kn int) {
 	kind := 0
 	es := 4
 	switch m.Type {
@@ -85,7 +85,7 @@ func gemmTKernelStage(w []float32, ws int, xt []float32, kc int, tile *[gemmTMR 
 	case BF16:
 		kind, es = 2, 2
 	default:
-		return false
+		panic("cpu: gemmTKernelStage: no stager for " + m.Type.String())
 	}
 	if kc%16 != 0 || kn%16 != 0 || kc == 0 || kn == 0 {
 		panic("cpu: gemmTKernelStage: column counts not multiples of 16")
@@ -100,5 +100,4 @@ func gemmTKernelStage(w []float32, ws int, xt []float32, kc int, tile *[gemmTMR 
 		a = 1
 	}
 	gemmT16StageAVX512(&w[0], ws, &xt[0], kc, &tile[0], a, &m.Data[start], rb, &next[0], kn/16, gemmNR, kind)
-	return true
 }

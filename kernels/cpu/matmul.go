@@ -138,6 +138,22 @@ func matvecRows4(out, x []float32, m int, w Matrix, rb, r0, r1 int) int {
 			copy(out[i*rows+r:i*rows+r+4], o[:])
 		}
 	}
+	if s := max(0, r1-4); r < r1 && s+4 <= rows {
+		// Fewer than four rows left: rows4 over four rows of the matrix
+		// that hold them (those ending at r1, or the first four), storing
+		// only r..r1−1, so that every row of a matrix of four rows or more
+		// comes from the one kernel whatever range it falls in — a work
+		// chunk's, which the thread count decides, or the same rows in a
+		// matrix of another height (TestMatVecRowsAgreeAcrossRanges).
+		wb := w.Data[s*rb : (s+4)*rb]
+		for i := range m {
+			if !rows4(w.Type, wb, rb, x[i*cols:(i+1)*cols], &o) {
+				return r
+			}
+			copy(out[i*rows+r:i*rows+r1], o[r-s:r1-s])
+		}
+		r = r1
+	}
 	return r
 }
 

@@ -186,3 +186,44 @@ func TestPoolConcurrentCallsAndClose(t *testing.T) {
 		}
 	}
 }
+
+// TestMatVecRowsAgreeAcrossRanges: at m < 4 a weight row's result does not
+// depend on the range of rows it is computed in — a work chunk's (which
+// the thread count decides), or the same rows in a matrix of another
+// height (four rows or more): rows4 serves every row of such a matrix,
+// the last fewer-than-four of a range too, bit for bit. The AVX-512 f32
+// kernel sums in another order than the one-row dot, so a tail served by
+// the dot would differ in its last bits.
+func TestMatVecRowsAgreeAcrossRanges(t *testing.T) {
+	gemmImpls(t, func(t *testing.T) {
+		r := newRand(91)
+		for _, dt := range []DType{F32, F16, BF16} {
+			const rows, cols = 13, 100
+			w := makeMatrix(t, r, dt, rows, cols)
+			rb := mustRowBytes(t, w)
+			for m := 1; m < 4; m++ {
+				x := randVec(r, m*cols, 1)
+				whole := make([]float32, m*rows)
+				matmulRows(whole, x, m, w, rb, 0, rows)
+				for _, cut := range []int{1, 5, 6, 7, 11} {
+					split := make([]float32, m*rows)
+					matmulRows(split, x, m, w, rb, 0, cut)
+					matmulRows(split, x, m, w, rb, cut, rows)
+					sub := Matrix{Type: dt, Rows: rows - cut, Cols: cols, Data: w.Data[cut*rb:]}
+					part := make([]float32, m*sub.Rows)
+					matmulRows(part, x, m, sub, rb, 0, sub.Rows)
+					for i := range m {
+						for j := range rows {
+							if math.Float32bits(split[i*rows+j]) != math.Float32bits(whole[i*rows+j]) {
+								t.Fatalf("%v m=%d: row %d is %v computed in [0,%d)+[%d,%d), %v in one range", dt, m, j, split[i*rows+j], cut, cut, rows, whole[i*rows+j])
+							}
+							if j >= cut && sub.Rows >= 4 && math.Float32bits(part[i*sub.Rows+j-cut]) != math.Float32bits(whole[i*rows+j]) {
+								t.Fatalf("%v m=%d: row %d is %v in a matrix from row %d, %v in the whole", dt, m, j, part[i*sub.Rows+j-cut], cut, whole[i*rows+j])
+							}
+						}
+					}
+				}
+			}
+		}
+	})
+}

@@ -24,6 +24,10 @@ import (
 //     of the same values, summed in another order (a few ulp);
 //   - nemotron_h, granitehybrid: GGUF stores A = −exp(A_log), HF A_log; the
 //     loader's −exp(log(−A)) is A to within an ulp or two;
+//   - deepseek3 in f16: GGUF's split attn_k_b/attn_v_b are served in f16,
+//     HF's fused kv_b_proj is split at load into f32 (model splitKVB) — the
+//     same values through the f16 and f32 matvec kernels, which sum in
+//     different orders with AVX-512 (1.9e-6 measured);
 //   - the rest hold the same values in the same order: bit-equal.
 var genHFCases = []struct {
 	arch string
@@ -35,7 +39,7 @@ var genHFCases = []struct {
 	{"qwen3moe", nil, 0}, {"deepseek2", nil, 0}, {"deepseek3", nil, 0},
 	{"nemotron_h", nil, 1e-4}, {"granitehybrid", nil, 1e-4},
 	// half-precision files: the stored bytes are copied (or only moved)
-	{"gemma2", []string{"--dtype", "bf16"}, 0}, {"deepseek3", []string{"--dtype", "f16"}, 0},
+	{"gemma2", []string{"--dtype", "bf16"}, 0}, {"deepseek3", []string{"--dtype", "f16"}, 1e-5},
 	{"mistral", []string{"--dtype", "bf16"}, 1e-4}, {"granitehybrid", []string{"--dtype", "f16"}, 1e-4},
 	// grouped softmax routing (4 groups, top 2): the GGUF and HF readers
 	// rank groups by the same rule (DeepSeek-V2's group_limited_greedy)

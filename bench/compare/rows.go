@@ -119,7 +119,9 @@ func (o *options) rows() []*row {
 		if has(o.sizes, c[0]) && has(o.types, c[1]) {
 			m := o.model(c[0], c[1])
 			add(&row{group: "RSS serving", name: c[0] + " " + c[1], unit: "MiB", lowerBetter: true,
-				kv: o.serveRSS(m), ll: o.llamaRSS(m)})
+				kv: o.serveRSS(m, false), ll: o.llamaRSS(m)})
+			add(&row{group: "RSS serving, first start", name: c[0] + " " + c[1], unit: "MiB", lowerBetter: true,
+				kv: o.serveRSS(m, true), ll: o.llamaRSS(m)})
 		}
 	}
 	return rows
@@ -291,10 +293,30 @@ func (o *options) llamaLaunch(model string) probe {
 // /health and one 32-token completion: a peak, as llamaRSS's ru_maxrss is,
 // so the two compare like for like (the current VmRSS right after the
 // request could catch or miss a background load, such as the constraint
-// plugin's).
-func (o *options) serveRSS(model string) probe {
+// plugin's). A warm start reuses the plugin cache, primed by one start of
+// the same model first (the configurator's answers recalled, as on every
+// start but a machine's first); a first start has an empty cache and
+// interprets the configurator once.
+func (o *options) serveRSS(model string, first bool) probe {
+	primed := false
 	return func(ctx context.Context) (float64, error) {
-		c, addr, _, err := o.serve(ctx, model, filepath.Join(o.work, "cache-warm"))
+		dir := filepath.Join(o.work, "cache-warm")
+		if first {
+			d, err := os.MkdirTemp(o.work, "cache-first-")
+			if err != nil {
+				return 0, err
+			}
+			defer os.RemoveAll(d)
+			dir = d
+		} else if !primed {
+			c, _, _, err := o.serve(ctx, model, dir)
+			if err != nil {
+				return 0, err
+			}
+			stop(c)
+			primed = true
+		}
+		c, addr, _, err := o.serve(ctx, model, dir)
 		if err != nil {
 			return 0, err
 		}

@@ -109,22 +109,26 @@ func (o *options) rows() []*row {
 	}
 	if has(o.sizes, "medium") && has(o.types, "f16") {
 		m := o.model("medium", "f16")
-		warm := filepath.Join(o.work, "cache-warm")
 		add(&row{group: "launch→/health warm", name: "medium f16", unit: "s", lowerBetter: true,
-			kv: o.launch(m, warm, false), ll: o.llamaLaunch(m)})
+			kv: o.launch(o.warmCache(m)), ll: o.llamaLaunch(m)})
 		add(&row{group: "launch→/health cold", name: "medium f16", unit: "s", lowerBetter: true,
-			kv: o.launch(m, "", true), ll: o.llamaLaunch(m)})
+			kv: o.launch(&startCache{o: o, model: m}), ll: o.llamaLaunch(m)})
 	}
 	for _, c := range [][2]string{{"small", "f16"}, {"medium", "f16"}, {"medium", "q4_k_m"}} {
 		if has(o.sizes, c[0]) && has(o.types, c[1]) {
 			m := o.model(c[0], c[1])
 			add(&row{group: "RSS serving", name: c[0] + " " + c[1], unit: "MiB", lowerBetter: true,
-				kv: o.serveRSS(m, false), ll: o.llamaRSS(m)})
+				kv: o.serveRSS(o.warmCache(m)), ll: o.llamaRSS(m)})
 			add(&row{group: "RSS serving, first start", name: c[0] + " " + c[1], unit: "MiB", lowerBetter: true,
-				kv: o.serveRSS(m, true), ll: o.llamaRSS(m)})
+				kv: o.serveRSS(&startCache{o: o, model: m}), ll: o.llamaRSS(m)})
 		}
 	}
 	return rows
+}
+
+// warmCache is model's warm start cache (one folder for every model).
+func (o *options) warmCache(model string) *startCache {
+	return &startCache{o: o, model: model, warm: filepath.Join(o.work, "cache-warm")}
 }
 
 func has(list []string, s string) bool {
@@ -246,28 +250,47 @@ func stop(c *exec.Cmd) {
 	}
 }
 
-// launch times exec → /health 200. Warm runs reuse cache (primed by one
-// untimed launch first); cold ones start from an empty compile cache.
-func (o *options) launch(model, cache string, cold bool) probe {
-	primed := false
-	return func(ctx context.Context) (float64, error) {
-		dir := cache
-		if cold {
-			d, err := os.MkdirTemp(o.work, "cache-cold-")
-			if err != nil {
-				return 0, err
-			}
-			defer os.RemoveAll(d)
-			dir = d
-		} else if !primed {
-			c, _, _, err := o.serve(ctx, model, dir)
-			if err != nil {
-				return 0, err
-			}
-			stop(c)
-			primed = true
+// startCache is the plugin cache a measured start of model uses: warm, the
+// same folder every time, primed by one unmeasured start of the model
+// first (the configurator's answers recalled, as on every start but a
+// machine's first); or, with warm empty, a fresh empty folder per start
+// (a machine's first start: the configurator interpreted once).
+type startCache struct {
+	o      *options
+	model  string
+	warm   string
+	primed bool
+}
+
+// dir returns the folder for the next start and what to call after it.
+func (s *startCache) dir(ctx context.Context) (string, func(), error) {
+	if s.warm == "" {
+		d, err := os.MkdirTemp(s.o.work, "cache-cold-")
+		if err != nil {
+			return "", nil, err
 		}
-		c, _, d, err := o.serve(ctx, model, dir)
+		return d, func() { os.RemoveAll(d) }, nil
+	}
+	if !s.primed {
+		c, _, _, err := s.o.serve(ctx, s.model, s.warm)
+		if err != nil {
+			return "", nil, err
+		}
+		stop(c)
+		s.primed = true
+	}
+	return s.warm, func() {}, nil
+}
+
+// launch times exec → /health 200 of sc's model on sc's cache.
+func (o *options) launch(sc *startCache) probe {
+	return func(ctx context.Context) (float64, error) {
+		dir, done, err := sc.dir(ctx)
+		if err != nil {
+			return 0, err
+		}
+		defer done()
+		c, _, d, err := o.serve(ctx, sc.model, dir)
 		if err != nil {
 			return 0, err
 		}
@@ -293,30 +316,15 @@ func (o *options) llamaLaunch(model string) probe {
 // /health and one 32-token completion: a peak, as llamaRSS's ru_maxrss is,
 // so the two compare like for like (the current VmRSS right after the
 // request could catch or miss a background load, such as the constraint
-// plugin's). A warm start reuses the plugin cache, primed by one start of
-// the same model first (the configurator's answers recalled, as on every
-// start but a machine's first); a first start has an empty cache and
-// interprets the configurator once.
-func (o *options) serveRSS(model string, first bool) probe {
-	primed := false
+// plugin's), of sc's model on sc's cache.
+func (o *options) serveRSS(sc *startCache) probe {
 	return func(ctx context.Context) (float64, error) {
-		dir := filepath.Join(o.work, "cache-warm")
-		if first {
-			d, err := os.MkdirTemp(o.work, "cache-first-")
-			if err != nil {
-				return 0, err
-			}
-			defer os.RemoveAll(d)
-			dir = d
-		} else if !primed {
-			c, _, _, err := o.serve(ctx, model, dir)
-			if err != nil {
-				return 0, err
-			}
-			stop(c)
-			primed = true
+		dir, done, err := sc.dir(ctx)
+		if err != nil {
+			return 0, err
 		}
-		c, addr, _, err := o.serve(ctx, model, dir)
+		defer done()
+		c, addr, _, err := o.serve(ctx, sc.model, dir)
 		if err != nil {
 			return 0, err
 		}

@@ -192,6 +192,7 @@ func attnShapes() []attnShape {
 	for _, kt := range []KVType{KVF32, KVF16, KVBF16, KVE4M3, KVE5M2, KVMXFP8, KVNVFP4} {
 		out = append(out,
 			attnShape{t: kt, nHeads: 8, kvHeads: 2, hd: 64, vhd: 64, ps: 16},                                       // GQA
+			attnShape{t: kt, nHeads: 3, kvHeads: 3, hd: 96, vhd: 160, ps: 16},                                      // MHA: decode reads whole pages in place
 			attnShape{t: kt, nHeads: 4, kvHeads: 4, hd: 192, vhd: 128, ps: 6},                                      // MLA expanded prefill shape
 			attnShape{t: kt, nHeads: 20, kvHeads: 1, hd: 96, vhd: 64, ps: 16, vInK: true},                          // latent cache
 			attnShape{t: kt, nHeads: 8, kvHeads: 2, hd: 32, vhd: 32, ps: 4, window: 21, sinks: true},               // gpt-oss

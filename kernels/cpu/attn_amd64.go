@@ -95,3 +95,75 @@ func transpose16(dst, src []float32, d int) {
 	}
 	transpose16Go(dst, src, d, n8)
 }
+
+//go:noescape
+func dots16F32AVX512(w *byte, rb int, q *float32, nc int, out *[16]float32)
+
+//go:noescape
+func dots16F16AVX512(w *byte, rb int, q *float32, nc int, out *[16]float32)
+
+//go:noescape
+func dots16BF16AVX512(w *byte, rb int, q *float32, nc int, out *[16]float32)
+
+//go:noescape
+func axpy64F32AVX512(y *float32, v *byte, rb int, p *float32, n int)
+
+//go:noescape
+func axpy64F16AVX512(y *float32, v *byte, rb int, p *float32, n int)
+
+//go:noescape
+func axpy64BF16AVX512(y *float32, v *byte, rb int, p *float32, n int)
+
+// dots16Rows sets out[i] to row i · q for the leading multiple of sixteen of
+// len(out) rows of dt (F32, F16 or BF16) rb bytes apart from w[0], sixteen
+// rows per call of the AVX-512 kernel (attnrun512_amd64.s), and reports how
+// many rows it did: 0 without AVX-512 or for len(q) not a multiple of 16.
+func dots16Rows(dt DType, w []byte, rb int, q, out []float32) int {
+	d, n, eb := len(q), len(out)&^15, rowBytesOf(dt)
+	if !useSIMD || !useAVX512 || n == 0 || d == 0 || d%16 != 0 || eb == 0 {
+		return 0
+	}
+	if rb < eb*d {
+		panic("cpu: dots16Rows row stride shorter than a row")
+	}
+	_ = w[(n-1)*rb+eb*d-1]
+	for i := 0; i < n; i += 16 {
+		o := (*[16]float32)(out[i : i+16])
+		switch dt {
+		case F32:
+			dots16F32AVX512(&w[i*rb], rb, &q[0], d/16, o)
+		case F16:
+			dots16F16AVX512(&w[i*rb], rb, &q[0], d/16, o)
+		default:
+			dots16BF16AVX512(&w[i*rb], rb, &q[0], d/16, o)
+		}
+	}
+	return n
+}
+
+// axpy64Rows adds Σ_i p[i]·row_i to the leading multiple of 64 columns of y,
+// for len(p) rows of dt (F32, F16 or BF16) rb bytes apart from w[0], one
+// call of the AVX-512 kernel per 64-column strip (the strip stays in
+// registers over all the rows), and reports how many columns it did: 0
+// without AVX-512.
+func axpy64Rows(dt DType, y, p []float32, w []byte, rb int) int {
+	nc, n, eb := len(y)&^63, len(p), rowBytesOf(dt)
+	if !useSIMD || !useAVX512 || nc == 0 || n == 0 || eb == 0 {
+		return 0
+	}
+	if rb < eb*nc {
+		panic("cpu: axpy64Rows row stride shorter than a row")
+	}
+	_ = w[(n-1)*rb+eb*nc-1]
+	for c := 0; c < nc; c += 64 {
+		switch dt {
+		case F32:
+			axpy64F32AVX512(&y[c], &w[eb*c], rb, &p[0], n)
+		case F16:
+			axpy64F16AVX512(&y[c], &w[eb*c], rb, &p[0], n)
+		default:
+			axpy64BF16AVX512(&y[c], &w[eb*c], rb, &p[0], n)
+		}
+	}
+	return nc
+}

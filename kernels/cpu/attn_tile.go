@@ -204,6 +204,9 @@ func (t *attnCall) scoresVec(w *attnWork, a *attnItem, k0, kn int) {
 			q := w.qs[r*d:][:d]
 			out := w.s[r*attnVecBK+j:][:run]
 			i := 0
+			if direct {
+				i = dots16Rows(dt, rows, rb, q, out) // whole pages on AVX-512
+			}
 			for ; i+4 <= run; i += 4 {
 				four := (*[4]float32)(out[i : i+4])
 				if direct && !rows4(dt, rows[i*rb:], rb, q, four) || !direct && !dot4Strided(w.kt[i*d:], d, q, four) {
@@ -251,16 +254,24 @@ func (t *attnCall) valuesVec(w *attnWork, a *attnItem, k0, kn int) {
 		for r := range a.m {
 			o := w.o[r*dvp:][:dv]
 			p := w.s[r*attnVecBK+j:][:run]
+			vrows := rows
+			if direct {
+				c := axpy64Rows(dt, o, p, rows, rb) // 64-column strips on AVX-512
+				o, vrows = o[c:], rows[c*rowBytesOf(dt):]
+			}
+			if len(o) == 0 {
+				continue
+			}
 			i := 0
 			for ; i+4 <= run; i += 4 {
 				four := (*[4]float32)(p[i : i+4])
-				if direct && !axpy4Rows(dt, o, four, rows[i*rb:], rb) || !direct && !axpy4Strided(o, four, w.vt[i*dvp:], dvp) {
+				if direct && !axpy4Rows(dt, o, four, vrows[i*rb:], rb) || !direct && !axpy4Strided(o, four, w.vt[i*dvp:], dvp) {
 					break
 				}
 			}
 			for ; i < run; i++ {
 				if direct {
-					axpyRow(dt, o, p[i], rows[i*rb:])
+					axpyRow(dt, o, p[i], vrows[i*rb:])
 				} else {
 					axpy(o, p[i], w.vt[i*dvp:][:dv])
 				}
@@ -397,4 +408,16 @@ func transpose16Go(dst, src []float32, d, k0 int) {
 			dst[k*16+j] = row[k]
 		}
 	}
+}
+
+// rowBytesOf is the bytes per element of the row dtypes the in-place
+// attention kernels read (F32, F16, BF16), or 0.
+func rowBytesOf(dt DType) int {
+	switch dt {
+	case F32:
+		return 4
+	case F16, BF16:
+		return 2
+	}
+	return 0
 }

@@ -16,10 +16,12 @@ import "unsafe"
 // of 4 KiB (sixteen rows would share one L1 set; gemm16Alias) and for a last
 // partial tile: those, and f16 and bf16, are staged chunk by chunk into a
 // small f32 buffer with a padded stride, converted but not transposed. When
-// the columns are a multiple of 16, a work item's full tiles are pipelined:
-// the kernel that multiplies one staged chunk also stages the next (the
-// item's next chunk of this tile or the first of its next tile) into a
-// second buffer, so the weights' loads from memory wait beside the FMAs
+// the columns are a multiple of 16, each worker's tiles are pipelined
+// (pipeTiles): the kernel that multiplies one staged chunk also stages the
+// next (this tile's next chunk, or the first of the worker's next tile,
+// which may be the next work item's or, in a MatMuls group, another
+// weight's) into a second buffer and prefetches the same columns of the
+// tile after that, so the weights' loads from memory wait beside the FMAs
 // instead of in a staging loop of their own (gemmTPipe turns it off for the
 // tests that compare the two schedules bit for bit).
 // Without AVX-512 (or with a nil Pool, which has no room for xt) MatMul keeps
@@ -117,50 +119,129 @@ func (s *gemmTScratch) stage(j int) []float32 {
 
 func (t *gemmTTask) run(int) {
 	var s gemmTScratch
-	for c := t.ch.take(); c >= 0; c = t.ch.take() {
-		t.item(c, &s)
-	}
-}
-
-// item computes work item c: grp consecutive weight tiles.
-func (t *gemmTTask) item(c int, s *gemmTScratch) {
-	i0, i1 := c*t.grp, min((c+1)*t.grp, t.ntile)
 	if t.piped {
-		full := min(i1, t.w.Rows/gemmNR)
-		t.pipe(i0, full, s)
-		i0 = max(i0, full)
-	}
-	for i := i0; i < i1; i++ {
-		t.tile(i, &s.tile, s.stage(0))
-	}
-}
-
-// pipe computes the full tiles i0..i1-1 chunk by chunk, each kernel call
-// staging the chunk after its own into the other buffer.
-func (t *gemmTTask) pipe(i0, i1 int, s *gemmTScratch) {
-	if i0 >= i1 {
+		src := tileSource{task: t}
+		pipeTiles(&src, src.claim(), &s)
 		return
 	}
-	cols := t.w.Cols
+	for c := t.ch.take(); c >= 0; c = t.ch.take() {
+		for i := c * t.grp; i < min((c+1)*t.grp, t.ntile); i++ {
+			t.tile(i, &s.tile, s.stage(0))
+		}
+	}
+}
+
+// tileRun is the tiles [i0, e) of a work item of a pipelined task, at tile
+// i. A zero tileRun (t nil) ends a pipeline.
+type tileRun struct {
+	t    *gemmTTask
+	i, e int
+}
+
+// runOf is item c's tileRun, at its first tile.
+func (t *gemmTTask) runOf(c int) tileRun {
+	return tileRun{t: t, i: c * t.grp, e: min((c+1)*t.grp, t.ntile)}
+}
+
+// tileSource hands a worker's pipeline its next run: the next item of one
+// task, or of a MatMuls group (matmul_group.go), where an item that is not
+// a pipelined run ends the pipeline and waits in pending for the worker.
+type tileSource struct {
+	task    *gemmTTask
+	g       *groupTask
+	pending int // the group item claimed and not piped, or -1
+}
+
+func (src *tileSource) claim() tileRun {
+	if src.g == nil {
+		if c := src.task.ch.take(); c >= 0 {
+			return src.task.runOf(c)
+		}
+		return tileRun{}
+	}
+	c := src.g.ch.take()
+	if c < 0 {
+		return tileRun{}
+	}
+	if i, lc := src.g.locate(c); src.g.kind[i] == groupTiles && src.g.gt[i].piped {
+		return src.g.gt[i].runOf(lc)
+	}
+	src.pending = c
+	return tileRun{}
+}
+
+// after is the tile the worker computes after r's: the next of r's run, or
+// the first of a run claimed now.
+func (src *tileSource) after(r tileRun) tileRun {
+	switch {
+	case r.t == nil:
+		return r
+	case r.i+1 < r.e:
+		r.i++
+		return r
+	}
+	return src.claim()
+}
+
+// pipeTiles computes the tiles of run r and of the runs after it that src
+// hands out, chunk by chunk, each kernel call staging the chunk after its
+// own into the other buffer and prefetching the same columns of the tile
+// after that one. The worker claims a run when its first tile becomes the
+// one to prefetch, about a tile before it is staged, so its weights are on
+// their way as a run's own tiles' are and a worker stages only its first
+// chunk on its own (the other workers share one tile less at the end). The
+// last tile of a task whose rows are not a multiple of sixteen stages its
+// nr rows only; rows past nr keep stale values, whose sums are never
+// stored.
+func pipeTiles(src *tileSource, r tileRun, s *gemmTScratch) {
+	if r.t == nil {
+		return
+	}
 	cur, next := s.stage(0), s.stage(1)
-	stageSIMD(cur, t.w, t.rb, i0*gemmNR, 0, min(gemmKC, cols))
-	for i := i0; i < i1; i++ {
+	r.t.stageFirst(cur, r.i)
+	nx := src.after(r)
+	nn := src.after(nx)
+	for r.t != nil {
+		t, i := r.t, r.i
+		cols, nr := t.w.Cols, min(gemmNR, t.w.Rows-i*gemmNR)
 		for k0 := 0; k0 < cols; k0 += gemmKC {
 			kc := min(gemmKC, cols-k0)
-			ni, nk := i, k0+gemmKC
-			if nk >= cols {
-				ni, nk = i+1, 0
+			st, sk, pt := r, k0+gemmKC, nx // staged: this tile's next chunk
+			if sk >= cols {
+				st, sk, pt = nx, 0, nn // or the next tile's first
 			}
 			xt := t.xt[k0*gemmTMR:]
-			if ni < i1 {
-				gemmTKernelStage(cur, gemmTStride, xt, kc, &s.tile, k0 > 0, next, t.w, t.rb, ni*gemmNR, nk, min(gemmKC, cols-nk))
+			if st.t != nil {
+				var pm Matrix
+				prb := 0
+				if pt.t != nil {
+					pm, prb = pt.t.w, pt.t.rb
+				}
+				u := st.t
+				gemmTKernelStage(cur, gemmTStride, xt, kc, &s.tile, k0 > 0,
+					next, u.w, u.rb, st.i*gemmNR, min(gemmNR, u.w.Rows-st.i*gemmNR), sk, min(gemmKC, u.w.Cols-sk),
+					pm, prb, pt.i*gemmNR)
 			} else {
 				gemmTKernel(cur, gemmTStride, xt, kc, &s.tile, k0 > 0)
 			}
 			cur, next = next, cur
 		}
-		gemmTStore(&s.tile, t.out, i*gemmNR, t.w.Rows, t.m, gemmNR)
+		gemmTStore(&s.tile, t.out, i*gemmNR, t.w.Rows, t.m, nr)
+		r, nx = nx, nn
+		nn = src.after(nx)
 	}
+}
+
+// stageFirst stages the first chunk of tile i into stage.
+func (t *gemmTTask) stageFirst(stage []float32, i int) {
+	r0, kc := i*gemmNR, min(gemmKC, t.w.Cols)
+	if nr := min(gemmNR, t.w.Rows-r0); nr < gemmNR {
+		for j := range nr {
+			stageRow(stage[j*gemmTStride:][:kc], t.w.Type, t.w.Data[(r0+j)*t.rb:][:t.rb], 0)
+		}
+		return
+	}
+	stageSIMD(stage, t.w, t.rb, r0, 0, kc)
 }
 
 // tile computes out for weight rows [16·i, 16·i+16) (fewer in the last

@@ -6,7 +6,7 @@ package cpu
 func gemmT16AVX512(w *float32, ws int, xt *float32, kc int, tile *float32, acc int)
 
 //go:noescape
-func gemmT16StageAVX512(w *float32, ws int, xt *float32, kc int, tile *float32, acc int, src *byte, ss int, dst *float32, n16, rows, kind int)
+func gemmT16StageAVX512(w *float32, ws int, xt *float32, kc int, tile *float32, acc int, src *byte, ss int, dst *float32, n16, rows, kind int, pf *byte, pfs int)
 
 //go:noescape
 func stage16F32AVX512(dst *float32, src *byte, ss, n16 int)
@@ -72,10 +72,13 @@ func stageSIMD(stage []float32, w Matrix, rb, r0, k0, kc int) int {
 }
 
 // gemmTKernelStage is gemmTKernel for kc a multiple of 16 that also stages
-// the sixteen weight rows from r0 of m, kn columns (a multiple of 16) from
-// k0, into next as stageSIMD does. m is f32, f16 or bf16 (gemmTTask.piped).
+// nr (at most sixteen) weight rows from r0 of m, kn columns (a multiple of
+// 16) from k0, into next as stageSIMD does, and prefetches the same columns
+// of the tile staged after those rows: sixteen rows of pm (row stride prb)
+// from pr0, or none when pm has no data. m and pm are f32, f16 or bf16
+// (gemmTTask.piped).
 func gemmTKernelStage(w []float32, ws int, xt []float32, kc int, tile *[gemmTMR * gemmNR]float32, acc bool,
-	next []float32, m Matrix, rb, r0, k0, kn int) {
+	next []float32, m Matrix, rb, r0, nr, k0, kn int, pm Matrix, prb, pr0 int) {
 	kind := 0
 	es := 4
 	switch m.Type {
@@ -87,17 +90,22 @@ func gemmTKernelStage(w []float32, ws int, xt []float32, kc int, tile *[gemmTMR 
 	default:
 		panic("cpu: gemmTKernelStage: no stager for " + m.Type.String())
 	}
-	if kc%16 != 0 || kn%16 != 0 || kc == 0 || kn == 0 {
-		panic("cpu: gemmTKernelStage: column counts not multiples of 16")
+	if kc%16 != 0 || kn%16 != 0 || kc == 0 || kn == 0 || nr < 1 || nr > gemmNR {
+		panic("cpu: gemmTKernelStage: column counts not multiples of 16, or rows out of 1..16")
 	}
 	_ = w[(gemmNR-1)*ws+kc-1]
 	_ = xt[kc*gemmTMR-1]
 	_ = next[(gemmNR-1)*gemmTStride+kn-1]
 	start := r0*rb + es*k0
-	_ = m.Data[start+(gemmNR-1)*rb+es*kn-1]
+	_ = m.Data[start+(nr-1)*rb+es*kn-1]
 	a := 0
 	if acc {
 		a = 1
 	}
-	gemmT16StageAVX512(&w[0], ws, &xt[0], kc, &tile[0], a, &m.Data[start], rb, &next[0], kn/16, gemmNR, kind)
+	// Prefetches never fault: only the first address is kept in bounds.
+	pf, pfs := &m.Data[start], rb
+	if ps := pr0*prb + rowBytesOf(pm.Type)*k0; pm.Data != nil && ps < len(pm.Data) {
+		pf, pfs = &pm.Data[ps], prb
+	}
+	gemmT16StageAVX512(&w[0], ws, &xt[0], kc, &tile[0], a, &m.Data[start], rb, &next[0], kn/16, nr, kind, pf, pfs)
 }

@@ -173,19 +173,21 @@ store:
 	VZEROUPPER
 	RET
 
-// func gemmT16StageAVX512(w *float32, ws int, xt *float32, kc int, tile *float32, acc int, src *byte, ss int, dst *float32, n16, rows, kind int)
+// func gemmT16StageAVX512(w *float32, ws int, xt *float32, kc int, tile *float32, acc int, src *byte, ss int, dst *float32, n16, rows, kind int, pf *byte, pfs int)
 // gemmT16AVX512 (kc a multiple of 16) that also stages the next chunk, as
 // the stagers below do: rows (16) weight rows of 16·n16 columns from src
 // (row stride ss bytes; kind 0 f32, 1 f16, 2 bf16) to f32 rows of 272
 // floats at dst, one row per sixteen k, the rest after the last. The
 // conversions' loads then wait for memory beside the FMAs instead of in a
-// loop of their own. rows is overwritten.
-TEXT ·gemmT16StageAVX512(SB), NOSPLIT, $0-96
+// loop of their own. Each staged row also prefetches the same columns of a
+// row of the tile staged after it (pf, rows pfs bytes apart). rows is
+// overwritten.
+TEXT ·gemmT16StageAVX512(SB), NOSPLIT, $0-112
 
 // CVROW stages one row of the next chunk while the kernel multiplies this
 // one: 16·n16 weights from R12 (f32, f16 or bf16 by kind) to f32 at R13,
 // BX the f16-byte offset (f32 sources read at twice it), R15 = 32·n16;
-// R14 runs sixteen rows ahead for the prefetch, as STAGE_ROWS's.
+// R14 walks the rows of the tile after (pf, stride pfs) for the prefetch.
 #define CVROW(lf32, lf16, lbf16, ldone) \
 	XORQ BX, BX                  \
 	CMPQ kind+88(FP), $1         \
@@ -218,7 +220,7 @@ lbf16:                           \
 ldone:                           \
 	MOVQ ss+56(FP), BX           \
 	ADDQ BX, R12                 \
-	ADDQ BX, R14                 \
+	ADDQ pfs+104(FP), R14        \
 	ADDQ $1088, R13              \
 	DECQ rows+80(FP)
 
@@ -233,9 +235,7 @@ ldone:                           \
 	MOVQ kc+24(FP), CX
 	MOVQ tile+32(FP), DI
 	MOVQ src+48(FP), R12
-	MOVQ ss+56(FP), R14
-	SHLQ $4, R14
-	ADDQ R12, R14
+	MOVQ pf+96(FP), R14
 	MOVQ dst+64(FP), R13
 	MOVQ n16+72(FP), R15
 	SHLQ $5, R15

@@ -131,34 +131,52 @@ func (t *groupTask) run(int) {
 	var xt [2 * gemmMR * gemmKC]float32
 	off := int(-uintptr(unsafe.Pointer(&buf[0]))&63) / 4
 	pk := buf[off : off+gemmNR*gemmKC]
+	src := tileSource{g: t, pending: -1}
 	for c := t.ch.take(); c >= 0; c = t.ch.take() {
-		i := 0
-		for c >= t.end[i] {
-			i++
-		}
-		if i > 0 {
-			c -= t.end[i-1]
-		}
-		switch t.kind[i] {
-		case groupGEMM:
-			g := &t.gm[i]
-			xb, grp := c/g.ngrp, c%g.ngrp
-			for p := grp * g.grp; p < min((grp+1)*g.grp, g.npan); p++ {
-				g.item(xb, p, pk, &xt)
+		for c >= 0 {
+			i, lc := t.locate(c)
+			c = -1
+			switch t.kind[i] {
+			case groupGEMM:
+				g := &t.gm[i]
+				xb, grp := lc/g.ngrp, lc%g.ngrp
+				for p := grp * g.grp; p < min((grp+1)*g.grp, g.npan); p++ {
+					g.item(xb, p, pk, &xt)
+				}
+			case groupTiles:
+				if g := &t.gt[i]; g.piped {
+					// The pipeline runs on through the tile items it claims;
+					// the first other item it claims is done next here.
+					pipeTiles(&src, g.runOf(lc), &ts)
+					c, src.pending = src.pending, -1
+				} else {
+					for j := lc * g.grp; j < min((lc+1)*g.grp, g.ntile); j++ {
+						g.tile(j, &ts.tile, ts.stage(0))
+					}
+				}
+			case groupRows:
+				r := &t.mm[i]
+				r0 := lc * r.chunk
+				matmulRows(r.out, r.x, r.m, r.w, r.rb, r0, min(r0+r.chunk, r.w.Rows))
+			default:
+				q := &t.qm[i]
+				r0 := lc % q.nchunk * q.chunk
+				i0 := lc / q.nchunk * qmXBlock
+				q.rows(r0, min(r0+q.chunk, q.w.Rows), i0, min(i0+qmXBlock, q.m))
 			}
-		case groupTiles:
-			t.gt[i].item(c, &ts)
-		case groupRows:
-			r := &t.mm[i]
-			r0 := c * r.chunk
-			matmulRows(r.out, r.x, r.m, r.w, r.rb, r0, min(r0+r.chunk, r.w.Rows))
-		default:
-			q := &t.qm[i]
-			r0 := c % q.nchunk * q.chunk
-			i0 := c / q.nchunk * qmXBlock
-			q.rows(r0, min(r0+q.chunk, q.w.Rows), i0, min(i0+qmXBlock, q.m))
 		}
 	}
+}
+
+// locate maps group item c to its weight i and the item's index lc there.
+func (t *groupTask) locate(c int) (i, lc int) {
+	for c >= t.end[i] {
+		i++
+	}
+	if i > 0 {
+		c -= t.end[i-1]
+	}
+	return i, c
 }
 
 // release drops the references to the caller's memory.

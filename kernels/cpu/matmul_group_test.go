@@ -28,6 +28,13 @@ func TestMatMuls(t *testing.T) {
 		{{Q8_0, 40, 96}, {Q8_0, 8, 96}},                   // a Q8_0 pair: one Q8 copy
 		{{Q8_0, 24, 256}, {Q6_K, 7, 256}, {Q4_0, 5, 256}}, // Q8 and Q8_K activations in one group
 		{{F32, 300, 40}}, // a group of one
+		// Pipelined tiles (gemm16.go pipeTiles) running on from one weight
+		// into the next: partial last tiles, chunks of 256 and 16 columns,
+		// f16 beside bf16, f32 of a 4 KiB stride (staged) beside f16 of
+		// another stride, and a quantized item that ends a pipeline.
+		{{F16, 83, 528}, {F16, 21, 528}, {BF16, 40, 528}},
+		{{F32, 35, 1024}, {F16, 50, 1024}},
+		{{F16, 40, 256}, {Q8_0, 24, 256}, {F16, 33, 256}},
 	}
 	pools := []*Pool{nil, NewPool(1), NewPool(2), NewPool(3)}
 	defer func() {

@@ -78,9 +78,7 @@ func BenchmarkArchDecode(b *testing.B) {
 								ungroup(r.m, true)
 								step()
 							}
-							cpu0 := cputime.Process().Seconds()
 							timeDecode(b, step, batch)
-							reportCPURate(b, batch, cpu0)
 							if batch == 1 {
 								reportWeightRate(b, read)
 							}

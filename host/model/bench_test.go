@@ -117,10 +117,7 @@ func BenchmarkDecodeKV(b *testing.B) {
 // pools (through g when not nil), walking decodeSpan positions before
 // starting over.
 func benchDecode(b *testing.B, r *rig, pools *kv.Set, g *DecodeGraphs, batch int) {
-	step := warmDecode(b, r, pools, g, batch)
-	cpu0 := cputime.Process().Seconds()
-	timeDecode(b, step, batch)
-	reportCPURate(b, batch, cpu0)
+	timeDecode(b, warmDecode(b, r, pools, g, batch), batch)
 }
 
 // warmDecode prefills benchDecode's batch sequences and walks their
@@ -176,15 +173,18 @@ func warmDecode(b *testing.B, r *rig, pools *kv.Set, g *DecodeGraphs, batch int)
 	return step
 }
 
-// timeDecode times step, batch tokens each, and reports tok/s. b.Loop runs
-// the benchmark function once, so the set-up and warm-up before it are not
-// repeated for -benchtime's ramp (nor for its first b.N = 1 call).
+// timeDecode times step, batch tokens each, and reports tok/s and tok/cpu-s
+// (reportCPURate). b.Loop runs the benchmark function once, so the set-up
+// and warm-up before it are not repeated for -benchtime's ramp (nor for its
+// first b.N = 1 call).
 func timeDecode(b *testing.B, step func(), batch int) {
 	b.ReportAllocs()
+	cpu0 := cputime.Process().Seconds()
 	for b.Loop() {
 		step()
 	}
 	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "tok/s")
+	reportCPURate(b, batch, cpu0)
 }
 
 // BenchmarkPrefill reports prompt tokens/s for one prompt of 128, 512 and

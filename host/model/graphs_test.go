@@ -6,7 +6,6 @@ import (
 
 	"github.com/kvhost/kvhost/host/alloc"
 	"github.com/kvhost/kvhost/host/kv"
-	"github.com/kvhost/kvhost/internal/cputime"
 )
 
 // TestDecodeGraphsEqualEager: for every bucket size (and sizes that pad to
@@ -157,14 +156,7 @@ func BenchmarkDecodeGraphs(b *testing.B) {
 				for range decodeSpan { // untimed: fault the span's KV pages in (see BenchmarkDecode)
 					step()
 				}
-				b.ReportAllocs()
-				b.ResetTimer()
-				cpu0 := cputime.Process().Seconds()
-				for n := 0; n < b.N; n++ {
-					step()
-				}
-				b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "tok/s")
-				reportCPURate(b, batch, cpu0)
+				timeDecode(b, step, batch)
 			})
 		}
 	}

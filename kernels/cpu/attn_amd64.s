@@ -1,6 +1,7 @@
 //go:build amd64
 
 #include "textflag.h"
+#include "rows_amd64.h"
 
 // Attention microkernels (attn_tile.go): c[i*ldc+j] (+)= Σ_{k<kc}
 // x[i*xs+k]·b[k*ldb+j] for j < 16 and 1, 4 or 12 rows i. b is a 16-column
@@ -273,45 +274,33 @@ ax4done:                           \
 	VZEROUPPER                 \
 	RET
 
-#define AXLDF16(mem, reg) VCVTPH2PS mem, reg
-#define AXLDBF16(mem, reg) \
-	VPMOVZXWD mem, reg     \
-	VPSLLD    $16, reg, reg
-
 // func axpy4F16AVX(y *float32, x *byte, xs int, a *[4]float32, n int)
 // y[i] += Σ_j a[j]·x_j[i] for four binary16 rows x_j = x + j·xs (bytes);
 // n is a multiple of 8: four value rows of attention per pass over y.
 TEXT ·axpy4F16AVX(SB), NOSPLIT, $0-40
-	MOVQ         y+0(FP), DI
-	MOVQ         x+8(FP), SI
-	MOVQ         xs+16(FP), AX
-	MOVQ         a+24(FP), DX
-	MOVQ         n+32(FP), CX
-	LEAQ         (SI)(AX*1), R8
-	LEAQ         (R8)(AX*1), R9
-	LEAQ         (R9)(AX*1), R10
-	VBROADCASTSS (DX), Y12
-	VBROADCASTSS 4(DX), Y13
-	VBROADCASTSS 8(DX), Y14
+
+// AX4ARGS loads the axpy4 kernels' arguments: y in DI, the four rows at
+// SI, R8, R9, R10, the four weights broadcast in Y12–Y15, n in CX.
+#define AX4ARGS \
+	MOVQ         y+0(FP), DI   \
+	MOVQ         x+8(FP), SI   \
+	MOVQ         xs+16(FP), AX \
+	MOVQ         a+24(FP), DX  \
+	MOVQ         n+32(FP), CX  \
+	ROWPTRS                    \
+	VBROADCASTSS (DX), Y12     \
+	VBROADCASTSS 4(DX), Y13    \
+	VBROADCASTSS 8(DX), Y14    \
 	VBROADCASTSS 12(DX), Y15
-	AX4BODY(AXLDF16, 2)
+
+	AX4ARGS
+	AX4BODY(LDF16, 2)
 
 // func axpy4BF16AVX(y *float32, x *byte, xs int, a *[4]float32, n int)
 // As axpy4F16AVX for bfloat16 rows.
 TEXT ·axpy4BF16AVX(SB), NOSPLIT, $0-40
-	MOVQ         y+0(FP), DI
-	MOVQ         x+8(FP), SI
-	MOVQ         xs+16(FP), AX
-	MOVQ         a+24(FP), DX
-	MOVQ         n+32(FP), CX
-	LEAQ         (SI)(AX*1), R8
-	LEAQ         (R8)(AX*1), R9
-	LEAQ         (R9)(AX*1), R10
-	VBROADCASTSS (DX), Y12
-	VBROADCASTSS 4(DX), Y13
-	VBROADCASTSS 8(DX), Y14
-	VBROADCASTSS 12(DX), Y15
-	AX4BODY(AXLDBF16, 2)
+	AX4ARGS
+	AX4BODY(LDBF16, 2)
 
 // func prefetchRowsAsm(p *byte, rb, rows, n int)
 // PREFETCHT0 of every cache line of rows rows of n bytes (n >= 1), row i at

@@ -1,18 +1,12 @@
 //go:build amd64
 
 #include "textflag.h"
+#include "rows_amd64.h"
 
 // AVX-512 kernels for decode attention read in place (attn_tile.go
 // scoresVec, valuesVec): a page run of sixteen key rows scored in one call,
 // and a run of value rows summed into a 64-column strip of the output held
 // in registers. The AVX2 kernels (rows4, axpy4Rows) serve the rest.
-
-// Loaders: 16 elements at mem widened to float32 in reg.
-#define R16F32(mem, reg) VMOVUPS mem, reg
-#define R16F16(mem, reg) VCVTPH2PS mem, reg
-#define R16BF16(mem, reg) \
-	VPMOVZXWD mem, reg   \
-	VPSLLD    $16, reg, reg
 
 // DOT(LD, mem, tmp, acc) adds the row chunk at mem times q's chunk (Z16) to acc.
 #define DOT(LD, mem, tmp, acc) \
@@ -116,19 +110,19 @@ dloop:                      \
 // (bytes) of float32; nc >= 1.
 TEXT ·dots16F32AVX512(SB), NOSPLIT, $0-40
 	DOTS_ARGS
-	DOTS16(R16F32, 64)
+	DOTS16(LDF32, 64)
 
 // func dots16F16AVX512(w *byte, rb int, q *float32, nc int, out *[16]float32)
 // As dots16F32AVX512 for binary16 rows.
 TEXT ·dots16F16AVX512(SB), NOSPLIT, $0-40
 	DOTS_ARGS
-	DOTS16(R16F16, 32)
+	DOTS16(LDF16, 32)
 
 // func dots16BF16AVX512(w *byte, rb int, q *float32, nc int, out *[16]float32)
 // As dots16F32AVX512 for bfloat16 rows.
 TEXT ·dots16BF16AVX512(SB), NOSPLIT, $0-40
 	DOTS_ARGS
-	DOTS16(R16BF16, 32)
+	DOTS16(LDBF16, 32)
 
 // AXPY(LD, mem, tmp, p, acc) adds p times the row's chunk at mem to acc.
 #define AXPY(LD, mem, tmp, p, acc) \
@@ -193,16 +187,16 @@ adone:                       \
 // float32; n >= 0.
 TEXT ·axpy64F32AVX512(SB), NOSPLIT, $0-40
 	AXPY_ARGS
-	AXPYRUN(R16F32, 64)
+	AXPYRUN(LDF32, 64)
 
 // func axpy64F16AVX512(y *float32, v *byte, rb int, p *float32, n int)
 // As axpy64F32AVX512 for binary16 rows.
 TEXT ·axpy64F16AVX512(SB), NOSPLIT, $0-40
 	AXPY_ARGS
-	AXPYRUN(R16F16, 32)
+	AXPYRUN(LDF16, 32)
 
 // func axpy64BF16AVX512(y *float32, v *byte, rb int, p *float32, n int)
 // As axpy64F32AVX512 for bfloat16 rows.
 TEXT ·axpy64BF16AVX512(SB), NOSPLIT, $0-40
 	AXPY_ARGS
-	AXPYRUN(R16BF16, 32)
+	AXPYRUN(LDBF16, 32)

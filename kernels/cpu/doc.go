@@ -64,7 +64,9 @@
 //     256 columns at a time into a padded f32 buffer, and is transposed in
 //     registers into out. The staging is pipelined: the kernel call that
 //     multiplies one staged chunk converts the next into a second buffer, a
-//     row per sixteen k, so the weights' loads wait beside the FMAs. At
+//     row per sixteen k, and prefetches the tile after it, so the weights'
+//     loads wait beside the FMAs; a worker's pipeline runs on across its
+//     work items and a MatMuls group's weights (pipeTiles). At
 //     sixteen rows the per-call panel packing cost as much as the FMAs; the
 //     AVX2 and Go kernels keep the packed GEMM.
 //   - The KV cache is encoded on write (WriteKV, WriteKVRows; EncodeKV
@@ -79,8 +81,10 @@
 //     vector. Items of fewer than four vectors (MHA decode) read f32/f16/
 //     bf16 rows in place instead, prefetching the next page run's keys and
 //     the run's values (a page run is a short stride of its own, which the
-//     hardware prefetcher does not follow). The scratch is a few tiles per worker,
-//     independent of the context (AttentionScratch); a call with fewer
+//     hardware prefetcher does not follow); with AVX-512 a page of sixteen
+//     keys is scored per call and value rows are summed into 64-column
+//     register strips (attnrun512_amd64.s). The scratch is a few tiles per
+//     worker, independent of the context (AttentionScratch); a call with fewer
 //     items than workers splits its keys and merges the parts
 //     (flash-decoding). Decoders and the f16/bf16 encoders have AVX2/F16C
 //     paths; the FP8 and block-scaled encoders are portable Go (a write is

@@ -138,6 +138,20 @@ type tileRun struct {
 	i, e int
 }
 
+// nr is the number of weight rows in r's tile (sixteen but in a partial
+// last tile).
+func (r tileRun) nr() int { return min(gemmNR, r.t.w.Rows-r.i*gemmNR) }
+
+// rows is r's tile's weight rows from column k0 to the end of the matrix
+// and their stride, or nothing for a zero tileRun: what the kernel
+// prefetches while staging the tile before it.
+func (r tileRun) rows(k0 int) ([]byte, int) {
+	if r.t == nil {
+		return nil, 0
+	}
+	return r.t.w.Data[r.i*gemmNR*r.t.rb+rowBytesOf(r.t.w.Type)*k0:], r.t.rb
+}
+
 // runOf is item c's tileRun, at its first tile.
 func (t *gemmTTask) runOf(c int) tileRun {
 	return tileRun{t: t, i: c * t.grp, e: min((c+1)*t.grp, t.ntile)}
@@ -198,12 +212,12 @@ func pipeTiles(src *tileSource, r tileRun, s *gemmTScratch) {
 		return
 	}
 	cur, next := s.stage(0), s.stage(1)
-	r.t.stageFirst(cur, r.i)
+	r.t.stageChunk(cur, r.i*gemmNR, r.nr(), 0, min(gemmKC, r.t.w.Cols))
 	nx := src.after(r)
 	nn := src.after(nx)
 	for r.t != nil {
-		t, i := r.t, r.i
-		cols, nr := t.w.Cols, min(gemmNR, t.w.Rows-i*gemmNR)
+		t := r.t
+		cols := t.w.Cols
 		for k0 := 0; k0 < cols; k0 += gemmKC {
 			kc := min(gemmKC, cols-k0)
 			st, sk, pt := r, k0+gemmKC, nx // staged: this tile's next chunk
@@ -211,37 +225,36 @@ func pipeTiles(src *tileSource, r tileRun, s *gemmTScratch) {
 				st, sk, pt = nx, 0, nn // or the next tile's first
 			}
 			xt := t.xt[k0*gemmTMR:]
-			if st.t != nil {
-				var pm Matrix
-				prb := 0
-				if pt.t != nil {
-					pm, prb = pt.t.w, pt.t.rb
-				}
-				u := st.t
+			if u := st.t; u != nil {
+				pf, pfs := pt.rows(sk)
 				gemmTKernelStage(cur, gemmTStride, xt, kc, &s.tile, k0 > 0,
-					next, u.w, u.rb, st.i*gemmNR, min(gemmNR, u.w.Rows-st.i*gemmNR), sk, min(gemmKC, u.w.Cols-sk),
-					pm, prb, pt.i*gemmNR)
+					next, u.w, u.rb, st.i*gemmNR, st.nr(), sk, min(gemmKC, u.w.Cols-sk), pf, pfs)
 			} else {
 				gemmTKernel(cur, gemmTStride, xt, kc, &s.tile, k0 > 0)
 			}
 			cur, next = next, cur
 		}
-		gemmTStore(&s.tile, t.out, i*gemmNR, t.w.Rows, t.m, nr)
+		gemmTStore(&s.tile, t.out, r.i*gemmNR, t.w.Rows, t.m, r.nr())
 		r, nx = nx, nn
 		nn = src.after(nx)
 	}
 }
 
-// stageFirst stages the first chunk of tile i into stage.
-func (t *gemmTTask) stageFirst(stage []float32, i int) {
-	r0, kc := i*gemmNR, min(gemmKC, t.w.Cols)
-	if nr := min(gemmNR, t.w.Rows-r0); nr < gemmNR {
-		for j := range nr {
-			stageRow(stage[j*gemmTStride:][:kc], t.w.Type, t.w.Data[(r0+j)*t.rb:][:t.rb], 0)
-		}
-		return
+// stageChunk stages kc columns from k0 of the nr weight rows from r0 into
+// stage (row stride gemmTStride): sixteen rows by the SIMD stager as far as
+// it goes, the rest a row at a time. Staged rows past nr keep stale values:
+// their sums are never stored.
+func (t *gemmTTask) stageChunk(stage []float32, r0, nr, k0, kc int) {
+	done := 0
+	if nr == gemmNR {
+		done = stageSIMD(stage, t.w, t.rb, r0, k0, kc)
 	}
-	stageSIMD(stage, t.w, t.rb, r0, 0, kc)
+	if done < kc {
+		for j := range nr {
+			row := t.w.Data[(r0+j)*t.rb:][:t.rb]
+			stageRow(stage[j*gemmTStride+done:][:kc-done], t.w.Type, row, k0+done)
+		}
+	}
 }
 
 // tile computes out for weight rows [16·i, 16·i+16) (fewer in the last
@@ -253,19 +266,9 @@ func (t *gemmTTask) tile(i int, tile *[gemmTMR * gemmNR]float32, stage []float32
 	if t.direct && nr == gemmNR {
 		gemmTKernel(bytesF32(t.w.Data[r0*t.rb:]), cols, t.xt, cols, tile, false)
 	} else {
-		// Staged rows past nr keep stale values: their sums are never stored.
 		for k0 := 0; k0 < cols; k0 += gemmKC {
 			kc := min(gemmKC, cols-k0)
-			done := 0
-			if nr == gemmNR {
-				done = stageSIMD(stage, t.w, t.rb, r0, k0, kc)
-			}
-			if done < kc {
-				for j := range nr {
-					row := t.w.Data[(r0+j)*t.rb:][:t.rb]
-					stageRow(stage[j*gemmTStride+done:][:kc-done], t.w.Type, row, k0+done)
-				}
-			}
+			t.stageChunk(stage, r0, nr, k0, kc)
 			gemmTKernel(stage, gemmTStride, t.xt[k0*gemmTMR:], kc, tile, k0 > 0)
 		}
 	}

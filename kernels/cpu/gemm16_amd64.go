@@ -74,19 +74,18 @@ func stageSIMD(stage []float32, w Matrix, rb, r0, k0, kc int) int {
 // gemmTKernelStage is gemmTKernel for kc a multiple of 16 that also stages
 // nr (at most sixteen) weight rows from r0 of m, kn columns (a multiple of
 // 16) from k0, into next as stageSIMD does, and prefetches the same columns
-// of the tile staged after those rows: sixteen rows of pm (row stride prb)
-// from pr0, or none when pm has no data. m and pm are f32, f16 or bf16
+// of the tile staged after those rows: the rows at pf, pfs bytes apart (the
+// staged rows again when pf is empty). m is f32, f16 or bf16
 // (gemmTTask.piped).
 func gemmTKernelStage(w []float32, ws int, xt []float32, kc int, tile *[gemmTMR * gemmNR]float32, acc bool,
-	next []float32, m Matrix, rb, r0, nr, k0, kn int, pm Matrix, prb, pr0 int) {
-	kind := 0
-	es := 4
+	next []float32, m Matrix, rb, r0, nr, k0, kn int, pf []byte, pfs int) {
+	kind, es := 0, rowBytesOf(m.Type)
 	switch m.Type {
 	case F32:
 	case F16:
-		kind, es = 1, 2
+		kind = 1
 	case BF16:
-		kind, es = 2, 2
+		kind = 2
 	default:
 		panic("cpu: gemmTKernelStage: no stager for " + m.Type.String())
 	}
@@ -102,10 +101,9 @@ func gemmTKernelStage(w []float32, ws int, xt []float32, kc int, tile *[gemmTMR 
 	if acc {
 		a = 1
 	}
-	// Prefetches never fault: only the first address is kept in bounds.
-	pf, pfs := &m.Data[start], rb
-	if ps := pr0*prb + rowBytesOf(pm.Type)*k0; pm.Data != nil && ps < len(pm.Data) {
-		pf, pfs = &pm.Data[ps], prb
+	// Prefetches never fault: only the first address must be in bounds.
+	if len(pf) == 0 {
+		pf, pfs = m.Data[start:], rb
 	}
-	gemmT16StageAVX512(&w[0], ws, &xt[0], kc, &tile[0], a, &m.Data[start], rb, &next[0], kn/16, nr, kind, pf, pfs)
+	gemmT16StageAVX512(&w[0], ws, &xt[0], kc, &tile[0], a, &m.Data[start], rb, &next[0], kn/16, nr, kind, &pf[0], pfs)
 }

@@ -1,6 +1,7 @@
 //go:build amd64
 
 #include "textflag.h"
+#include "rows_amd64.h"
 
 // AVX-512 kernels of the small-batch GEMM (gemm16.go): the x rows, packed
 // k-major (sixteen x values per k, one zmm), against sixteen weight rows read
@@ -84,6 +85,27 @@
 	VFMADD231PS.BCST woff(R11)(AX*2), zr, Z14  \
 	VFMADD231PS.BCST woff(R11)(DX*1), zr, Z15
 
+// KT8(xoff) does eight k from x byte offset xoff (x values alternating
+// between Z16 and Z17), the first or second half of a sixteen-k step;
+// KT_NEXT16 moves x and the weight rows on by sixteen k.
+#define KT8(xoff) \
+	KT(xoff, xoff/16, Z16)       \
+	KT(xoff+64, xoff/16+4, Z17)  \
+	KT(xoff+128, xoff/16+8, Z16) \
+	KT(xoff+192, xoff/16+12, Z17) \
+	KT(xoff+256, xoff/16+16, Z16) \
+	KT(xoff+320, xoff/16+20, Z17) \
+	KT(xoff+384, xoff/16+24, Z16) \
+	KT(xoff+448, xoff/16+28, Z17)
+
+#define KT_NEXT16 \
+	ADDQ $1024, SI \
+	ADDQ $64, R8   \
+	ADDQ $64, R9   \
+	ADDQ $64, R10  \
+	ADDQ $64, R11  \
+	SUBQ $16, CX
+
 // PF16 prefetches the line 512 bytes (eight loop iterations) ahead in each
 // of the sixteen weight rows: weights read in place stream from memory in
 // sixteen short strided runs the hardware prefetcher does not get ahead of.
@@ -109,51 +131,42 @@
 // tile[r*16+i] (acc != 0: +)= Σ_{k<kc} w[r*ws+k]·xt[k*16+i] for r, i < 16;
 // kc >= 1.
 TEXT ·gemmT16AVX512(SB), NOSPLIT, $0-48
-	MOVQ w+0(FP), R8
-	MOVQ ws+8(FP), AX
-	SHLQ $2, AX
-	LEAQ (AX)(AX*2), DX
-	LEAQ (R8)(AX*4), R9
-	LEAQ (R9)(AX*4), R10
-	LEAQ (R10)(AX*4), R11
-	MOVQ xt+16(FP), SI
-	MOVQ kc+24(FP), CX
-	MOVQ tile+32(FP), DI
-	MOVQ acc+40(FP), BX
-	TESTQ BX, BX
-	JNZ  load
-	TILE_ZERO
-	JMP  loop16
 
-load:
+// TILE_ARGS loads the arguments both kernels share: the sixteen weight rows
+// at R8–R11 + {0,1,2,3}·AX (AX the row stride in bytes, DX = 3·AX), xt in
+// SI, kc in CX, the tile in DI. TILE_INIT(lload, lloop) then clears the
+// tile, or loads it when acc is set, and goes on at lloop.
+#define TILE_ARGS \
+	MOVQ w+0(FP), R8      \
+	MOVQ ws+8(FP), AX     \
+	SHLQ $2, AX           \
+	LEAQ (AX)(AX*2), DX   \
+	LEAQ (R8)(AX*4), R9   \
+	LEAQ (R9)(AX*4), R10  \
+	LEAQ (R10)(AX*4), R11 \
+	MOVQ xt+16(FP), SI    \
+	MOVQ kc+24(FP), CX    \
+	MOVQ tile+32(FP), DI
+
+#define TILE_INIT(lload, lloop) \
+	MOVQ  acc+40(FP), BX \
+	TESTQ BX, BX         \
+	JNZ   lload          \
+	TILE_ZERO            \
+	JMP   lloop          \
+lload:                       \
 	TILE_LOAD
+
+	TILE_ARGS
+	TILE_INIT(load, loop16)
 
 loop16:
 	CMPQ CX, $16
 	JL   loop1
-	KT(0, 0, Z16)
-	KT(64, 4, Z17)
-	KT(128, 8, Z16)
-	KT(192, 12, Z17)
-	KT(256, 16, Z16)
-	KT(320, 20, Z17)
-	KT(384, 24, Z16)
-	KT(448, 28, Z17)
-	KT(512, 32, Z16)
-	KT(576, 36, Z17)
-	KT(640, 40, Z16)
-	KT(704, 44, Z17)
-	KT(768, 48, Z16)
-	KT(832, 52, Z17)
-	KT(896, 56, Z16)
-	KT(960, 60, Z17)
+	KT8(0)
+	KT8(512)
 	PF16
-	ADDQ $1024, SI
-	ADDQ $64, R8
-	ADDQ $64, R9
-	ADDQ $64, R10
-	ADDQ $64, R11
-	SUBQ $16, CX
+	KT_NEXT16
 	JMP  loop16
 
 loop1:
@@ -184,6 +197,17 @@ store:
 // overwritten.
 TEXT ·gemmT16StageAVX512(SB), NOSPLIT, $0-112
 
+// CVLOOP(l, LD, sc) converts the row at R12 with loader LD, sixteen
+// columns a step, reading at sc times the f16-byte offset BX.
+#define CVLOOP(l, LD, sc)            \
+l:                                   \
+	PREFETCHT0 (R14)(BX*sc)      \
+	LD((R12)(BX*sc), Z18)        \
+	VMOVUPS    Z18, (R13)(BX*2)  \
+	ADDQ       $32, BX           \
+	CMPQ       BX, R15           \
+	JL         l
+
 // CVROW stages one row of the next chunk while the kernel multiplies this
 // one: 16·n16 weights from R12 (f32, f16 or bf16 by kind) to f32 at R13,
 // BX the f16-byte offset (f32 sources read at twice it), R15 = 32·n16;
@@ -193,30 +217,11 @@ TEXT ·gemmT16StageAVX512(SB), NOSPLIT, $0-112
 	CMPQ kind+88(FP), $1         \
 	JEQ  lf16                    \
 	JGT  lbf16                   \
-lf32:                            \
-	PREFETCHT0 (R14)(BX*2)       \
-	VMOVUPS    (R12)(BX*2), Z18  \
-	VMOVUPS    Z18, (R13)(BX*2)  \
-	ADDQ       $32, BX           \
-	CMPQ       BX, R15           \
-	JL         lf32              \
-	JMP        ldone             \
-lf16:                            \
-	PREFETCHT0 (R14)(BX*1)       \
-	VCVTPH2PS  (R12)(BX*1), Z18  \
-	VMOVUPS    Z18, (R13)(BX*2)  \
-	ADDQ       $32, BX           \
-	CMPQ       BX, R15           \
-	JL         lf16              \
-	JMP        ldone             \
-lbf16:                           \
-	PREFETCHT0 (R14)(BX*1)       \
-	VPMOVZXWD  (R12)(BX*1), Z18  \
-	VPSLLD     $16, Z18, Z18     \
-	VMOVUPS    Z18, (R13)(BX*2)  \
-	ADDQ       $32, BX           \
-	CMPQ       BX, R15           \
-	JL         lbf16             \
+	CVLOOP(lf32, LDF32, 2)       \
+	JMP  ldone                   \
+	CVLOOP(lf16, LDF16, 1)       \
+	JMP  ldone                   \
+	CVLOOP(lbf16, LDBF16, 1)     \
 ldone:                           \
 	MOVQ ss+56(FP), BX           \
 	ADDQ BX, R12                 \
@@ -224,60 +229,25 @@ ldone:                           \
 	ADDQ $1088, R13              \
 	DECQ rows+80(FP)
 
-	MOVQ w+0(FP), R8
-	MOVQ ws+8(FP), AX
-	SHLQ $2, AX
-	LEAQ (AX)(AX*2), DX
-	LEAQ (R8)(AX*4), R9
-	LEAQ (R9)(AX*4), R10
-	LEAQ (R10)(AX*4), R11
-	MOVQ xt+16(FP), SI
-	MOVQ kc+24(FP), CX
-	MOVQ tile+32(FP), DI
+	TILE_ARGS
 	MOVQ src+48(FP), R12
 	MOVQ pf+96(FP), R14
 	MOVQ dst+64(FP), R13
 	MOVQ n16+72(FP), R15
 	SHLQ $5, R15
-	MOVQ acc+40(FP), BX
-	TESTQ BX, BX
-	JNZ  sload
-	TILE_ZERO
-	JMP  sloop16
-
-sload:
-	TILE_LOAD
+	TILE_INIT(sload, sloop16)
 
 sloop16:
 	CMPQ CX, $16
 	JL   srest
-	KT(0, 0, Z16)
-	KT(64, 4, Z17)
-	KT(128, 8, Z16)
-	KT(192, 12, Z17)
-	KT(256, 16, Z16)
-	KT(320, 20, Z17)
-	KT(384, 24, Z16)
-	KT(448, 28, Z17)
+	KT8(0)
 	CMPQ rows+80(FP), $0
 	JLE  snocv
 	CVROW(lcf32, lcf16, lcbf16, lcdone)
 
 snocv:
-	KT(512, 32, Z16)
-	KT(576, 36, Z17)
-	KT(640, 40, Z16)
-	KT(704, 44, Z17)
-	KT(768, 48, Z16)
-	KT(832, 52, Z17)
-	KT(896, 56, Z16)
-	KT(960, 60, Z17)
-	ADDQ $1024, SI
-	ADDQ $64, R8
-	ADDQ $64, R9
-	ADDQ $64, R10
-	ADDQ $64, R11
-	SUBQ $16, CX
+	KT8(512)
+	KT_NEXT16
 	JMP  sloop16
 
 srest:
@@ -294,14 +264,12 @@ sstore:
 // The stagers convert 16 weight rows (row j at src + j*ss bytes) × 16·n16
 // columns to f32 rows of gemmTStride (272) floats: dst[j*272+k] = W[j][k];
 // n16 >= 1.
-#define LDF32Z VMOVUPS (R9), Z0
-#define LDF16Z VCVTPH2PS (R9), Z0
 
 // STAGE_ROWS expects DI = dst, SI = src, R8 = ss, DX = n16. It prefetches
 // the same columns of the sixteen rows after these (R11 = 16·ss): a work
 // item stages consecutive tiles (gemm16.go), so that is its next tile's
 // data, fetched while this one is multiplied, as the GEMM packers do.
-#define STAGE_ROWS(body, sstep) \
+#define STAGE_ROWS(LD, sstep) \
 	MOVQ R8, R11               \
 	SHLQ $4, R11               \
 	MOVQ $16, BX               \
@@ -311,7 +279,7 @@ srow:                          \
 	MOVQ DI, R10               \
 scol:                          \
 	PREFETCHT0 (R9)(R11*1)     \
-	body                       \
+	LD((R9), Z0)               \
 	VMOVUPS Z0, (R10)          \
 	ADDQ    $sstep, R9         \
 	ADDQ    $64, R10           \
@@ -330,7 +298,7 @@ TEXT ·stage16F32AVX512(SB), NOSPLIT, $0-32
 	MOVQ src+8(FP), SI
 	MOVQ ss+16(FP), R8
 	MOVQ n16+24(FP), DX
-	STAGE_ROWS(LDF32Z, 64)
+	STAGE_ROWS(LDF32, 64)
 
 // func stage16F16AVX512(dst *float32, src *byte, ss, n16 int)
 TEXT ·stage16F16AVX512(SB), NOSPLIT, $0-32
@@ -338,11 +306,7 @@ TEXT ·stage16F16AVX512(SB), NOSPLIT, $0-32
 	MOVQ src+8(FP), SI
 	MOVQ ss+16(FP), R8
 	MOVQ n16+24(FP), DX
-	STAGE_ROWS(LDF16Z, 32)
-
-#define LDBF16Z \
-	VPMOVZXWD (R9), Z0  \
-	VPSLLD    $16, Z0, Z0
+	STAGE_ROWS(LDF16, 32)
 
 // func stage16BF16AVX512(dst *float32, src *byte, ss, n16 int)
 TEXT ·stage16BF16AVX512(SB), NOSPLIT, $0-32
@@ -350,7 +314,7 @@ TEXT ·stage16BF16AVX512(SB), NOSPLIT, $0-32
 	MOVQ src+8(FP), SI
 	MOVQ ss+16(FP), R8
 	MOVQ n16+24(FP), DX
-	STAGE_ROWS(LDBF16Z, 32)
+	STAGE_ROWS(LDBF16, 32)
 
 // func gemmTStoreAVX512(tile *float32, out *float32, ldc, m, nr int)
 // out[i*ldc+r] = tile[r*16+i] for i < m, r < nr (1 <= m, nr <= 16): the

@@ -26,7 +26,7 @@ func gemmTKernel([]float32, int, []float32, int, *[gemmTMR * gemmNR]float32, boo
 	panic("cpu: the small-batch GEMM kernel needs AVX-512")
 }
 
-func gemmTKernelStage([]float32, int, []float32, int, *[gemmTMR * gemmNR]float32, bool, []float32, Matrix, int, int, int, int, int, Matrix, int, int) {
+func gemmTKernelStage([]float32, int, []float32, int, *[gemmTMR * gemmNR]float32, bool, []float32, Matrix, int, int, int, int, int, []byte, int) {
 	panic("cpu: the small-batch GEMM kernel needs AVX-512")
 }
 

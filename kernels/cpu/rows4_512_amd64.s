@@ -1,6 +1,7 @@
 //go:build amd64
 
 #include "textflag.h"
+#include "rows_amd64.h"
 
 // rows4F32AVX512 is rows4F32AVX (simd_amd64.s) with zmm registers: the
 // decode matvec's inner loop for f32 weights. A step takes 32 columns of
@@ -24,9 +25,7 @@ TEXT ·rows4F32AVX512(SB), NOSPLIT, $0-40
 	MOVQ   x+16(FP), DI
 	MOVQ   n+24(FP), CX
 	MOVQ   out+32(FP), DX
-	LEAQ   (SI)(AX*1), R8
-	LEAQ   (R8)(AX*1), R9
-	LEAQ   (R9)(AX*1), R10
+	ROWPTRS
 	LEAQ   (AX*4), R11
 	VXORPS Z0, Z0, Z0
 	VXORPS Z1, Z1, Z1
@@ -95,11 +94,6 @@ fold:
 	VFMADD231PS (R10), Y8, Y3
 
 done:
-	VHADDPS      Y1, Y0, Y8
-	VHADDPS      Y3, Y2, Y9
-	VHADDPS      Y9, Y8, Y8
-	VEXTRACTF128 $1, Y8, X9
-	VADDPS       X9, X8, X8
-	VMOVUPS      X8, (DX)
+	HSUM4(DX)
 	VZEROUPPER
 	RET

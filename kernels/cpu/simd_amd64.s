@@ -1,18 +1,10 @@
 //go:build amd64
 
 #include "textflag.h"
+#include "rows_amd64.h"
 
 // AVX2/FMA/F16C dot-product kernels. Go assembler operand order: sources
 // first, destination last (VFMADD231PS m, a, acc computes acc += a*m).
-
-// HSUM4 reduces Y0..Y3 to four floats stored at (dst).
-#define HSUM4(dst) \
-	VHADDPS      Y1, Y0, Y8  \
-	VHADDPS      Y3, Y2, Y9  \
-	VHADDPS      Y9, Y8, Y8  \
-	VEXTRACTF128 $1, Y8, X9  \
-	VADDPS       X9, X8, X8  \
-	VMOVUPS      X8, (dst)
 
 // HSUM1 reduces Y0 into X0's low float.
 #define HSUM1 \
@@ -461,27 +453,11 @@ loop:
 // bytes in AX) against one x: each x vector is loaded once for four rows, and
 // the four sums are reduced together. n is a multiple of 8.
 
-// ROWPTRS sets SI,R8,R9,R10 to rows 0..3 (SI = w, stride AX).
-#define ROWPTRS \
-	LEAQ (SI)(AX*1), R8  \
-	LEAQ (R8)(AX*1), R9  \
-	LEAQ (R9)(AX*1), R10
-
 #define ADVW(n) \
 	ADDQ $n, SI  \
 	ADDQ $n, R8  \
 	ADDQ $n, R9  \
 	ADDQ $n, R10
-
-// The element loaders: 8 weights at mem widened to float32 in reg.
-#define LDF32(mem, reg) VMOVUPS mem, reg
-#define LDF16(mem, reg) VCVTPH2PS mem, reg
-
-// BF16TOF32 widens 8 bf16 values at mem into reg (a bf16 is a float32's
-// high half).
-#define BF16TOF32(mem, reg) \
-	VPMOVZXWD mem, reg     \
-	VPSLLD    $16, reg, reg
 
 // ROWS4(LD, eb) is the body of a rows4 kernel for weights of eb bytes
 // (loaded by LD), once the arguments are in SI, AX, DI, CX, DX: 16 values a step (x in Y8/Y9, the four rows' weights in
@@ -571,7 +547,7 @@ TEXT ·rows4BF16AVX(SB), NOSPLIT, $0-40
 	MOVQ x+16(FP), DI
 	MOVQ n+24(FP), CX
 	MOVQ out+32(FP), DX
-	ROWS4(BF16TOF32, 2)
+	ROWS4(LDBF16, 2)
 
 // func axpy4AVX(y, x *float32, xs int, a *[4]float32, n int)
 // y[i] += a[0]·x[i] + a[1]·x[xs+i] + a[2]·x[2xs+i] + a[3]·x[3xs+i] (xs in
